@@ -1,0 +1,29 @@
+"""The order engine: the pure sampling math deciding which sample indices form each batch.
+
+Everything here is deterministic, bit-for-bit reproducible across platforms
+and numpy releases (see ``docs/order.md``), and imports only numpy and the
+standard library, never torch.
+
+- :func:`derive_key` and the RNG helpers (:func:`sample_seed`, :func:`sample_rng`,
+  :func:`batch_rng`, :func:`worker_seed`) derive stable keys from a seed and a path.
+- :class:`FeistelPermutation` is a keyed bijection of ``[0, n)`` computed pointwise.
+- :class:`EpochOrder`, :class:`BatchLayout`, :func:`epoch_batches` and
+  :func:`batch_indices` turn an epoch into batches of sample indices.
+"""
+
+from loaderkit.order.epoch import BatchLayout, EpochOrder, batch_indices, epoch_batches
+from loaderkit.order.feistel import FeistelPermutation
+from loaderkit.order.keys import batch_rng, derive_key, sample_rng, sample_seed, worker_seed
+
+__all__ = [
+    "BatchLayout",
+    "EpochOrder",
+    "FeistelPermutation",
+    "batch_indices",
+    "batch_rng",
+    "derive_key",
+    "epoch_batches",
+    "sample_rng",
+    "sample_seed",
+    "worker_seed",
+]

@@ -1,0 +1,242 @@
+"""Epoch and batch index math: which sample indices form each batch of an epoch.
+
+An epoch of ``n`` samples is an :class:`EpochOrder` (position -> sample index;
+the identity without shuffling, a :class:`~loaderkit.order.feistel.FeistelPermutation`
+keyed by ``derive_key(seed, "shuffle", epoch)`` with shuffling) cut into
+consecutive batches by a :class:`BatchLayout` (torch ``DataLoader`` semantics
+for ``drop_last``).  Any batch can be computed directly in O(batch_size) time
+and memory, independently of the others, which makes mid-epoch resume free.
+
+This module never imports torch.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+import numpy as np
+import numpy.typing as npt
+
+from loaderkit.order.feistel import MAX_N, FeistelPermutation
+from loaderkit.order.keys import _as_int, derive_key
+
+__all__ = ["BatchLayout", "EpochOrder", "batch_indices", "epoch_batches"]
+
+
+def _check_n(n: object) -> int:
+    """Validate a sample count."""
+    value = _as_int("n", n)
+    if value > MAX_N:
+        raise ValueError(f"n must be <= 2**63 - 1, got {value}; use a smaller dataset size")
+    return value
+
+
+def _check_bool(name: str, value: object) -> bool:
+    """Validate a flag: only ``True``/``False`` (or numpy bools) are accepted."""
+    if not isinstance(value, (bool, np.bool_)):
+        raise TypeError(
+            f"{name} must be a bool, got {type(value).__name__} {value!r}; "
+            f"pass {name}=True or {name}=False"
+        )
+    return bool(value)
+
+
+@dataclass(frozen=True, slots=True)
+class EpochOrder:
+    """The order of one epoch: maps a position ``p`` in ``[0, n)`` to a sample index.
+
+    With ``shuffle=False`` it is the identity (``p -> p``).  With
+    ``shuffle=True`` it is ``FeistelPermutation(n, derive_key(seed, "shuffle",
+    epoch))``.  The order depends only on ``(n, seed, epoch, shuffle)``: not on
+    the batch size, the number of workers or the platform.
+
+    Attributes:
+        n: number of samples in the dataset (``>= 0``).
+        seed: the user's seed (``>= 0``).
+        epoch: the epoch number (``>= 0``).
+        shuffle: whether the epoch is shuffled.
+
+    """
+
+    n: int
+    seed: int
+    epoch: int
+    shuffle: bool
+    _perm: FeistelPermutation | None = field(init=False, repr=False, compare=False, hash=False)
+
+    def __post_init__(self) -> None:
+        """Validate the fields and build the permutation once."""
+        object.__setattr__(self, "n", _check_n(self.n))
+        object.__setattr__(self, "seed", _as_int("seed", self.seed))
+        object.__setattr__(self, "epoch", _as_int("epoch", self.epoch))
+        object.__setattr__(self, "shuffle", _check_bool("shuffle", self.shuffle))
+        perm = None
+        if self.shuffle:
+            perm = FeistelPermutation(self.n, derive_key(self.seed, "shuffle", self.epoch))
+        object.__setattr__(self, "_perm", perm)
+
+    @property
+    def permutation(self) -> FeistelPermutation | None:
+        """The underlying permutation, or ``None`` when the epoch is not shuffled."""
+        return self._perm
+
+    def indices(self, start: int, stop: int) -> npt.NDArray[np.int64]:
+        """Return the sample indices at positions ``[start, stop)`` as an int64 array.
+
+        Raises:
+            TypeError: ``start`` or ``stop`` is not an int.
+            ValueError: unless ``0 <= start <= stop <= n``.
+
+        """
+        lo = _as_int("start", start)
+        hi = _as_int("stop", stop)
+        if not lo <= hi <= self.n:
+            raise ValueError(
+                f"need 0 <= start <= stop <= n, got start={lo}, stop={hi}, n={self.n}; "
+                f"pass a position range inside the epoch"
+            )
+        if self._perm is None:
+            return np.arange(lo, hi, dtype=np.int64)
+        return self._perm.slice(lo, hi)
+
+
+@dataclass(frozen=True, slots=True)
+class BatchLayout:
+    """How an epoch of ``n`` samples splits into batches of ``batch_size``.
+
+    Torch semantics: batch ``b`` covers positions ``[b*batch_size,
+    min((b+1)*batch_size, n))``.  With ``drop_last=True`` a final partial batch
+    is dropped (``len == n // batch_size``); otherwise the last batch may be
+    partial (``len == ceil(n / batch_size)``).
+
+    Attributes:
+        n: number of samples in the epoch (``>= 0``).
+        batch_size: samples per batch (``>= 1``).
+        drop_last: drop the final partial batch.
+
+    """
+
+    n: int
+    batch_size: int
+    drop_last: bool
+
+    def __post_init__(self) -> None:
+        """Validate the fields."""
+        object.__setattr__(self, "n", _check_n(self.n))
+        object.__setattr__(self, "batch_size", _as_int("batch_size", self.batch_size, minimum=1))
+        object.__setattr__(self, "drop_last", _check_bool("drop_last", self.drop_last))
+
+    def __len__(self) -> int:
+        """Return the number of batches in the epoch."""
+        if self.drop_last:
+            return self.n // self.batch_size
+        return (self.n + self.batch_size - 1) // self.batch_size
+
+    @property
+    def samples_per_epoch(self) -> int:
+        """Number of samples actually delivered in an epoch."""
+        if self.drop_last:
+            return (self.n // self.batch_size) * self.batch_size
+        return self.n
+
+    @property
+    def dropped(self) -> int:
+        """Number of samples dropped per epoch by ``drop_last`` (``0`` without it)."""
+        return self.n - self.samples_per_epoch
+
+    def bounds(self, batch_index: int) -> tuple[int, int]:
+        """Return the position range ``(start, stop)`` of batch ``batch_index``.
+
+        Raises:
+            TypeError: ``batch_index`` is not an int.
+            IndexError: ``batch_index`` is not in ``[0, len(self))``.
+
+        """
+        b = _as_int("batch_index", batch_index, minimum=None)
+        count = len(self)
+        if not 0 <= b < count:
+            raise IndexError(
+                f"batch_index {b} is out of range: this epoch has {count} batches "
+                f"(n={self.n}, batch_size={self.batch_size}, drop_last={self.drop_last}); "
+                f"pass 0 <= batch_index < {count}"
+            )
+        start = b * self.batch_size
+        return start, min(start + self.batch_size, self.n)
+
+
+def epoch_batches(
+    n: int,
+    batch_size: int,
+    *,
+    seed: int,
+    epoch: int,
+    shuffle: bool,
+    drop_last: bool,
+    start_batch: int = 0,
+) -> Iterator[npt.NDArray[np.int64]]:
+    """Lazily yield the sample-index arrays of batches ``start_batch, ..., len - 1``.
+
+    Arguments are validated eagerly (when this function is called, not on the
+    first ``next``).  Each step computes one batch in O(batch_size) time and
+    memory; nothing is materialized up front.
+
+    Args:
+        n: number of samples (``>= 0``).
+        batch_size: samples per batch (``>= 1``).
+        seed: the user's seed (``>= 0``).
+        epoch: the epoch number (``>= 0``).
+        shuffle: shuffle the epoch (see :class:`EpochOrder`).
+        drop_last: drop the final partial batch (see :class:`BatchLayout`).
+        start_batch: first batch to yield, ``0 <= start_batch <= len`` (``len``
+            yields nothing): resuming mid-epoch yields exactly the tail.
+
+    Raises:
+        TypeError / ValueError: an argument has the wrong type or range.
+
+    """
+    order = EpochOrder(n=n, seed=seed, epoch=epoch, shuffle=shuffle)
+    layout = BatchLayout(n=n, batch_size=batch_size, drop_last=drop_last)
+    first = _as_int("start_batch", start_batch)
+    if first > len(layout):
+        raise ValueError(
+            f"start_batch must be <= the number of batches ({len(layout)}), got {first}; "
+            f"pass 0 <= start_batch <= {len(layout)}"
+        )
+    return _iter_batches(order, layout, first)
+
+
+def _iter_batches(
+    order: EpochOrder, layout: BatchLayout, first: int
+) -> Iterator[npt.NDArray[np.int64]]:
+    """Yield the batches of ``layout`` from ``first`` on (the generator behind epoch_batches)."""
+    for b in range(first, len(layout)):
+        start, stop = layout.bounds(b)
+        yield order.indices(start, stop)
+
+
+def batch_indices(
+    n: int,
+    batch_size: int,
+    *,
+    seed: int,
+    epoch: int,
+    shuffle: bool,
+    drop_last: bool,
+    batch_index: int,
+) -> npt.NDArray[np.int64]:
+    """Return the sample indices of batch ``batch_index`` directly, as an int64 array.
+
+    O(batch_size) time and memory, with no dependence on other batches: equal
+    to the ``batch_index``-th array of :func:`epoch_batches` with the same
+    arguments.
+
+    Raises:
+        TypeError / ValueError: an argument has the wrong type or range.
+        IndexError: ``batch_index`` is not in ``[0, number of batches)``.
+
+    """
+    order = EpochOrder(n=n, seed=seed, epoch=epoch, shuffle=shuffle)
+    layout = BatchLayout(n=n, batch_size=batch_size, drop_last=drop_last)
+    start, stop = layout.bounds(batch_index)
+    return order.indices(start, stop)
