@@ -1,0 +1,46 @@
+"""loaderkit: PyTorch data loading that is correct, reproducible and fast by construction.
+
+Chain an immutable :class:`DataLoaderBuilder`, ``compile()`` it into a frozen, validated,
+serializable :class:`LoaderPlan`, and ``build()`` the plan into a loader::
+
+    plan = (DataLoaderBuilder().with_dataset(ds).with_batch_size(32).with_shuffle()
+            .with_workers(2).compile())
+    loader = plan.build()
+"""
+
+from loaderkit.builder import DataLoaderBuilder
+from loaderkit.collators import collators, register_collator
+from loaderkit.errors import (
+    DataError,
+    LoaderkitError,
+    NotBuiltYetError,
+    PlanError,
+    PlanTypeError,
+    Problem,
+    ResumeError,
+)
+from loaderkit.plan import DEFAULT_SEED, SCHEMA_VERSION, LoaderPlan
+from loaderkit.registry import trust_modules
+from loaderkit.transforms import register_transform, transforms
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "DEFAULT_SEED",
+    "SCHEMA_VERSION",
+    "DataError",
+    "DataLoaderBuilder",
+    "LoaderPlan",
+    "LoaderkitError",
+    "NotBuiltYetError",
+    "PlanError",
+    "PlanTypeError",
+    "Problem",
+    "ResumeError",
+    "__version__",
+    "collators",
+    "register_collator",
+    "register_transform",
+    "transforms",
+    "trust_modules",
+]

@@ -1,0 +1,1 @@
+"""The build layer: the only place that turns a plan into torch objects."""

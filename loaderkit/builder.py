@@ -1,0 +1,320 @@
+"""``DataLoaderBuilder``: the immutable chain that compiles into a ``LoaderPlan``."""
+
+from __future__ import annotations
+
+import html
+import types
+from collections.abc import Mapping
+from typing import Any
+
+import attrs
+
+from loaderkit.plan.fields import (
+    batch_spec,
+    collator_spec,
+    dataset_spec,
+    device_spec,
+    distributed_spec,
+    order_spec,
+    transform_spec,
+    workers_spec,
+)
+from loaderkit.plan.plan import LoaderPlan
+from loaderkit.plan.specs import (
+    DEFAULT_COLLATOR,
+    DEFAULT_SEED,
+    BatchSpec,
+    CallableSpec,
+    DatasetSpec,
+    DistributedSpec,
+    OrderSpec,
+    WorkersSpec,
+)
+
+__all__ = ["DataLoaderBuilder"]
+
+_NO_BINDINGS: Mapping[str, object] = types.MappingProxyType({})
+
+
+def _bindings(value: Mapping[str, object]) -> Mapping[str, object]:
+    return types.MappingProxyType(dict(value))
+
+
+def _key(spec: CallableSpec | None) -> str | None:
+    return None if spec is None or spec.source == "registry" else spec.name
+
+
+@attrs.frozen(repr=False)
+class DataLoaderBuilder:
+    """An immutable, chainable description of a loader.
+
+    Every ``with_*`` method checks its own arguments, raising :class:`~loaderkit.PlanError`
+    (path and fix in the message) at once, and returns a **new** builder; the builder it was
+    called on never changes. Calling the same ``with_*`` twice replaces the earlier setting.
+    :meth:`compile` applies the rules that involve several settings and returns a frozen
+    :class:`~loaderkit.LoaderPlan`, reporting every problem at once.
+
+    >>> plan = (DataLoaderBuilder().with_dataset(list(range(10))).with_batch_size(4)
+    ...         .with_shuffle().compile())
+    >>> plan.batch.batch_size
+    4
+    """
+
+    _dataset: DatasetSpec | None = None
+    _batch: BatchSpec = BatchSpec()
+    _order: OrderSpec = OrderSpec()
+    _collator: CallableSpec = DEFAULT_COLLATOR
+    _transform: CallableSpec | None = None
+    _workers: WorkersSpec = WorkersSpec()
+    _device: str = "cpu"
+    _distributed: DistributedSpec = DistributedSpec()
+    _bound: Mapping[str, object] = attrs.field(
+        default=_NO_BINDINGS, eq=False, hash=False, converter=_bindings
+    )
+
+    # -- helpers ----------------------------------------------------------------------------
+
+    def _rebound(self, old: str | None, new: str | None, obj: object | None) -> dict[str, object]:
+        bound = dict(self._bound)
+        in_use = {
+            self._dataset.binding if self._dataset else None,
+            _key(self._collator),
+            _key(self._transform),
+        }
+        if old is not None:
+            in_use.discard(old)
+            if old not in in_use:
+                bound.pop(old, None)
+        if new is not None and obj is not None:
+            bound[new] = obj
+        return bound
+
+    # -- the chain --------------------------------------------------------------------------
+
+    def with_dataset(self, dataset: object, *, name: str | None = None) -> DataLoaderBuilder:
+        """Return a new builder reading samples from ``dataset``, bound under ``name``.
+
+        Accepts a map-style torch ``Dataset`` (anything with ``__getitem__`` and ``__len__``),
+        an HF ``datasets.Dataset``, a ``list`` of samples, a ``tuple`` of equal-length
+        tensors/arrays (columns, like ``TensorDataset``), a ``dict`` of equal-length columns,
+        or a torch / HF iterable dataset. ``name`` (default ``"dataset"``) is how plan files
+        refer to it: pass ``bindings={name: dataset}`` when loading the plan. Replaces any
+        earlier dataset.
+        """
+        spec = dataset_spec(dataset, name)
+        old = self._dataset.binding if self._dataset else None
+        return attrs.evolve(self, dataset=spec, bound=self._rebound(old, spec.binding, dataset))
+
+    def with_batch_size(self, batch_size: int, *, drop_last: bool = False) -> DataLoaderBuilder:
+        """Return a new builder with ``batch_size`` samples per batch on each rank.
+
+        ``drop_last=True`` drops the final partial batch of an epoch (torch semantics);
+        otherwise it is delivered smaller. Replaces any earlier batch size.
+        """
+        return attrs.evolve(self, batch=batch_spec(batch_size, drop_last))
+
+    def with_shuffle(self, enabled: bool = True) -> DataLoaderBuilder:
+        """Return a new builder that shuffles every epoch (or, with ``False``, reads in order).
+
+        The order of epoch ``e`` is a keyed permutation of (seed, e): the same seed and epoch
+        always give the same order, and each epoch differs. Replaces any earlier setting.
+        """
+        return attrs.evolve(self, order=order_spec(self._order, shuffle=enabled))
+
+    def with_seed(self, seed: int) -> DataLoaderBuilder:
+        """Return a new builder whose random streams all derive from ``seed`` (an int >= 0).
+
+        Without it the seed is ``loaderkit.DEFAULT_SEED`` (0), so unseeded plans are
+        reproducible too. Replaces any earlier seed.
+        """
+        return attrs.evolve(self, order=order_spec(self._order, seed=seed))
+
+    def with_collator(self, collator: object, **options: Any) -> DataLoaderBuilder:
+        """Return a new builder that makes batches with ``collator``.
+
+        ``collator`` is a registry name (``"default"``; see ``loaderkit.collators``) with its
+        keyword ``options`` as plain data, a ``"module:qualname"`` string, or a callable taking
+        the list of samples. Replaces any earlier collator.
+        """
+        spec, live = collator_spec(collator, options)
+        return attrs.evolve(
+            self, collator=spec, bound=self._rebound(_key(self._collator), _key(spec), live)
+        )
+
+    def with_transform(self, fn: object) -> DataLoaderBuilder:
+        """Return a new builder applying ``fn`` to each sample where samples are fetched.
+
+        ``fn`` is a callable, a ``"module:qualname"`` string or a registered transform name.
+        If it accepts an ``rng`` keyword it receives a ``numpy.random.Generator`` derived from
+        (seed, epoch, sample index), identical for any number of workers. Replaces any earlier
+        transform.
+        """
+        spec, live = transform_spec(fn)
+        return attrs.evolve(
+            self, transform=spec, bound=self._rebound(_key(self._transform), _key(spec), live)
+        )
+
+    def with_workers(
+        self,
+        num_workers: int,
+        *,
+        prefetch_factor: int | None = None,
+        persistent: bool | None = None,
+        pin_memory: bool | None = None,
+        start_method: str | None = None,
+        timeout: float | None = None,
+    ) -> DataLoaderBuilder:
+        """Return a new builder loading with ``num_workers`` worker processes (0: in-process).
+
+        ``None`` means automatic: pin memory only when delivering to an available CUDA device;
+        persistent workers and a prefetch factor of 2 when ``num_workers > 0``.
+        ``start_method`` is ``"fork"``, ``"spawn"`` or ``"forkserver"``; ``timeout`` is the
+        seconds to wait for one batch. These settings change speed, never the batches.
+        Replaces any earlier worker settings.
+        """
+        return attrs.evolve(
+            self,
+            workers=workers_spec(
+                num_workers,
+                prefetch_factor=prefetch_factor,
+                persistent=persistent,
+                pin_memory=pin_memory,
+                start_method=start_method,
+                timeout=timeout,
+            ),
+        )
+
+    def with_device(self, device: str) -> DataLoaderBuilder:
+        """Return a new builder delivering batches to ``device``.
+
+        ``"cpu"`` (the default), ``"cuda"``, ``"cuda:N"``, ``"mps"`` or ``"auto"`` (CUDA when
+        available, else CPU). A plan naming ``"cuda"`` compiles anywhere; building it where
+        CUDA is absent fails clearly. Replaces any earlier device.
+        """
+        return attrs.evolve(self, device=device_spec(device))
+
+    def with_distributed(
+        self,
+        *,
+        world_size: int | None = None,
+        rank: int | None = None,
+        even_batches: bool = True,
+    ) -> DataLoaderBuilder:
+        """Return a new builder that shards each epoch across ranks.
+
+        Without arguments, rank and world size are detected when the plan is built (an
+        initialized ``torch.distributed`` group, else the ``RANK`` / ``WORLD_SIZE`` variables
+        torchrun sets, else a single process); give both to fix them. ``even_batches`` makes
+        every rank yield the same number of batches so collectives never hang. Replaces any
+        earlier distributed settings.
+        """
+        return attrs.evolve(
+            self,
+            distributed=distributed_spec(
+                world_size=world_size, rank=rank, even_batches=even_batches
+            ),
+        )
+
+    def compile(self) -> LoaderPlan:
+        """Return the frozen, validated :class:`~loaderkit.LoaderPlan`.
+
+        Every cross-field rule runs and *all* problems are raised together in one
+        :class:`~loaderkit.PlanError`. Nothing is spawned and no data is loaded.
+        """
+        from loaderkit.errors import PlanError, Problem
+
+        if self._dataset is None:
+            # report the other problems too, against a stand-in dataset
+            stand_in = DatasetSpec("dataset", "samples", "builtins.list", 1)
+            problems = [Problem("dataset", "no dataset; call .with_dataset(ds) before .compile()")]
+            try:
+                self._plan(stand_in, {"dataset": [None], **self._bound})
+            except PlanError as exc:
+                problems.extend(p for p in exc.problems if p.path != "dataset")
+            raise PlanError(problems)
+        return self._plan(self._dataset, self._bound)
+
+    def _plan(self, dataset: DatasetSpec, bound: Mapping[str, object]) -> LoaderPlan:
+        return LoaderPlan(
+            dataset=dataset,
+            batch=self._batch,
+            order=self._order,
+            collator=self._collator,
+            transform=self._transform,
+            workers=self._workers,
+            device=self._device,
+            distributed=self._distributed,
+            bindings=bound,
+        )
+
+    @classmethod
+    def _from_plan(cls, plan: LoaderPlan) -> DataLoaderBuilder:
+        return cls(
+            dataset=plan.dataset,
+            batch=plan.batch,
+            order=plan.order,
+            collator=plan.collator,
+            transform=plan.transform,
+            workers=plan.workers,
+            device=plan.device,
+            distributed=plan.distributed,
+            bound=plan.bindings or {},
+        )
+
+    # -- display ----------------------------------------------------------------------------
+
+    def __repr__(self) -> str:
+        calls = ["DataLoaderBuilder()"]
+        if self._dataset is not None:
+            ds = self._dataset
+            size = "streamed" if ds.length is None else f"{ds.length} samples"
+            arg = f"<{ds.type_name.rsplit('.', 1)[-1]}: {size}>"
+            if ds.binding != "dataset":
+                arg += f", name={ds.binding!r}"
+            calls.append(f".with_dataset({arg})")
+        if self._batch != BatchSpec():
+            drop = ", drop_last=True" if self._batch.drop_last else ""
+            calls.append(f".with_batch_size({self._batch.batch_size}{drop})")
+        if self._order.shuffle:
+            calls.append(".with_shuffle()")
+        if self._order.seed != DEFAULT_SEED:
+            calls.append(f".with_seed({self._order.seed})")
+        if self._collator != DEFAULT_COLLATOR:
+            calls.append(f".with_collator({self._callable_arg(self._collator, True)})")
+        if self._transform is not None:
+            calls.append(f".with_transform({self._callable_arg(self._transform, False)})")
+        if self._workers != WorkersSpec():
+            w = self._workers
+            args = [str(w.num_workers)]
+            for key in ("prefetch_factor", "persistent", "pin_memory", "start_method", "timeout"):
+                value = getattr(w, key)
+                if value is not None:
+                    args.append(f"{key}={value!r}")
+            calls.append(f".with_workers({', '.join(args)})")
+        if self._device != "cpu":
+            calls.append(f".with_device({self._device!r})")
+        if self._distributed.enabled:
+            d = self._distributed
+            args = [
+                f"{k}={getattr(d, k)!r}"
+                for k in ("world_size", "rank")
+                if getattr(d, k) is not None
+            ]
+            if not d.even_batches:
+                args.append("even_batches=False")
+            calls.append(f".with_distributed({', '.join(args)})")
+        return "".join(calls)
+
+    def _callable_arg(self, spec: CallableSpec, with_options: bool) -> str:
+        if spec.source == "registry":
+            args = [repr(spec.name)]
+            if with_options:
+                args.extend(f"{k}={v!r}" for k, v in spec.options.items())
+            return ", ".join(args)
+        obj = self._bound.get(spec.name)
+        if obj is None:
+            return repr(spec.name)
+        return f"<{type(obj).__name__} {getattr(obj, '__qualname__', spec.name)}>"
+
+    def _repr_html_(self) -> str:
+        return f"<pre>{html.escape(repr(self))}</pre>"

@@ -1,0 +1,28 @@
+"""The plan layer: pure data describing a loader. Never imports torch.
+
+``LoaderPlan`` is made by ``DataLoaderBuilder.compile()`` or ``LoaderPlan.load()``; the specs it
+holds are in :mod:`loaderkit.plan.specs`.
+"""
+
+from loaderkit.plan.plan import SCHEMA_VERSION, LoaderPlan
+from loaderkit.plan.specs import (
+    DEFAULT_SEED,
+    BatchSpec,
+    CallableSpec,
+    DatasetSpec,
+    DistributedSpec,
+    OrderSpec,
+    WorkersSpec,
+)
+
+__all__ = [
+    "DEFAULT_SEED",
+    "SCHEMA_VERSION",
+    "BatchSpec",
+    "CallableSpec",
+    "DatasetSpec",
+    "DistributedSpec",
+    "LoaderPlan",
+    "OrderSpec",
+    "WorkersSpec",
+]

@@ -1,0 +1,153 @@
+"""How plans show themselves: ``explain()`` and ``diff()``."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from loaderkit.plan.specs import dataset_summary
+
+if TYPE_CHECKING:
+    from loaderkit.plan.plan import LoaderPlan
+
+__all__ = ["diff_dicts", "epoch_shape", "explain_plan", "flatten"]
+
+
+def flatten(data: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+    """``{"a": {"b": 1}}`` → ``{"a.b": 1}``; lists stay values."""
+    out: dict[str, Any] = {}
+    for key, value in data.items():
+        path = f"{prefix}.{key}" if prefix else key
+        if isinstance(value, Mapping) and value:
+            out.update(flatten(value, path))
+        else:
+            out[path] = value
+    return out
+
+
+def diff_dicts(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[str]:
+    """``path: old -> new`` for each flattened path that differs (``<unset>`` when absent)."""
+    a, b = flatten(old), flatten(new)
+    lines = []
+    for path in sorted(set(a) | set(b)):
+        left, right = a.get(path, _UNSET), b.get(path, _UNSET)
+        if left != right or type(left) is not type(right):
+            lines.append(f"{path}: {_show(left)} -> {_show(right)}")
+    return lines
+
+
+class _Unset:
+    def __repr__(self) -> str:
+        return "<unset>"
+
+
+_UNSET = _Unset()
+
+
+def _show(value: object) -> str:
+    return repr(value)
+
+
+def epoch_shape(plan: LoaderPlan) -> tuple[int | None, int | None, int, int]:
+    """(samples per rank, batches per rank, samples dropped, samples repeated) for one epoch.
+
+    ``None`` when the length or the world size is only known at build time. Sharding follows
+    the elastic layout: global batch ``s`` is positions ``[s*G, (s+1)*G)`` of the epoch order,
+    ``G = batch_size * world_size``, split between ranks in rank order.
+    """
+    n = plan.dataset.length
+    dist = plan.distributed
+    world = dist.world_size if dist.enabled else 1
+    b = plan.batch.batch_size
+    if n is None or world is None:
+        return None, None, 0, 0
+    if world == 1:
+        batches = n // b if plan.batch.drop_last else -(-n // b)
+        delivered = batches * b if plan.batch.drop_last else n
+        return delivered, batches, n - delivered, 0
+    g = b * world
+    if plan.batch.drop_last:
+        batches = n // g
+        return batches * b, batches, n - batches * g, 0
+    batches = -(-n // g)
+    if not dist.even_batches:
+        return None, batches, 0, 0
+    # even batches: the tail is completed by wrapping around to the start of the order
+    repeated = batches * g - n
+    return batches * b, batches, 0, repeated
+
+
+def _workers_line(plan: LoaderPlan) -> str:
+    w = plan.workers
+    if w.num_workers == 0:
+        text = "0 (load in the main process)"
+    else:
+        prefetch = f"prefetch {w.prefetch_factor}" if w.prefetch_factor else "prefetch auto (2)"
+        persistent = {None: "persistent auto (on)", True: "persistent", False: "not persistent"}[
+            w.persistent
+        ]
+        start = w.start_method or "platform default start method"
+        text = f"{w.num_workers}, {prefetch}, {persistent}, {start}"
+        if w.timeout:
+            text += f", timeout {w.timeout:g} s"
+    pin = {None: "auto (when delivering to CUDA)", True: "on", False: "off"}[w.pin_memory]
+    return f"{text}; pin memory {pin}"
+
+
+def explain_plan(plan: LoaderPlan) -> str:
+    """The multi-line report behind ``LoaderPlan.explain()``."""
+    o, b, d = plan.order, plan.batch, plan.distributed
+    per_rank, batches, dropped, repeated = epoch_shape(plan)
+    order = (
+        f"shuffled each epoch (keyed Feistel permutation), seed {o.seed}"
+        if o.shuffle
+        else f"sequential (dataset order), seed {o.seed}"
+    )
+    if plan.dataset.iterable:
+        order = f"stream order (iterable source), seed {o.seed}"
+    if batches is None:
+        batch_line = f"{b.batch_size} per rank, drop_last={b.drop_last}; batches per epoch known "
+        batch_line += "when built"
+    else:
+        batch_line = (
+            f"{b.batch_size} per rank, drop_last={b.drop_last} -> {batches:,} batches "
+            f"per epoch per rank"
+        )
+        if (
+            per_rank is not None
+            and not b.drop_last
+            and d.world_size in (None, 1)
+            and per_rank % b.batch_size
+        ):
+            batch_line += f" (last has {per_rank % b.batch_size})"
+    notes = []
+    if dropped:
+        notes.append(f"{dropped:,} samples dropped per epoch (drop_last)")
+    if repeated:
+        notes.append(f"{repeated:,} samples repeated per epoch to even out ranks (wrap-around)")
+    if not d.enabled:
+        dist_line = "single process"
+    elif d.world_size is None:
+        dist_line = "detected at build time (torch.distributed, else RANK/WORLD_SIZE env)"
+    else:
+        dist_line = f"rank {d.rank} of {d.world_size} (given explicitly)"
+    if d.enabled and not d.even_batches:
+        dist_line += "; uneven batches allowed"
+    transform = "none" if plan.transform is None else plan.transform.describe()
+    if plan.transform is not None and plan.transform.accepts_rng:
+        transform += " with a per-sample rng keyed by (seed, epoch, index)"
+    status = "" if plan.bound else "  (unbound: load with bindings to build)"
+    lines = [
+        f"LoaderPlan {plan.fingerprint[:12]}{status}",
+        f"  source      {dataset_summary(plan.dataset)}",
+        f"  order       {order}",
+        f"  batches     {batch_line}",
+        *(f"              {n}" for n in notes),
+        f"  collator    {plan.collator.describe()}",
+        f"  transform   {transform}",
+        f"  workers     {_workers_line(plan)}",
+        f"  device      {plan.device}",
+        f"  distributed {dist_line}",
+        f"  fingerprint {plan.fingerprint}",
+    ]
+    return "\n".join(lines)

@@ -1,0 +1,260 @@
+"""One constructor per plan section, shared by the builder's ``with_*`` methods and plan loading.
+
+Each function checks its own arguments (types, ranges, registry names) and returns the frozen
+spec, or raises a :class:`~loaderkit.errors.PlanError` whose problem path names the field. Rules
+that involve several sections live in :mod:`loaderkit.plan.rules`.
+"""
+
+from __future__ import annotations
+
+import inspect
+import re
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from loaderkit._checks import (
+    FrozenMap,
+    check_bool,
+    check_choice,
+    check_int,
+    check_number,
+    check_optional_bool,
+    check_str,
+    freeze_value,
+)
+from loaderkit.errors import PlanError, PlanTypeError
+from loaderkit.plan.specs import (
+    DEVICES,
+    START_METHODS,
+    BatchSpec,
+    CallableSpec,
+    DatasetSpec,
+    DistributedSpec,
+    OrderSpec,
+    WorkersSpec,
+    describe_dataset,
+)
+from loaderkit.registry import callable_ref
+
+__all__ = [
+    "batch_spec",
+    "binding_name",
+    "collator_spec",
+    "dataset_spec",
+    "device_spec",
+    "distributed_spec",
+    "order_spec",
+    "transform_spec",
+    "workers_spec",
+]
+
+_BINDING = re.compile(r"^[A-Za-z_][A-Za-z0-9_.\-]*$")
+_DEVICE = re.compile(r"^(auto|cpu|mps|cuda)(:(0|[1-9][0-9]*))?$")
+
+
+def binding_name(path: str, name: object) -> str:
+    """Accept a binding name: letters, digits, ``_ . -``, not starting with a digit."""
+    text = check_str(path, name)
+    if not _BINDING.match(text):
+        raise PlanError.single(
+            path,
+            f"must start with a letter or '_' and use only letters, digits, '_', '.', '-' "
+            f"(got {text!r})",
+        )
+    return text
+
+
+def dataset_spec(dataset: object, name: object = None) -> DatasetSpec:
+    """The spec of a live dataset bound under ``name`` (default ``"dataset"``)."""
+    binding = "dataset" if name is None else binding_name("dataset.name", name)
+    if dataset is None:
+        raise PlanTypeError.single("dataset", "got None; pass a dataset object")
+    return describe_dataset(dataset, binding)
+
+
+def batch_spec(batch_size: object, drop_last: object = False) -> BatchSpec:
+    """Per-rank batch size (an int >= 1) and ``drop_last``."""
+    size = check_int(
+        "batch.batch_size", batch_size, minimum=1, fix="pass a positive number of samples"
+    )
+    return BatchSpec(size, check_bool("batch.drop_last", drop_last))
+
+
+def order_spec(current: OrderSpec, *, shuffle: object = None, seed: object = None) -> OrderSpec:
+    """``current`` with a new shuffle flag and/or seed (``None`` keeps the current value)."""
+    out = current
+    if shuffle is not None:
+        out = OrderSpec(check_bool("order.shuffle", shuffle), out.seed)
+    if seed is not None:
+        out = OrderSpec(
+            out.shuffle,
+            check_int("order.seed", seed, minimum=0, fix="seeds are non-negative ints"),
+        )
+    return out
+
+
+def _options(path: str, options: Mapping[str, object]) -> FrozenMap:
+    frozen = {}
+    for key, value in options.items():
+        frozen[key] = freeze_value(f"{path}.{key}", value)
+    return FrozenMap(frozen)
+
+
+def collator_spec(
+    collator: object, options: Mapping[str, object]
+) -> tuple[CallableSpec, object | None]:
+    """The spec of a collator given by registry name, ``module:qualname`` or as a callable.
+
+    Returns the spec and the live object to bind (``None`` for registry names). Options are only
+    taken with registry names (a callable is already configured).
+    """
+    from loaderkit.collators import collators
+
+    if isinstance(collator, str):
+        if ":" in collator:
+            if options:
+                raise PlanError.single(
+                    "collator.options",
+                    f"options are only taken with registry names (got {sorted(options)} with "
+                    f"{collator!r}); configure the callable yourself",
+                )
+            return CallableSpec("ref", collator), None
+        name = check_str("collator", collator)
+        if name not in collators:
+            raise PlanError.single("collator", collators.unknown_message(name))
+        spec = CallableSpec("registry", name, _options("collator.options", options))
+        entry = collators.get(name)
+        problems = entry.signature_problems(dict(spec.options))
+        if problems:
+            raise PlanError.single(f"collator.options.{problems[0][0]}", problems[0][1])
+        return spec, None
+    if callable(collator):
+        if options:
+            raise PlanError.single(
+                "collator.options",
+                f"options are only taken with registry names (got {sorted(options)} with a "
+                f"callable); configure the callable yourself, e.g. with functools.partial",
+            )
+        ref = callable_ref(collator)
+        if ref is not None:
+            return CallableSpec("ref", ref), collator
+        return CallableSpec("binding", "collator"), collator
+    raise PlanTypeError.single(
+        "collator",
+        f"must be a registry name, a 'module:qualname' string or a callable (got "
+        f"{type(collator).__name__} {collator!r})",
+    )
+
+
+def _accepts_rng(path: str, fn: Callable[..., Any]) -> bool:
+    try:
+        signature = inspect.signature(fn)
+    except (TypeError, ValueError):
+        return False
+    params = signature.parameters
+    try:
+        signature.bind(object())
+    except TypeError:
+        raise PlanTypeError.single(
+            path,
+            f"{getattr(fn, '__name__', fn)!r} must accept one positional argument (the sample); "
+            f"its signature is {signature}",
+        ) from None
+    rng = params.get("rng")
+    return rng is not None and rng.kind in (
+        inspect.Parameter.KEYWORD_ONLY,
+        inspect.Parameter.POSITIONAL_OR_KEYWORD,
+    )
+
+
+def transform_spec(fn: object) -> tuple[CallableSpec, object | None]:
+    """The spec of a per-sample transform: a callable, ``module:qualname`` or registry name."""
+    from loaderkit.transforms import transforms
+
+    if isinstance(fn, str):
+        if ":" in fn:
+            return CallableSpec("ref", fn), None
+        name = check_str("transform", fn)
+        if name not in transforms:
+            raise PlanError.single("transform", transforms.unknown_message(name))
+        accepts = _accepts_rng("transform", transforms.get(name).factory)
+        return CallableSpec("registry", name, accepts_rng=accepts), None
+    if callable(fn):
+        accepts = _accepts_rng("transform", fn)
+        ref = callable_ref(fn)
+        if ref is not None:
+            return CallableSpec("ref", ref, accepts_rng=accepts), fn
+        return CallableSpec("binding", "transform", accepts_rng=accepts), fn
+    raise PlanTypeError.single(
+        "transform",
+        f"must be a callable, a 'module:qualname' string or a registered transform name (got "
+        f"{type(fn).__name__} {fn!r})",
+    )
+
+
+def workers_spec(
+    num_workers: object,
+    *,
+    prefetch_factor: object = None,
+    persistent: object = None,
+    pin_memory: object = None,
+    start_method: object = None,
+    timeout: object = None,
+) -> WorkersSpec:
+    """Worker count and execution settings; ``None`` means automatic."""
+    count = check_int(
+        "workers.num_workers", num_workers, minimum=0, fix="use 0 to load in the main process"
+    )
+    prefetch = (
+        None
+        if prefetch_factor is None
+        else check_int(
+            "workers.prefetch_factor",
+            prefetch_factor,
+            minimum=1,
+            fix="it counts batches prefetched per worker",
+        )
+    )
+    method = (
+        None
+        if start_method is None
+        else check_choice("workers.start_method", start_method, START_METHODS)
+    )
+    wait = (
+        None
+        if timeout is None
+        else check_number(
+            "workers.timeout",
+            timeout,
+            minimum=0.0,
+            fix="give seconds to wait for a batch, or None for no limit",
+        )
+    )
+    return WorkersSpec(
+        count,
+        prefetch,
+        check_optional_bool("workers.persistent", persistent),
+        check_optional_bool("workers.pin_memory", pin_memory),
+        method,
+        wait,
+    )
+
+
+def device_spec(device: object) -> str:
+    """``"auto"``, ``"cpu"``, ``"cuda"``, ``"cuda:N"`` or ``"mps"``, lower-cased."""
+    text = check_str("device", device).strip().lower()
+    if not _DEVICE.match(text) or text.startswith(("auto:", "cpu:", "mps:")):
+        listed = ", ".join(repr(d) for d in DEVICES)
+        raise PlanError.single("device", f"must be one of {listed} or 'cuda:N' (got {device!r})")
+    return text
+
+
+def distributed_spec(
+    *, world_size: object = None, rank: object = None, even_batches: object = True
+) -> DistributedSpec:
+    """Sharding settings; ``None`` sizes are detected when the plan is built."""
+    size = (
+        None if world_size is None else check_int("distributed.world_size", world_size, minimum=1)
+    )
+    index = None if rank is None else check_int("distributed.rank", rank, minimum=0)
+    return DistributedSpec(True, size, index, check_bool("distributed.even_batches", even_batches))

@@ -1,0 +1,93 @@
+"""The stream fingerprint: a sha256 over exactly the fields that can change a batch.
+
+Two plans with equal fingerprints yield equal batch streams. Fields are *stream* fields (they
+can change which samples a batch holds, in which order, or what the collator and transforms make
+of them) or *execution* fields (how fast and where batches arrive). Only stream fields are
+hashed:
+
+=========================  ========  =============================================================
+field                      kind      why
+=========================  ========  =============================================================
+dataset identity           stream    binding name, kind, type, length; HF datasets' own fingerprint
+batch.batch_size           stream    batch boundaries
+batch.drop_last            stream    whether the tail is delivered
+order.shuffle, order.seed  stream    the order of the epoch and every random stream
+collator (name, options)   stream    what a batch is made of
+transform (name)           stream    what a sample becomes
+distributed world / rank   stream    which shard this loader delivers (1 / 0 when not sharded)
+distributed.even_batches   stream    (only when sharded) whether the tail is wrapped around
+workers.num_workers        both      execution for map-style data (order is worker-invariant);
+                                     stream for iterable data, whose order depends on it
+workers.* (the rest)       exec      prefetch_factor, persistent, pin_memory, start_method, timeout
+device                     exec      where batches are delivered, not what they hold
+=========================  ========  =============================================================
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import TYPE_CHECKING, Any
+
+from loaderkit._checks import thaw_value
+
+if TYPE_CHECKING:
+    from loaderkit.plan.plan import LoaderPlan
+
+__all__ = ["canonical_json", "compute_fingerprint", "stream_fields"]
+
+FINGERPRINT_VERSION = 1
+"""Bumped whenever what the fingerprint covers changes (old fingerprints then differ)."""
+
+
+def canonical_json(data: object) -> str:
+    """Deterministic JSON: sorted keys, no spaces, ASCII only, no NaN."""
+    return json.dumps(
+        data, sort_keys=True, separators=(",", ":"), ensure_ascii=True, allow_nan=False
+    )
+
+
+def stream_fields(plan: LoaderPlan) -> dict[str, Any]:
+    """The fields of ``plan`` that can change what a batch contains, as plain data."""
+    ds = plan.dataset
+    data: dict[str, Any] = {
+        "fingerprint_version": FINGERPRINT_VERSION,
+        "dataset": {
+            "binding": ds.binding,
+            "kind": ds.kind,
+            "type": ds.type_name,
+            "length": ds.length,
+            "identity": ds.identity,
+        },
+        "batch": {"batch_size": plan.batch.batch_size, "drop_last": plan.batch.drop_last},
+        "order": {"shuffle": plan.order.shuffle, "seed": plan.order.seed},
+        "collator": {
+            "source": plan.collator.source,
+            "name": plan.collator.name,
+            "options": thaw_value(plan.collator.options),
+        },
+        "transform": None
+        if plan.transform is None
+        else {
+            "source": plan.transform.source,
+            "name": plan.transform.name,
+            "accepts_rng": plan.transform.accepts_rng,
+        },
+    }
+    dist = plan.distributed
+    if dist.enabled and dist.world_size != 1:
+        data["distributed"] = {
+            "world_size": dist.world_size if dist.world_size is not None else "auto",
+            "rank": dist.rank if dist.rank is not None else "auto",
+            "even_batches": dist.even_batches,
+        }
+    else:
+        data["distributed"] = {"world_size": 1, "rank": 0}
+    if ds.iterable:
+        data["workers"] = {"num_workers": plan.workers.num_workers}
+    return data
+
+
+def compute_fingerprint(plan: LoaderPlan) -> str:
+    """Hex sha256 of the canonical JSON of :func:`stream_fields`."""
+    return hashlib.sha256(canonical_json(stream_fields(plan)).encode("ascii")).hexdigest()

@@ -1,0 +1,193 @@
+"""``LoaderPlan``: the frozen, validated, serializable description of a loader."""
+
+from __future__ import annotations
+
+import functools
+import html
+import os
+import types
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+import attrs
+
+from loaderkit.errors import PlanError
+from loaderkit.plan.specs import (
+    DEFAULT_COLLATOR,
+    BatchSpec,
+    CallableSpec,
+    DatasetSpec,
+    DistributedSpec,
+    OrderSpec,
+    WorkersSpec,
+)
+
+if TYPE_CHECKING:
+    from loaderkit.build.loader import Loader
+    from loaderkit.builder import DataLoaderBuilder
+
+__all__ = ["SCHEMA_VERSION", "LoaderPlan"]
+
+SCHEMA_VERSION = 1
+"""The version of the plan file format this loaderkit writes and reads."""
+
+_EMPTY: Mapping[str, object] = types.MappingProxyType({})
+
+
+def _freeze_bindings(value: Mapping[str, object] | None) -> Mapping[str, object] | None:
+    if value is None:
+        return None
+    return types.MappingProxyType(dict(value))
+
+
+@attrs.frozen(repr=False, cache_hash=True)
+class LoaderPlan:
+    """A frozen, validated description of a loader: pure data plus named bindings.
+
+    Made by ``DataLoaderBuilder.compile()`` or ``LoaderPlan.load()``; never half-valid: creating
+    one runs every rule and raises :class:`~loaderkit.PlanError` listing all problems. Plans
+    compare and hash by their data; live objects (datasets, callables) are kept in
+    ``bindings`` under the names the data refers to and take part through their identity
+    (binding name, type, length, HF fingerprint).
+
+    A plan loaded with ``require_bindings=False`` and missing objects is *unbound*: it explains,
+    diffs, fingerprints and saves, but does not build.
+    """
+
+    dataset: DatasetSpec
+    batch: BatchSpec = BatchSpec()
+    order: OrderSpec = OrderSpec()
+    collator: CallableSpec = DEFAULT_COLLATOR
+    transform: CallableSpec | None = None
+    workers: WorkersSpec = WorkersSpec()
+    device: str = "cpu"
+    distributed: DistributedSpec = DistributedSpec()
+    bindings: Mapping[str, object] | None = attrs.field(
+        default=_EMPTY, eq=False, hash=False, converter=_freeze_bindings
+    )
+
+    def __attrs_post_init__(self) -> None:
+        from loaderkit.plan.rules import plan_problems
+
+        problems = plan_problems(
+            dataset=self.dataset,
+            batch=self.batch,
+            order=self.order,
+            collator=self.collator,
+            transform=self.transform,
+            workers=self.workers,
+            distributed=self.distributed,
+            bindings=self.bindings,
+        )
+        if problems:
+            raise PlanError(problems)
+
+    # -- identity ---------------------------------------------------------------------------
+
+    @functools.cached_property
+    def fingerprint(self) -> str:
+        """sha256 (hex) over the fields that can change a batch; see ``docs/plan-format.md``."""
+        from loaderkit.plan.fingerprint import compute_fingerprint
+
+        return compute_fingerprint(self)
+
+    @property
+    def bound(self) -> bool:
+        """True when every live object the plan names is bound (the plan can build)."""
+        return self.bindings is not None
+
+    # -- serialization ----------------------------------------------------------------------
+
+    def to_dict(self) -> dict[str, Any]:
+        """The plan as plain data (JSON/TOML-ready): what ``from_dict`` reads back."""
+        from loaderkit.plan.serde import plan_to_dict
+
+        return plan_to_dict(self)
+
+    @classmethod
+    def from_dict(
+        cls,
+        data: Mapping[str, Any],
+        *,
+        bindings: Mapping[str, object] | None = None,
+        allow_imports: bool = False,
+        require_bindings: bool = True,
+    ) -> LoaderPlan:
+        """Rebuild a plan from :meth:`to_dict` data, re-checking every field and rule.
+
+        ``bindings`` maps binding names (``with_dataset(ds, name="train")`` → ``"train"``) to
+        the live objects. ``module:qualname`` references resolve only for trusted modules
+        (``loaderkit.trust_modules``) unless ``allow_imports=True``. With
+        ``require_bindings=False`` missing objects give an unbound plan instead of an error.
+        """
+        from loaderkit.plan.serde import plan_from_dict
+
+        return plan_from_dict(
+            data,
+            bindings=bindings,
+            allow_imports=allow_imports,
+            require_bindings=require_bindings,
+        )
+
+    def save(self, path: str | os.PathLike[str]) -> None:
+        """Write the plan to a ``.json`` or ``.toml`` file."""
+        from loaderkit.plan.serde import save_plan
+
+        save_plan(self, path)
+
+    @classmethod
+    def load(
+        cls,
+        path: str | os.PathLike[str],
+        *,
+        bindings: Mapping[str, object] | None = None,
+        allow_imports: bool = False,
+        require_bindings: bool = True,
+    ) -> LoaderPlan:
+        """Read a ``.json`` or ``.toml`` plan file; see :meth:`from_dict` for the options."""
+        from loaderkit.plan.serde import load_plan
+
+        return load_plan(
+            path,
+            bindings=bindings,
+            allow_imports=allow_imports,
+            require_bindings=require_bindings,
+        )
+
+    # -- display ----------------------------------------------------------------------------
+
+    def explain(self) -> str:
+        """A short report of what this plan loads and how.
+
+        Source and size, order, batches per epoch per rank, samples dropped or repeated,
+        collator, transform, workers, device, distribution and fingerprint.
+        """
+        from loaderkit.plan.display import explain_plan
+
+        return explain_plan(self)
+
+    def diff(self, other: LoaderPlan) -> list[str]:
+        """Flattened ``path: old -> new`` lines for every field that differs from ``other``."""
+        from loaderkit.plan.display import diff_dicts
+
+        return diff_dicts(self.to_dict(), other.to_dict())
+
+    def __repr__(self) -> str:
+        return f"LoaderPlan(<{self.dataset.binding!r}>, fingerprint={self.fingerprint[:12]})"
+
+    def _repr_html_(self) -> str:
+        return f"<pre>{html.escape(self.explain())}</pre>"
+
+    # -- conversion -------------------------------------------------------------------------
+
+    def to_builder(self) -> DataLoaderBuilder:
+        """A builder holding this plan's settings and bindings, to chain edits on."""
+        from loaderkit.builder import DataLoaderBuilder
+
+        return DataLoaderBuilder._from_plan(self)
+
+    def build(self) -> Loader:
+        """Make the loader this plan describes (imports torch)."""
+        from loaderkit.build.loader import build_loader
+
+        return build_loader(self)

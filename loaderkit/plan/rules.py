@@ -1,0 +1,229 @@
+"""Cross-field rules: every problem of a whole plan, found at once.
+
+:func:`plan_problems` is run whenever a :class:`~loaderkit.plan.LoaderPlan` is created (by
+``compile()``, by loading a file, by ``attrs.evolve``), so a plan that exists is a plan that
+builds. Nothing here spawns a process or loads data.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import pickle
+from collections.abc import Mapping
+
+from loaderkit.collators import collators
+from loaderkit.errors import Problem
+from loaderkit.plan.specs import (
+    BatchSpec,
+    CallableSpec,
+    DatasetSpec,
+    DistributedSpec,
+    OrderSpec,
+    WorkersSpec,
+)
+from loaderkit.transforms import transforms
+
+__all__ = ["default_start_method", "plan_problems"]
+
+
+def default_start_method() -> str:
+    """The start method workers get when the plan names none (this platform's default)."""
+    chosen = multiprocessing.get_start_method(allow_none=True)
+    return chosen or multiprocessing.get_all_start_methods()[0]
+
+
+def _callable_problems(
+    path: str,
+    spec: CallableSpec,
+    bindings: Mapping[str, object] | None,
+    needs_pickle: str | None,
+) -> list[Problem]:
+    problems: list[Problem] = []
+    if spec.source == "registry":
+        registry = collators if path == "collator" else transforms
+        if spec.name not in registry:
+            problems.append(Problem(path, registry.unknown_message(spec.name)))
+        elif path == "collator":
+            for option, message in registry.get(spec.name).signature_problems(dict(spec.options)):
+                problems.append(Problem(f"{path}.options.{option}", message))
+        return problems
+    if bindings is None:
+        return problems
+    if spec.name not in bindings:
+        problems.append(
+            Problem(
+                path,
+                f"no object bound to {spec.name!r}; pass bindings={{{spec.name!r}: ...}}",
+            )
+        )
+        return problems
+    if needs_pickle and spec.source == "binding":
+        obj = bindings[spec.name]
+        try:
+            pickle.dumps(obj)
+        except Exception as exc:  # noqa: BLE001 - any pickling failure is the same problem
+            label = getattr(obj, "__qualname__", type(obj).__name__)
+            problems.append(
+                Problem(
+                    path,
+                    f"{label!r} cannot be pickled ({type(exc).__name__}: {exc}), but workers "
+                    f"started with {needs_pickle!r} must receive it by pickling; define it at "
+                    f"module level, or use with_workers(..., start_method='fork')",
+                )
+            )
+    return problems
+
+
+def plan_problems(
+    *,
+    dataset: DatasetSpec | None,
+    batch: BatchSpec,
+    order: OrderSpec,
+    collator: CallableSpec,
+    transform: CallableSpec | None,
+    workers: WorkersSpec,
+    distributed: DistributedSpec,
+    bindings: Mapping[str, object] | None,
+) -> list[Problem]:
+    """All problems of a plan, in section order. ``bindings=None`` skips binding checks."""
+    problems: list[Problem] = []
+
+    if dataset is None:
+        problems.append(Problem("dataset", "no dataset; call .with_dataset(ds) before .compile()"))
+    else:
+        if bindings is not None and dataset.binding not in bindings:
+            problems.append(
+                Problem(
+                    "dataset",
+                    f"no object bound to {dataset.binding!r}; pass "
+                    f"bindings={{{dataset.binding!r}: your_dataset}}",
+                )
+            )
+        if dataset.length == 0:
+            problems.append(
+                Problem(
+                    "dataset",
+                    f"{dataset.binding!r} has 0 samples; every epoch would be "
+                    f"empty; pass a non-empty dataset",
+                )
+            )
+
+    if batch.batch_size < 1:
+        problems.append(
+            Problem(
+                "batch.batch_size",
+                f"must be >= 1 (got {batch.batch_size}); pass a positive number of samples",
+            )
+        )
+    elif batch.drop_last and dataset is not None and dataset.length:
+        world = distributed.world_size if distributed.enabled and distributed.world_size else 1
+        per_rank = dataset.length // world
+        if per_rank < batch.batch_size:
+            problems.append(
+                Problem(
+                    "batch.drop_last",
+                    f"with batch_size {batch.batch_size} and {per_rank} samples per rank, "
+                    f"drop_last=True leaves 0 batches per epoch; lower batch_size or set "
+                    f"drop_last=False",
+                )
+            )
+
+    if order.shuffle and dataset is not None and dataset.iterable:
+        problems.append(
+            Problem(
+                "order.shuffle",
+                f"cannot shuffle the iterable dataset {dataset.binding!r} by index (got "
+                f"shuffle=True); drop with_shuffle() or pass a map-style dataset",
+            )
+        )
+
+    if workers.num_workers == 0:
+        if workers.prefetch_factor is not None:
+            problems.append(
+                Problem(
+                    "workers.prefetch_factor",
+                    f"must be unset when num_workers == 0 (got {workers.prefetch_factor}); set "
+                    f"num_workers >= 1 or drop prefetch_factor",
+                )
+            )
+        if workers.persistent:
+            problems.append(
+                Problem(
+                    "workers.persistent",
+                    "must be unset when num_workers == 0 (got True); set num_workers >= 1 or "
+                    "drop persistent",
+                )
+            )
+        if workers.start_method is not None:
+            problems.append(
+                Problem(
+                    "workers.start_method",
+                    f"must be unset when num_workers == 0 (got {workers.start_method!r}); set "
+                    f"num_workers >= 1 or drop start_method",
+                )
+            )
+        if workers.timeout:
+            problems.append(
+                Problem(
+                    "workers.timeout",
+                    f"only applies to worker processes, and num_workers == 0 (got "
+                    f"{workers.timeout:g}); set num_workers >= 1 or drop timeout",
+                )
+            )
+    elif workers.timeout is not None and workers.timeout < 0:
+        problems.append(Problem("workers.timeout", f"must be >= 0 (got {workers.timeout:g})"))
+
+    if distributed.enabled:
+        size, rank = distributed.world_size, distributed.rank
+        if rank is not None and size is None:
+            problems.append(
+                Problem(
+                    "distributed.world_size",
+                    f"must be given when rank is (got rank={rank}, world_size=None); pass both "
+                    f"or neither to detect them",
+                )
+            )
+        if size is not None and rank is None:
+            problems.append(
+                Problem(
+                    "distributed.rank",
+                    f"must be given when world_size is (got world_size={size}, rank=None); "
+                    f"pass both or neither to detect them",
+                )
+            )
+        if size is not None and rank is not None and not 0 <= rank < size:
+            problems.append(
+                Problem(
+                    "distributed.rank",
+                    f"must be in [0, {size}) for world_size {size} (got {rank}); ranks count "
+                    f"from 0",
+                )
+            )
+
+    needs_pickle = None
+    if workers.num_workers > 0:
+        method = workers.start_method or default_start_method()
+        if method != "fork":
+            needs_pickle = method
+    problems.extend(_callable_problems("collator", collator, bindings, needs_pickle))
+    if transform is not None:
+        problems.extend(_callable_problems("transform", transform, bindings, needs_pickle))
+
+    names: dict[str, str] = {}
+    for path, name in (
+        ("dataset", dataset.binding if dataset else None),
+        ("collator", collator.name if collator.source == "binding" else None),
+        ("transform", transform.name if transform and transform.source == "binding" else None),
+    ):
+        if name is None:
+            continue
+        if name in names:
+            problems.append(
+                Problem(
+                    path,
+                    f"binding name {name!r} is already used by {names[name]}; give the dataset "
+                    f"another name with with_dataset(ds, name=...)",
+                )
+            )
+        names[name] = path
+    return problems

@@ -1,0 +1,473 @@
+"""Plans as data: ``to_dict`` / ``from_dict`` and ``.json`` / ``.toml`` files.
+
+The format is documented in ``docs/plan-format.md``. Reading re-runs every check the builder
+runs, refuses unknown keys with a "did you mean", and reports all problems at once.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+from loaderkit._checks import (
+    check_bool,
+    check_int,
+    check_str,
+    did_you_mean,
+    thaw_value,
+    unknown_keys,
+)
+from loaderkit.errors import PlanError, PlanTypeError, Problem
+from loaderkit.plan.fields import (
+    batch_spec,
+    binding_name,
+    collator_spec,
+    dataset_spec,
+    device_spec,
+    distributed_spec,
+    order_spec,
+    transform_spec,
+    workers_spec,
+)
+from loaderkit.plan.plan import SCHEMA_VERSION, LoaderPlan
+from loaderkit.plan.specs import (
+    DATASET_KINDS,
+    DEFAULT_COLLATOR,
+    BatchSpec,
+    CallableSpec,
+    DatasetSpec,
+    DistributedSpec,
+    OrderSpec,
+    WorkersSpec,
+)
+from loaderkit.registry import resolve_ref
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - exercised on Python 3.10 only
+    import tomli as tomllib
+
+__all__ = ["load_plan", "plan_from_dict", "plan_to_dict", "save_plan"]
+
+SECTIONS = (
+    "schema_version",
+    "dataset",
+    "batch",
+    "order",
+    "collator",
+    "transform",
+    "workers",
+    "device",
+    "distributed",
+)
+
+
+def _callable_to_dict(spec: CallableSpec, *, with_options: bool) -> dict[str, Any]:
+    key = {"registry": "name", "ref": "ref", "binding": "binding"}[spec.source]
+    out: dict[str, Any] = {key: spec.name}
+    if with_options:
+        out["options"] = thaw_value(spec.options)
+    else:
+        out["accepts_rng"] = spec.accepts_rng
+    return out
+
+
+def plan_to_dict(plan: LoaderPlan) -> dict[str, Any]:
+    """Plain data for ``plan``; ``None`` (automatic) settings are left out."""
+    ds = plan.dataset
+    dataset: dict[str, Any] = {"binding": ds.binding, "kind": ds.kind, "type": ds.type_name}
+    if ds.length is not None:
+        dataset["length"] = ds.length
+    if ds.identity is not None:
+        dataset["identity"] = ds.identity
+    if ds.columns:
+        dataset["columns"] = list(ds.columns)
+    w = plan.workers
+    workers = {
+        key: value
+        for key, value in (
+            ("num_workers", w.num_workers),
+            ("prefetch_factor", w.prefetch_factor),
+            ("persistent", w.persistent),
+            ("pin_memory", w.pin_memory),
+            ("start_method", w.start_method),
+            ("timeout", w.timeout),
+        )
+        if value is not None
+    }
+    d = plan.distributed
+    distributed: dict[str, Any] = {"enabled": d.enabled, "even_batches": d.even_batches}
+    if d.world_size is not None:
+        distributed["world_size"] = d.world_size
+    if d.rank is not None:
+        distributed["rank"] = d.rank
+    out: dict[str, Any] = {
+        "schema_version": SCHEMA_VERSION,
+        "dataset": dataset,
+        "batch": {"batch_size": plan.batch.batch_size, "drop_last": plan.batch.drop_last},
+        "order": {"shuffle": plan.order.shuffle, "seed": plan.order.seed},
+        "collator": _callable_to_dict(plan.collator, with_options=True),
+        "workers": workers,
+        "device": plan.device,
+        "distributed": distributed,
+    }
+    if plan.transform is not None:
+        out["transform"] = _callable_to_dict(plan.transform, with_options=False)
+    return out
+
+
+class _Reader:
+    """Collects problems while reading sections, so one load reports everything."""
+
+    def __init__(
+        self,
+        bindings: Mapping[str, object] | None,
+        allow_imports: bool,
+        require_bindings: bool,
+    ) -> None:
+        self.problems: list[Problem] = []
+        self.given = dict(bindings or {})
+        self.used: dict[str, object] = {}
+        self.unbound: list[str] = []
+        self.wanted: list[str] = []
+        self.allow_imports = allow_imports
+        self.require_bindings = require_bindings
+
+    def attempt(self, fn: Callable[[], Any]) -> Any:
+        try:
+            return fn()
+        except PlanError as exc:
+            self.problems.extend(exc.problems)
+            return None
+
+    def section(self, data: Mapping[str, Any], name: str, known: tuple[str, ...]) -> dict[str, Any]:
+        value = data.get(name, {})
+        if not isinstance(value, Mapping):
+            self.problems.append(
+                Problem(name, f"must be a table/object (got {type(value).__name__} {value!r})")
+            )
+            return {}
+        self.problems.extend(unknown_keys(name, value, known))
+        return {k: v for k, v in value.items() if k in known}
+
+    def bind(self, path: str, name: str) -> object | None:
+        self.wanted.append(name)
+        if name in self.given:
+            self.used[name] = self.given[name]
+            return self.given[name]
+        if self.require_bindings:
+            self.problems.append(
+                Problem(
+                    path,
+                    f"the plan refers to a live object bound as {name!r} and none was given; "
+                    f"pass bindings={{{name!r}: ...}} (or require_bindings=False to inspect "
+                    f"the plan without building it)",
+                )
+            )
+        else:
+            self.unbound.append(name)
+        return None
+
+    # -- sections ---------------------------------------------------------------------------
+
+    def dataset(self, data: Mapping[str, Any]) -> DatasetSpec | None:
+        sec = self.section(
+            data, "dataset", ("binding", "kind", "type", "length", "identity", "columns")
+        )
+        if "dataset" not in data:
+            self.problems.append(Problem("dataset", "missing; a plan needs a [dataset] table"))
+            return None
+        try:
+            binding = binding_name("dataset.binding", sec.get("binding"))
+            kind = check_str("dataset.kind", sec.get("kind"))
+            if kind not in DATASET_KINDS:
+                raise PlanError.single(
+                    "dataset.kind",
+                    f"unknown kind {kind!r}{did_you_mean(kind, DATASET_KINDS)}",
+                )
+            type_name = check_str("dataset.type", sec.get("type"))
+            length = sec.get("length")
+            if length is not None:
+                length = check_int("dataset.length", length, minimum=0)
+            identity = sec.get("identity")
+            if identity is not None:
+                identity = check_str("dataset.identity", identity)
+            columns = sec.get("columns", [])
+            if not isinstance(columns, list) or not all(isinstance(c, str) for c in columns):
+                raise PlanTypeError.single(
+                    "dataset.columns", f"must be a list of strings (got {columns!r})"
+                )
+        except PlanError as exc:
+            self.problems.extend(exc.problems)
+            return None
+        recorded = DatasetSpec(binding, kind, type_name, length, identity, tuple(columns))
+        obj = self.bind("dataset", binding)
+        if obj is None:
+            return recorded
+        live = self.attempt(lambda: dataset_spec(obj, binding))
+        if live is None:
+            return recorded
+        if live != recorded:
+            self.problems.append(
+                Problem(
+                    "dataset",
+                    f"the object bound to {binding!r} is not the dataset the plan was made "
+                    f"for: {_describe(live)} given, {_describe(recorded)} expected; bind the "
+                    f"same dataset or compile a new plan",
+                )
+            )
+        return recorded
+
+    def _callable(
+        self,
+        data: Mapping[str, Any],
+        path: str,
+        kind_fn: Callable[..., tuple[CallableSpec, object | None]],
+    ) -> CallableSpec | None:
+        known = (
+            ("name", "ref", "binding", "options")
+            if path == "collator"
+            else ("name", "ref", "binding", "accepts_rng")
+        )
+        sec = self.section(data, path, known)
+        sources = [k for k in ("name", "ref", "binding") if k in sec]
+        if len(sources) != 1:
+            self.problems.append(
+                Problem(
+                    path,
+                    f"needs exactly one of 'name', 'ref' or 'binding' (got {sources or 'none'})",
+                )
+            )
+            return None
+        source = sources[0]
+        value = sec[source]
+        if not isinstance(value, str):
+            self.problems.append(Problem(f"{path}.{source}", f"must be a string (got {value!r})"))
+            return None
+        options = sec.get("options", {})
+        if not isinstance(options, Mapping):
+            self.problems.append(Problem(f"{path}.options", f"must be a table (got {options!r})"))
+            return None
+        if source == "name":
+            args: tuple[Any, ...] = (value, options) if path == "collator" else (value,)
+            result = self.attempt(lambda: kind_fn(*args))
+            return None if result is None else result[0]
+        if source == "ref" and value not in self.given:
+            try:
+                obj: object | None = resolve_ref(value, allow_imports=self.allow_imports)
+            except (PermissionError, LookupError) as exc:
+                if not self.require_bindings and isinstance(exc, PermissionError):
+                    self.unbound.append(value)
+                    return CallableSpec("ref", value, accepts_rng=bool(sec.get("accepts_rng")))
+                self.problems.append(Problem(f"{path}.ref", str(exc)))
+                return None
+            self.used[value] = obj
+        else:
+            obj = self.bind(path, value)
+            if obj is None:
+                return CallableSpec(source, value, accepts_rng=bool(sec.get("accepts_rng")))
+        args = (obj, {}) if path == "collator" else (obj,)
+        result = self.attempt(lambda: kind_fn(*args))
+        if result is None:
+            return None
+        spec: CallableSpec = result[0]
+        return CallableSpec(source, value, spec.options, spec.accepts_rng)
+
+    def collator(self, data: Mapping[str, Any]) -> CallableSpec | None:
+        if "collator" not in data:
+            return DEFAULT_COLLATOR
+        return self._callable(data, "collator", collator_spec)
+
+    def transform(self, data: Mapping[str, Any]) -> CallableSpec | None:
+        if "transform" not in data:
+            return None
+        return self._callable(data, "transform", transform_spec)
+
+
+def _describe(spec: DatasetSpec) -> str:
+    size = "?" if spec.length is None else str(spec.length)
+    ident = f", identity {spec.identity}" if spec.identity else ""
+    return f"{spec.kind} {spec.type_name.rsplit('.', 1)[-1]} of {size} samples{ident}"
+
+
+def plan_from_dict(
+    data: Mapping[str, Any],
+    *,
+    bindings: Mapping[str, object] | None = None,
+    allow_imports: bool = False,
+    require_bindings: bool = True,
+) -> LoaderPlan:
+    """Read plan data written by :func:`plan_to_dict` (or by hand); see ``LoaderPlan.from_dict``."""
+    if not isinstance(data, Mapping):
+        raise PlanTypeError.single("", f"a plan must be a mapping (got {type(data).__name__})")
+    reader = _Reader(bindings, allow_imports, require_bindings)
+    reader.problems.extend(unknown_keys("", data, SECTIONS))
+    version = data.get("schema_version")
+    if version is None:
+        reader.problems.append(
+            Problem("schema_version", f"missing; add schema_version = {SCHEMA_VERSION}")
+        )
+    elif isinstance(version, bool) or not isinstance(version, int) or version < 1:
+        reader.problems.append(
+            Problem("schema_version", f"must be a positive int (got {version!r})")
+        )
+    elif version > SCHEMA_VERSION:
+        reader.problems.append(
+            Problem(
+                "schema_version",
+                f"the plan was written by a newer loaderkit (schema {version}; this one reads "
+                f"up to {SCHEMA_VERSION}); upgrade loaderkit",
+            )
+        )
+
+    dataset = reader.dataset(data)
+
+    batch = BatchSpec()
+    sec = reader.section(data, "batch", ("batch_size", "drop_last"))
+    if sec:
+        batch = (
+            reader.attempt(
+                lambda: batch_spec(sec.get("batch_size", 1), sec.get("drop_last", False))
+            )
+            or batch
+        )
+
+    order = OrderSpec()
+    sec_o = reader.section(data, "order", ("shuffle", "seed"))
+    order = (
+        reader.attempt(
+            lambda: order_spec(order, shuffle=sec_o.get("shuffle"), seed=sec_o.get("seed"))
+        )
+        or order
+    )
+
+    collator = reader.collator(data)
+    transform = reader.transform(data)
+
+    workers = WorkersSpec()
+    sec_w = reader.section(
+        data,
+        "workers",
+        ("num_workers", "prefetch_factor", "persistent", "pin_memory", "start_method", "timeout"),
+    )
+    if sec_w:
+        workers = (
+            reader.attempt(
+                lambda: workers_spec(
+                    sec_w.get("num_workers", 0),
+                    prefetch_factor=sec_w.get("prefetch_factor"),
+                    persistent=sec_w.get("persistent"),
+                    pin_memory=sec_w.get("pin_memory"),
+                    start_method=sec_w.get("start_method"),
+                    timeout=sec_w.get("timeout"),
+                )
+            )
+            or workers
+        )
+
+    device = reader.attempt(lambda: device_spec(data.get("device", "cpu"))) or "cpu"
+
+    distributed = DistributedSpec()
+    sec_d = reader.section(data, "distributed", ("enabled", "world_size", "rank", "even_batches"))
+    if sec_d:
+        enabled = reader.attempt(
+            lambda: check_bool("distributed.enabled", sec_d.get("enabled", True))
+        )
+        if enabled:
+            distributed = (
+                reader.attempt(
+                    lambda: distributed_spec(
+                        world_size=sec_d.get("world_size"),
+                        rank=sec_d.get("rank"),
+                        even_batches=sec_d.get("even_batches", True),
+                    )
+                )
+                or distributed
+            )
+        elif enabled is False:
+            extra = [k for k in ("world_size", "rank") if k in sec_d]
+            if extra:
+                reader.problems.append(
+                    Problem(
+                        "distributed.enabled",
+                        f"is false but {', '.join(extra)} given; set enabled = true or drop them",
+                    )
+                )
+
+    for name in reader.given:
+        if name not in reader.used:
+            known = sorted(set(reader.wanted))
+            reader.problems.append(
+                Problem(
+                    "bindings",
+                    f"{name!r} is not used by this plan{did_you_mean(name, known)}; the plan "
+                    f"binds: {', '.join(repr(k) for k in known) or 'nothing'}",
+                )
+            )
+
+    if reader.problems or dataset is None or collator is None:
+        raise PlanError(reader.problems or [Problem("", "the plan could not be read")])
+    try:
+        return LoaderPlan(
+            dataset=dataset,
+            batch=batch,
+            order=order,
+            collator=collator,
+            transform=transform,
+            workers=workers,
+            device=device,
+            distributed=distributed,
+            bindings=None if reader.unbound else reader.used,
+        )
+    except PlanError as exc:
+        raise PlanError(exc.problems) from None
+
+
+def _suffix(path: Path) -> str:
+    suffix = path.suffix.lower()
+    if suffix not in (".json", ".toml"):
+        raise PlanError.single(
+            "file", f"{path.name!r}: plan files end in .json or .toml (got {suffix or 'none'!r})"
+        )
+    return suffix
+
+
+def save_plan(plan: LoaderPlan, path: str | os.PathLike[str]) -> None:
+    """Write ``plan`` as JSON or TOML, chosen by the file's suffix."""
+    target = Path(path)
+    data = plan.to_dict()
+    if _suffix(target) == ".json":
+        target.write_text(json.dumps(data, indent=2, sort_keys=False) + "\n", encoding="utf-8")
+    else:
+        import tomli_w
+
+        target.write_text(tomli_w.dumps(data), encoding="utf-8")
+
+
+def load_plan(
+    path: str | os.PathLike[str],
+    *,
+    bindings: Mapping[str, object] | None = None,
+    allow_imports: bool = False,
+    require_bindings: bool = True,
+) -> LoaderPlan:
+    """Read a plan file (``.json`` or ``.toml``); syntax errors name the file and line."""
+    source = Path(path)
+    suffix = _suffix(source)
+    try:
+        text = source.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise PlanError.single("file", f"cannot read {str(source)!r}: {exc.strerror}") from None
+    try:
+        data = json.loads(text) if suffix == ".json" else tomllib.loads(text)
+    except (json.JSONDecodeError, tomllib.TOMLDecodeError) as exc:
+        raise PlanError.single(
+            "file", f"{source.name!r} is not valid {suffix[1:].upper()}: {exc}"
+        ) from None
+    return plan_from_dict(
+        data, bindings=bindings, allow_imports=allow_imports, require_bindings=require_bindings
+    )

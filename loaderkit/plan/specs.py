@@ -1,0 +1,261 @@
+"""The frozen pieces a plan is made of: pure data, hashable, comparable by value.
+
+Every spec is an attrs frozen class holding ints, strings, bools, tuples and
+:class:`~loaderkit._checks.FrozenMap` only. Live objects (a dataset, a lambda) never appear here:
+a spec names them by *binding* and the plan keeps the objects beside the data.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Mapping, Sequence
+from typing import Any, Literal
+
+import attrs
+
+from loaderkit._checks import FrozenMap
+from loaderkit.errors import PlanError, PlanTypeError
+
+__all__ = [
+    "DATASET_KINDS",
+    "DEFAULT_SEED",
+    "DEVICES",
+    "START_METHODS",
+    "BatchSpec",
+    "CallableSpec",
+    "DatasetSpec",
+    "DistributedSpec",
+    "OrderSpec",
+    "WorkersSpec",
+    "describe_dataset",
+]
+
+DEFAULT_SEED = 0
+"""The seed of a plan that never called ``with_seed``: unseeded plans are reproducible too."""
+
+START_METHODS = ("fork", "spawn", "forkserver")
+DEVICES = ("auto", "cpu", "cuda", "mps")
+
+DATASET_KINDS = {
+    "torch_map": "map-style dataset",
+    "torch_iterable": "iterable dataset",
+    "hf": "HF datasets.Dataset",
+    "hf_iterable": "HF datasets.IterableDataset",
+    "tensors": "tuple of tensors/arrays (columns)",
+    "columns": "dict of columns",
+    "samples": "list of samples",
+}
+"""Every kind of source ``with_dataset`` accepts, with how ``explain()`` names it."""
+
+ITERABLE_KINDS = frozenset({"torch_iterable", "hf_iterable"})
+
+
+@attrs.frozen
+class DatasetSpec:
+    """Where samples come from: a binding name plus the identity of the object bound to it."""
+
+    binding: str
+    kind: str
+    type_name: str
+    length: int | None = None
+    identity: str | None = None
+    columns: tuple[str, ...] = ()
+
+    @property
+    def iterable(self) -> bool:
+        """True for sources that can only be iterated (no random access)."""
+        return self.kind in ITERABLE_KINDS
+
+
+@attrs.frozen
+class BatchSpec:
+    """Per-rank batch size and what happens to the final partial batch."""
+
+    batch_size: int = 1
+    drop_last: bool = False
+
+
+@attrs.frozen
+class OrderSpec:
+    """Whether the epoch order is shuffled, and the seed every random stream derives from."""
+
+    shuffle: bool = False
+    seed: int = DEFAULT_SEED
+
+
+@attrs.frozen
+class CallableSpec:
+    """A collator or transform, named the way a plan file can hold it.
+
+    ``source`` is ``"registry"`` (``name`` is a registry name), ``"ref"`` (``name`` is
+    ``"module:qualname"``) or ``"binding"`` (``name`` is a binding the caller supplies).
+    ``options`` are the keyword options of a registry factory, plain data only.
+    ``accepts_rng`` records whether a transform takes an ``rng`` keyword.
+    """
+
+    source: Literal["registry", "ref", "binding"]
+    name: str
+    options: FrozenMap = attrs.field(factory=FrozenMap)
+    accepts_rng: bool = False
+
+    def describe(self) -> str:
+        """How ``explain()`` and reprs show it: ``text(pad_token_id=0)``, ``<binding 'x'>``."""
+        if self.source == "binding":
+            return f"<binding {self.name!r}>"
+        opts = ", ".join(f"{k}={v!r}" for k, v in self.options.items())
+        return f"{self.name}({opts})" if opts else self.name
+
+
+DEFAULT_COLLATOR = CallableSpec("registry", "default")
+
+
+@attrs.frozen
+class WorkersSpec:
+    """Worker processes and host-side execution settings; ``None`` means automatic."""
+
+    num_workers: int = 0
+    prefetch_factor: int | None = None
+    persistent: bool | None = None
+    pin_memory: bool | None = None
+    start_method: str | None = None
+    timeout: float | None = None
+
+
+@attrs.frozen
+class DistributedSpec:
+    """Sharding across ranks. ``enabled`` with ``None`` sizes means detect at build time."""
+
+    enabled: bool = False
+    world_size: int | None = None
+    rank: int | None = None
+    even_batches: bool = True
+
+
+def _type_name(obj: object) -> str:
+    cls = type(obj)
+    return f"{cls.__module__}.{cls.__qualname__}"
+
+
+def _length_of(path: str, column: object) -> int:
+    shape = getattr(column, "shape", None)
+    if isinstance(shape, tuple):
+        if not shape:
+            raise PlanError.single(
+                path, "is a 0-d array/tensor; columns need a first (sample) dimension"
+            )
+        return int(shape[0])
+    try:
+        return len(column)  # type: ignore[arg-type]
+    except TypeError:
+        raise PlanTypeError.single(
+            path,
+            f"must be a tensor, numpy array or sequence with one row per sample "
+            f"(got {type(column).__name__})",
+        ) from None
+
+
+def _is_array(obj: object) -> bool:
+    torch = sys.modules.get("torch")
+    np = sys.modules.get("numpy")
+    return (torch is not None and isinstance(obj, torch.Tensor)) or (
+        np is not None and isinstance(obj, np.ndarray)
+    )
+
+
+def _columns_length(columns: Mapping[str, object] | Sequence[object], labels: Sequence[str]) -> int:
+    lengths = []
+    for label, column in zip(
+        labels, columns.values() if isinstance(columns, Mapping) else columns, strict=True
+    ):
+        lengths.append((label, _length_of(f"dataset[{label}]", column)))
+    if not lengths:
+        raise PlanError.single("dataset", "has no columns; pass at least one column")
+    first_label, first = lengths[0]
+    for label, length in lengths[1:]:
+        if length != first:
+            raise PlanError.single(
+                "dataset",
+                f"column {label} has {length} rows but column {first_label} has {first}; "
+                f"all columns need one row per sample",
+            )
+    return first
+
+
+def describe_dataset(obj: object, binding: str) -> DatasetSpec:
+    """Classify a live dataset object and record its identity, without importing torch.
+
+    Accepted: HF ``datasets.Dataset`` / ``IterableDataset``; torch map-style and iterable
+    datasets (anything with ``__getitem__`` and ``__len__`` counts as map-style); a ``dict`` of
+    equal-length columns (tensors, arrays or lists); a ``tuple`` of equal-length tensors/arrays
+    (columns, like ``TensorDataset``); a ``list`` (or a tuple of non-arrays) of samples.
+    """
+    hf = sys.modules.get("datasets")
+    torch = sys.modules.get("torch")
+    if isinstance(obj, str | bytes):
+        raise PlanTypeError.single(
+            "dataset",
+            f"got a string {obj!r}; pass the dataset object itself (a torch Dataset, an HF "
+            f"Dataset, a dict of columns or a list of samples)",
+        )
+    if hf is not None and isinstance(obj, hf.Dataset):
+        return DatasetSpec(
+            binding,
+            "hf",
+            _type_name(obj),
+            len(obj),
+            str(obj._fingerprint),
+            tuple(obj.column_names),
+        )
+    if hf is not None and isinstance(obj, hf.IterableDataset):
+        names = obj.column_names
+        return DatasetSpec(binding, "hf_iterable", _type_name(obj), None, None, tuple(names or ()))
+    if torch is not None and isinstance(obj, torch.utils.data.IterableDataset):
+        return DatasetSpec(binding, "torch_iterable", _type_name(obj))
+    if isinstance(obj, Mapping):
+        keys = list(obj)
+        for key in keys:
+            if not isinstance(key, str):
+                raise PlanTypeError.single(
+                    "dataset", f"dict columns need string names (got {key!r})"
+                )
+        length = _columns_length(obj, [repr(k) for k in keys])
+        return DatasetSpec(binding, "columns", _type_name(obj), length, None, tuple(keys))
+    if isinstance(obj, tuple) and obj and all(_is_array(c) for c in obj):
+        length = _columns_length(obj, [str(i) for i in range(len(obj))])
+        return DatasetSpec(binding, "tensors", _type_name(obj), length)
+    if isinstance(obj, list | tuple):
+        return DatasetSpec(binding, "samples", _type_name(obj), len(obj))
+    if hasattr(obj, "__getitem__"):
+        try:
+            length = len(obj)  # type: ignore[arg-type]
+        except TypeError:
+            raise PlanTypeError.single(
+                "dataset",
+                f"map-style dataset {type(obj).__name__} has no __len__; define __len__, or "
+                f"make it an IterableDataset",
+            ) from None
+        return DatasetSpec(binding, "torch_map", _type_name(obj), int(length))
+    if hasattr(obj, "__iter__"):
+        raise PlanTypeError.single(
+            "dataset",
+            f"got a plain iterable {type(obj).__name__}; wrap it in a "
+            f"torch.utils.data.IterableDataset, or pass a list of samples",
+        )
+    raise PlanTypeError.single(
+        "dataset",
+        f"cannot load samples from {type(obj).__name__}; pass a torch Dataset, an HF "
+        f"Dataset, a dict of columns, a tuple of tensors or a list of samples",
+    )
+
+
+def dataset_summary(spec: DatasetSpec) -> str:
+    """One line: kind, type and size, for ``explain()``."""
+    kind = DATASET_KINDS.get(spec.kind, spec.kind)
+    size = "unknown length (streamed)" if spec.length is None else f"{spec.length:,} samples"
+    short = spec.type_name.rsplit(".", 1)[-1]
+    cols = f", columns {', '.join(spec.columns)}" if spec.columns else ""
+    return f"{spec.binding!r}: {kind} ({short}), {size}{cols}"
+
+
+def _unused(*_: Any) -> None:  # pragma: no cover - keeps the Any import honest for mypy
+    return None

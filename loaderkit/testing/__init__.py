@@ -1,0 +1,17 @@
+"""A test kit for loaderkit plans: hypothesis strategies and ``assert_*`` helpers.
+
+loaderkit's own tests use it, and so can yours::
+
+    from hypothesis import given
+    from loaderkit.testing import builders
+
+    @given(builders())
+    def test_my_plans_compile(builder):
+        builder.compile()
+
+The strategies need ``hypothesis`` (``pip install 'loaderkit[test]'``).
+"""
+
+from loaderkit.testing.strategies import builder_calls, builders, plans
+
+__all__ = ["builder_calls", "builders", "plans"]
