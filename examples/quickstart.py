@@ -1,0 +1,51 @@
+"""Quickstart: builder -> plan -> file -> plan, the way a notebook or a script uses loaderkit."""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+
+import torch
+from torch.utils.data import TensorDataset
+
+from loaderkit import DataLoaderBuilder, LoaderPlan, PlanError
+
+
+def main() -> None:
+    features = torch.randn(1_000, 16)
+    labels = torch.randint(0, 10, (1_000,))
+    train = TensorDataset(features, labels)
+
+    builder = (
+        DataLoaderBuilder()
+        .with_dataset(train, name="train")
+        .with_batch_size(64, drop_last=True)
+        .with_shuffle()
+        .with_seed(1234)
+        .with_workers(2)
+    )
+    print(builder)  # the chain that rebuilds it
+
+    plan = builder.compile()
+    print(plan.explain())
+
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "train-plan.toml"
+        plan.save(path)
+        again = LoaderPlan.load(path, bindings={"train": train})
+        assert again == plan and again.fingerprint == plan.fingerprint
+        print(f"\nsaved and reloaded {path.name}: same fingerprint {again.fingerprint[:12]}")
+
+    bigger = plan.to_builder().with_batch_size(128, drop_last=True).compile()
+    print("\nwhat changes with a larger batch:")
+    for line in plan.diff(bigger):
+        print("  " + line)
+
+    try:
+        builder.with_workers(0, prefetch_factor=4).with_distributed(world_size=2, rank=2).compile()
+    except PlanError as err:
+        print(f"\na broken plan is refused with every problem at once:\n{err}")
+
+
+if __name__ == "__main__":
+    main()

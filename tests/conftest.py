@@ -1,0 +1,22 @@
+"""Shared test configuration: hypothesis profiles and small dataset fixtures."""
+
+from __future__ import annotations
+
+import os
+
+from hypothesis import HealthCheck, settings
+
+# `ci` is bounded for a 2-core machine; `dev` is the everyday local run; `thorough` is what
+# `nox -s slow` uses. CI=true selects `ci` unless HYPOTHESIS_PROFILE says otherwise.
+settings.register_profile(
+    "ci",
+    max_examples=40,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+    print_blob=True,
+)
+settings.register_profile("dev", max_examples=60, deadline=None)
+settings.register_profile(
+    "thorough", max_examples=1000, deadline=None, suppress_health_check=[HealthCheck.too_slow]
+)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci" if os.environ.get("CI") else "dev"))

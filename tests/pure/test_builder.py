@@ -1,0 +1,158 @@
+"""The builder: immutability, equality, repr, compile."""
+
+from __future__ import annotations
+
+import attrs
+from hypothesis import given
+from hypothesis import strategies as st
+
+import loaderkit as lk
+from loaderkit import DataLoaderBuilder, LoaderPlan
+from loaderkit.testing.strategies import apply_calls, builder_calls, sample_transform
+
+
+def _snapshot(builder: DataLoaderBuilder) -> tuple[object, ...]:
+    return (attrs.astuple(builder, recurse=False), dict(builder._bound), repr(builder))
+
+
+@given(builder_calls())
+def test_every_call_leaves_its_builder_unchanged(calls):
+    builders = [DataLoaderBuilder()]
+    snapshots = [_snapshot(builders[0])]
+    for name, args, kwargs in calls:
+        nxt = getattr(builders[-1], name)(*args, **kwargs)
+        assert nxt is not builders[-1]
+        builders.append(nxt)
+        snapshots.append(_snapshot(nxt))
+    for builder, snap in zip(builders, snapshots, strict=True):
+        assert _snapshot(builder) == snap
+
+
+@given(builder_calls())
+def test_equal_call_sequences_give_equal_builders_and_plans(calls):
+    a, b = apply_calls(calls), apply_calls(calls)
+    assert a == b
+    assert hash(a) == hash(b)
+    assert repr(a) == repr(b)
+    try:
+        pa = a.compile()
+    except lk.PlanError as exc:
+        try:
+            b.compile()
+        except lk.PlanError as exc_b:
+            assert exc.problems == exc_b.problems
+        else:  # pragma: no cover - would be a bug
+            raise AssertionError("same calls compiled once and failed once") from None
+        return
+    pb = b.compile()
+    assert pa == pb
+    assert hash(pa) == hash(pb)
+    assert pa.fingerprint == pb.fingerprint
+
+
+@given(builder_calls(junk=True))
+def test_any_call_sequence_compiles_or_raises_plan_error(calls):
+    builder = DataLoaderBuilder()
+    for name, args, kwargs in calls:
+        try:
+            builder = getattr(builder, name)(*args, **kwargs)
+        except lk.PlanError as exc:
+            assert exc.problems
+            assert all(p.path and p.message for p in exc.problems)
+    try:
+        plan = builder.compile()
+    except lk.PlanError as exc:
+        assert exc.problems
+    else:
+        assert isinstance(plan, LoaderPlan)
+        assert plan.explain()
+
+
+def test_same_method_twice_replaces_the_earlier_setting():
+    b = DataLoaderBuilder().with_dataset([1, 2, 3]).with_batch_size(2).with_batch_size(3)
+    assert b.compile().batch.batch_size == 3
+    b = b.with_dataset([1, 2], name="a").with_dataset([1, 2, 3, 4], name="b")
+    plan = b.compile()
+    assert plan.dataset.binding == "b"
+    assert set(plan.bindings) == {"b"}
+
+
+def test_replacing_a_callable_drops_its_old_binding():
+    b = DataLoaderBuilder().with_dataset([1, 2]).with_collator(lambda s: s)
+    assert set(b._bound) == {"dataset", "collator"}
+    b = b.with_collator("default")
+    assert set(b._bound) == {"dataset"}
+
+
+def test_repr_is_the_chain_with_defaults_omitted():
+    assert repr(DataLoaderBuilder()) == "DataLoaderBuilder()"
+    b = (
+        DataLoaderBuilder()
+        .with_dataset(list(range(10)), name="train")
+        .with_batch_size(4, drop_last=True)
+        .with_shuffle()
+        .with_seed(7)
+        .with_workers(2, prefetch_factor=4)
+        .with_device("auto")
+        .with_distributed(world_size=2, rank=1)
+    )
+    assert repr(b) == (
+        "DataLoaderBuilder().with_dataset(<list: 10 samples>, name='train')"
+        ".with_batch_size(4, drop_last=True).with_shuffle().with_seed(7)"
+        ".with_workers(2, prefetch_factor=4).with_device('auto')"
+        ".with_distributed(world_size=2, rank=1)"
+    )
+    assert repr(DataLoaderBuilder().with_batch_size(1).with_seed(0)) == "DataLoaderBuilder()"
+    assert "<pre>" in b._repr_html_()
+
+
+def test_repr_shows_registry_collators_with_options_and_callables_by_name():
+    b = DataLoaderBuilder().with_collator("default").with_transform(sample_transform)
+    assert repr(b) == "DataLoaderBuilder().with_transform(<function sample_transform>)"
+
+
+def test_to_builder_round_trips():
+    plan = DataLoaderBuilder().with_dataset([1, 2, 3]).with_batch_size(2).with_shuffle().compile()
+    again = plan.to_builder().compile()
+    assert again == plan
+    assert plan.to_builder().with_batch_size(3).compile().batch.batch_size == 3
+
+
+@given(st.integers(0, 2**70))
+def test_large_seeds_are_kept_exactly(seed):
+    plan = DataLoaderBuilder().with_dataset([0]).with_seed(seed).compile()
+    assert plan.order.seed == seed
+    assert LoaderPlan.from_dict(plan.to_dict(), bindings=plan.bindings).order.seed == seed
+
+
+def test_plans_are_hashable_and_usable_as_dict_keys():
+    data = list(range(5))
+    p1 = DataLoaderBuilder().with_dataset(data).compile()
+    p2 = DataLoaderBuilder().with_dataset(data).compile()
+    assert {p1: 1}[p2] == 1
+
+
+def test_explain_reports_the_shape_of_an_epoch():
+    plan = (
+        DataLoaderBuilder()
+        .with_dataset(list(range(100)), name="train")
+        .with_batch_size(32)
+        .with_shuffle()
+        .compile()
+    )
+    text = plan.explain()
+    assert "'train'" in text and "100 samples" in text
+    assert "4 batches per epoch per rank (last has 4)" in text
+    assert "shuffled" in text and plan.fingerprint in text
+    dropped = plan.to_builder().with_batch_size(32, drop_last=True).compile().explain()
+    assert "3 batches per epoch per rank" in dropped and "4 samples dropped" in dropped
+    dist = plan.to_builder().with_distributed(world_size=3, rank=0).compile().explain()
+    assert "rank 0 of 3" in dist
+    assert "2 batches per epoch per rank" in dist and "92 samples repeated" in dist
+    auto = plan.to_builder().with_distributed().compile().explain()
+    assert "detected at build time" in auto
+
+
+def test_build_is_reachable_from_the_plan():
+    plan = DataLoaderBuilder().with_dataset([1, 2, 3]).compile()
+    assert callable(plan.build)

@@ -1,0 +1,188 @@
+"""Plans as data: dict, JSON and TOML round trips; loading refuses what it cannot trust."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+
+import loaderkit as lk
+from loaderkit import DataLoaderBuilder, LoaderPlan, PlanError
+from loaderkit.testing import plans
+
+
+@given(plans())
+def test_from_dict_of_to_dict_is_the_same_plan(plan):
+    again = LoaderPlan.from_dict(plan.to_dict(), bindings=plan.bindings)
+    assert again == plan
+    assert again.fingerprint == plan.fingerprint
+    assert json.loads(json.dumps(plan.to_dict())) == plan.to_dict()
+
+
+@settings(suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(plan=plans())
+@pytest.mark.parametrize("suffix", [".json", ".toml"])
+def test_files_round_trip(tmp_path, suffix, plan):
+    path = tmp_path / f"plan{suffix}"
+    plan.save(path)
+    again = LoaderPlan.load(path, bindings=plan.bindings)
+    assert again == plan
+    assert again.fingerprint == plan.fingerprint
+
+
+def _plan() -> LoaderPlan:
+    return (
+        DataLoaderBuilder()
+        .with_dataset(list(range(10)), name="train")
+        .with_batch_size(4)
+        .with_shuffle()
+        .compile()
+    )
+
+
+def test_a_missing_binding_is_named():
+    with pytest.raises(PlanError) as err:
+        LoaderPlan.from_dict(_plan().to_dict())
+    assert err.value.paths == ("dataset",)
+    assert "'train'" in str(err.value) and "bindings=" in str(err.value)
+
+
+def test_unbound_plans_explain_and_diff_but_do_not_build():
+    plan = LoaderPlan.from_dict(_plan().to_dict(), require_bindings=False)
+    assert not plan.bound
+    assert plan.fingerprint == _plan().fingerprint
+    assert "unbound" in plan.explain()
+    assert plan.diff(_plan()) == []
+
+
+def test_a_binding_of_another_dataset_is_refused():
+    with pytest.raises(PlanError) as err:
+        LoaderPlan.from_dict(_plan().to_dict(), bindings={"train": list(range(9))})
+    assert err.value.paths == ("dataset",)
+    assert "9 samples given" in str(err.value) and "10 samples expected" in str(err.value)
+
+
+def test_unused_bindings_are_refused_with_a_suggestion():
+    with pytest.raises(PlanError) as err:
+        LoaderPlan.from_dict(_plan().to_dict(), bindings={"trian": list(range(10))})
+    assert set(err.value.paths) == {"dataset", "bindings"}
+    assert "did you mean 'train'" in str(err.value)
+
+
+def test_unknown_keys_are_refused_with_did_you_mean():
+    data = _plan().to_dict()
+    data["batchs"] = {}
+    data["order"]["seeed"] = 3
+    with pytest.raises(PlanError) as err:
+        LoaderPlan.from_dict(data, bindings={"train": list(range(10))})
+    assert set(err.value.paths) == {"batchs", "order.seeed"}
+    assert "did you mean 'batch'" in str(err.value)
+    assert "did you mean 'seed'" in str(err.value)
+
+
+def test_all_problems_of_a_file_are_reported_at_once():
+    data = _plan().to_dict()
+    data["batch"]["batch_size"] = 0
+    data["workers"] = {"num_workers": -1}
+    data["device"] = "gpu"
+    with pytest.raises(PlanError) as err:
+        LoaderPlan.from_dict(data, bindings={"train": list(range(10))})
+    assert set(err.value.paths) == {"batch.batch_size", "workers.num_workers", "device"}
+
+
+def test_schema_version_is_required_and_checked():
+    data = _plan().to_dict()
+    bindings = {"train": list(range(10))}
+    del data["schema_version"]
+    with pytest.raises(PlanError, match="schema_version: missing"):
+        LoaderPlan.from_dict(data, bindings=bindings)
+    data["schema_version"] = lk.SCHEMA_VERSION + 1
+    with pytest.raises(PlanError, match="newer loaderkit"):
+        LoaderPlan.from_dict(data, bindings=bindings)
+
+
+def test_module_refs_are_not_imported_unless_trusted_or_allowed():
+    data = _plan().to_dict()
+    data["collator"] = {"ref": "json:dumps"}
+    bindings = {"train": list(range(10))}
+    with pytest.raises(PlanError) as err:
+        LoaderPlan.from_dict(data, bindings=bindings)
+    assert err.value.paths == ("collator.ref",)
+    assert "allow_imports=True" in str(err.value)
+    plan = LoaderPlan.from_dict(data, bindings=bindings, allow_imports=True)
+    assert plan.collator.name == "json:dumps"
+    assert plan.bindings is not None and plan.bindings["json:dumps"] is json.dumps
+
+
+def test_loading_never_imports_an_untrusted_module(tmp_path):
+    import subprocess
+    import sys
+
+    plan_file = tmp_path / "p.json"
+    data = _plan().to_dict()
+    data["transform"] = {"ref": "antigravity:geohash", "accepts_rng": False}
+    plan_file.write_text(json.dumps(data))
+    load = f"loaderkit.LoaderPlan.load({str(plan_file)!r}, bindings={{'train': list(range(10))}})"
+    code = (
+        "import sys, loaderkit\n"
+        "try:\n"
+        f"    {load}\n"
+        "except loaderkit.PlanError as e:\n"
+        "    print(e.paths)\n"
+        "print('antigravity' in sys.modules)\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True
+    ).stdout.split()
+    assert out == ["('transform.ref',)", "False"]
+
+
+def test_trusted_modules_resolve_without_allow_imports():
+    from loaderkit import registry
+
+    data = _plan().to_dict()
+    data["transform"] = {
+        "ref": "loaderkit.testing.strategies:sample_transform",
+        "accepts_rng": False,
+    }
+    plan = LoaderPlan.from_dict(data, bindings={"train": list(range(10))})
+    from loaderkit.testing.strategies import sample_transform
+
+    assert plan.bindings is not None
+    assert plan.bindings["loaderkit.testing.strategies:sample_transform"] is sample_transform
+    assert "loaderkit" in registry.trusted_modules()
+
+
+def test_bad_files_name_the_file(tmp_path):
+    path = tmp_path / "p.toml"
+    path.write_text("schema_version = [")
+    with pytest.raises(PlanError, match="not valid TOML"):
+        LoaderPlan.load(path)
+    with pytest.raises(PlanError, match=r"end in \.json or \.toml"):
+        LoaderPlan.load(tmp_path / "p.yaml")
+    with pytest.raises(PlanError, match="cannot read"):
+        LoaderPlan.load(tmp_path / "missing.json")
+    with pytest.raises(PlanError, match=r"end in \.json or \.toml"):
+        _plan().save(tmp_path / "p.txt")
+
+
+def test_the_documented_example_file_loads(tmp_path):
+    from pathlib import Path
+
+    example = Path(__file__).resolve().parents[2] / "docs" / "example-plan.toml"
+    plan = LoaderPlan.load(example, require_bindings=False)
+    assert plan.dataset.binding == "train"
+    assert plan.batch.batch_size == 32
+    assert plan.workers.num_workers == 4
+
+
+def test_diff_lists_flattened_changes():
+    a = _plan()
+    b = a.to_builder().with_batch_size(8, drop_last=True).with_workers(2).compile()
+    assert a.diff(b) == [
+        "batch.batch_size: 4 -> 8",
+        "batch.drop_last: False -> True",
+        "workers.num_workers: 0 -> 2",
+    ]
+    assert a.diff(a) == []
