@@ -1,22 +1,411 @@
-"""Plan -> loader. The loader itself arrives with the loader issue."""
+"""``Loader``: what ``LoaderPlan.build()`` returns.
+
+The loader is a cursor over (epoch, batches delivered). The batch order is computed in the
+main process, one :class:`~loaderkit.build.fetch.BatchRequest` at a time, and every batch is a
+pure function of its request, so batches are identical for any number of workers and a resume
+is O(1): the state is the cursor, and the next request is computed directly.
+"""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, NoReturn
+import copy
+import html
+import os
+from collections.abc import Callable, Iterator, Mapping
+from typing import TYPE_CHECKING, Any
 
-from loaderkit.errors import NotBuiltYetError
+import torch
+from torch.utils.data import DataLoader, Dataset, Sampler
+
+from loaderkit.build.device import deliver, resolve_device, wants_pinning
+from loaderkit.build.fetch import (
+    BatchFetcher,
+    BatchRequest,
+    Failure,
+    WorkerSeeder,
+    failure_from,
+)
+from loaderkit.build.sources import make_source
+from loaderkit.collators import collators
+from loaderkit.errors import DataError, NotBuiltYetError, PlanError, ResumeError
+from loaderkit.order.epoch import EpochOrder
+from loaderkit.order.keys import derive_key
+from loaderkit.order.shard import ShardLayout
+from loaderkit.plan.display import diff_dicts
+from loaderkit.transforms import transforms
 
 if TYPE_CHECKING:
     from loaderkit.plan.plan import LoaderPlan
+    from loaderkit.plan.specs import CallableSpec, DistributedSpec
+
+__all__ = ["STATE_VERSION", "Loader", "build_loader", "resolve_world"]
+
+STATE_VERSION = 1
+"""The version of the ``state_dict()`` format."""
+
+_STATE_KEYS = (
+    "loaderkit_state",
+    "fingerprint",
+    "epoch",
+    "batches_delivered",
+    "world_size",
+    "rank",
+    "plan",
+)
+
+
+def resolve_world(spec: DistributedSpec) -> tuple[int, int, str]:
+    """(world size, rank, where they came from) for this process."""
+    if not spec.enabled:
+        return 1, 0, "single process"
+    if spec.world_size is not None and spec.rank is not None:
+        return spec.world_size, spec.rank, "given explicitly"
+    dist = torch.distributed
+    if dist.is_available() and dist.is_initialized():
+        return dist.get_world_size(), dist.get_rank(), "torch.distributed process group"
+    env_world, env_rank = os.environ.get("WORLD_SIZE"), os.environ.get("RANK")
+    if env_world is not None or env_rank is not None:
+        try:
+            world, rank = int(env_world or ""), int(env_rank or "")
+        except ValueError:
+            raise PlanError.single(
+                "distributed",
+                f"RANK={env_rank!r} and WORLD_SIZE={env_world!r} in the environment are not "
+                f"both integers; launch with torchrun or pass with_distributed(world_size=..., "
+                f"rank=...)",
+            ) from None
+        if world < 1 or not 0 <= rank < world:
+            raise PlanError.single(
+                "distributed",
+                f"RANK={rank} is outside [0, WORLD_SIZE={world}) in the environment",
+            )
+        return world, rank, "RANK/WORLD_SIZE environment (torchrun)"
+    return 1, 0, "single process (no process group, no RANK/WORLD_SIZE set)"
+
+
+def _resolve_callable(plan: LoaderPlan, spec: CallableSpec, kind: str) -> Callable[..., Any]:
+    if spec.source == "registry":
+        if kind == "collator":
+            collate: Callable[..., Any] = collators.get(spec.name).factory(**dict(spec.options))
+            return collate
+        return transforms.get(spec.name).factory
+    assert plan.bindings is not None
+    obj = plan.bindings[spec.name]
+    if not callable(obj):
+        raise PlanError.single(kind, f"the object bound to {spec.name!r} is not callable ({obj!r})")
+    return obj
+
+
+class _Planner:
+    """The batch order of one rank: requests computed directly from (epoch, batch index)."""
+
+    def __init__(self, layout: ShardLayout, n: int, seed: int, shuffle: bool) -> None:
+        self.layout = layout
+        self.n = n
+        self.seed = seed
+        self.shuffle = shuffle
+        self._order: EpochOrder | None = None
+
+    def order(self, epoch: int) -> EpochOrder:
+        order = self._order
+        if order is None or order.epoch != epoch:  # keep one: epochs are visited in turn
+            order = self._order = EpochOrder(self.n, self.seed, epoch, self.shuffle)
+        return order
+
+    def requests(self, epoch: int, start: int) -> Iterator[BatchRequest]:
+        order = self.order(epoch)
+        layout = self.layout
+        for b in range(start, len(layout)):
+            yield BatchRequest(epoch, b, layout.indices(order, b))
+
+
+class _RequestSampler(Sampler[BatchRequest]):
+    """Yields the requests of one rank's epoch from the loader's cursor (main process)."""
+
+    def __init__(self, planner: _Planner) -> None:
+        self.planner = planner
+        self.epoch = 0
+        self.start = 0
+
+    def __iter__(self) -> Iterator[BatchRequest]:
+        return self.planner.requests(self.epoch, self.start)
+
+    def __len__(self) -> int:
+        return len(self.planner.layout) - self.start
+
+
+class _BatchDataset(Dataset[Any]):
+    """What torch's workers index: a request in, a whole batch (or a Failure) out."""
+
+    def __init__(self, fetcher: BatchFetcher, seeder: WorkerSeeder) -> None:
+        self.fetcher = fetcher
+        self.seeder = seeder
+
+    def __getitem__(self, request: BatchRequest) -> Any:
+        self.seeder(request.epoch)
+        try:
+            return self.fetcher(request)
+        except DataError as error:
+            return failure_from(error, request)
+
+
+def _identity(batch: Any) -> Any:
+    return batch
 
 
 class Loader:
-    """Placeholder type for the loader ``LoaderPlan.build()`` returns."""
+    """An iterable of batches that knows its position and can resume from it exactly.
+
+    - ``len(loader)``: batches per epoch on this rank.
+    - ``iter(loader)`` continues from the cursor: the next undelivered batch of the current
+      epoch, or the start of the next epoch once an epoch has been delivered completely. So
+      iterating again without ``set_epoch`` never repeats an order.
+    - ``set_epoch(e)`` moves the cursor to the start of epoch ``e``.
+    - ``state_dict()`` / ``load_state_dict()``: a small JSON-serializable cursor (epoch and
+      batches *delivered to the caller*, not merely prefetched) tied to the plan's fingerprint.
+    """
+
+    def __init__(self, plan: LoaderPlan) -> None:
+        if plan.bindings is None:
+            raise PlanError.single(
+                "bindings",
+                "this plan was loaded without its live objects (require_bindings=False); load "
+                "it again with bindings={...} to build it",
+            )
+        if plan.dataset.iterable:
+            raise NotBuiltYetError(
+                f"dataset {plan.dataset.binding!r} is an iterable (streaming) source; loaders "
+                f"over iterable sources arrive with streaming support. Pass a map-style dataset"
+            )
+        self.plan = plan
+        self.device = resolve_device(plan.device)
+        self.world_size, self.rank, self.distributed_source = resolve_world(plan.distributed)
+        n = plan.dataset.length
+        assert n is not None
+        layout = ShardLayout(
+            n,
+            plan.batch.batch_size,
+            self.world_size,
+            self.rank,
+            plan.batch.drop_last,
+            plan.distributed.even_batches,
+        )
+        self._planner = _Planner(layout, n, plan.order.seed, plan.order.shuffle)
+        if plan.batch.drop_last and len(layout) == 0:
+            raise PlanError.single(
+                "batch.drop_last",
+                f"with batch_size {plan.batch.batch_size} on {self.world_size} ranks and {n} "
+                f"samples, drop_last=True leaves 0 batches per epoch; lower batch_size or set "
+                f"drop_last=False",
+            )
+        self.pin_memory = wants_pinning(plan.workers.pin_memory, self.device)
+        collate = _resolve_callable(plan, plan.collator, "collator")
+        transform = (
+            None if plan.transform is None else _resolve_callable(plan, plan.transform, "transform")
+        )
+        self._fetcher = BatchFetcher(
+            make_source(plan.bindings[plan.dataset.binding], plan.dataset),
+            collate=collate,
+            collator_name=plan.collator.describe(),
+            default_collator=plan.collator.source == "registry" and plan.collator.name == "default",
+            transform=transform,
+            transform_rng=plan.transform is not None and plan.transform.accepts_rng,
+            seed=plan.order.seed,
+        )
+        self._epoch = 0
+        self._delivered = 0
+        self._generation = 0
+        self._torch_loader: DataLoader[Any] | None = None
+        self._sampler: _RequestSampler | None = None
+
+    # -- position ---------------------------------------------------------------------------
+
+    def __len__(self) -> int:
+        return len(self._planner.layout)
+
+    @property
+    def epoch(self) -> int:
+        """The epoch the cursor is in (the next one once an epoch was fully delivered)."""
+        return self._cursor()[0]
+
+    @property
+    def batches_delivered(self) -> int:
+        """Batches of the current epoch already handed to the caller."""
+        return self._cursor()[1]
+
+    def _cursor(self) -> tuple[int, int]:
+        if self._delivered >= len(self):
+            return self._epoch + 1, 0
+        return self._epoch, self._delivered
+
+    def set_epoch(self, epoch: int) -> None:
+        """Move the cursor to the start of ``epoch`` (an int >= 0)."""
+        if isinstance(epoch, bool) or not isinstance(epoch, int) or epoch < 0:
+            raise ValueError(f"set_epoch: epoch must be an int >= 0 (got {epoch!r})")
+        self._epoch, self._delivered = epoch, 0
+        self._generation += 1
+
+    def batch_indices(self, epoch: int, batch_index: int) -> list[int]:
+        """The sample indices of batch ``batch_index`` of ``epoch`` on this rank."""
+        planner = self._planner
+        indices: list[int] = planner.layout.indices(planner.order(epoch), batch_index).tolist()
+        return indices
+
+    # -- iteration --------------------------------------------------------------------------
+
+    def _host_batches(self, epoch: int, start: int) -> Iterator[Any]:
+        workers = self.plan.workers.num_workers
+        if workers == 0:
+            fetch = self._fetcher
+            for request in self._planner.requests(epoch, start):
+                yield fetch(request)
+            return
+        torch_loader, sampler = self._worker_loader()
+        sampler.epoch, sampler.start = epoch, start
+        for item in torch_loader:
+            if isinstance(item, Failure):
+                item.reraise()
+            yield item
+
+    def _worker_loader(self) -> tuple[DataLoader[Any], _RequestSampler]:
+        if self._torch_loader is None or self._sampler is None:
+            w = self.plan.workers
+            sampler = _RequestSampler(self._planner)
+            generator = torch.Generator()
+            generator.manual_seed(derive_key(self.plan.order.seed, "torch-base-seed") % 2**63)
+            self._sampler = sampler
+            self._torch_loader = DataLoader(
+                _BatchDataset(self._fetcher, WorkerSeeder(self.plan.order.seed, self.rank)),
+                sampler=sampler,
+                batch_size=None,
+                collate_fn=_identity,
+                num_workers=w.num_workers,
+                prefetch_factor=w.prefetch_factor,
+                persistent_workers=True if w.persistent is None else w.persistent,
+                pin_memory=self.pin_memory and self.device.type == "cuda",
+                timeout=w.timeout or 0,
+                multiprocessing_context=w.start_method,
+                generator=generator,
+            )
+        return self._torch_loader, self._sampler
+
+    def __iter__(self) -> Iterator[Any]:
+        epoch, start = self._cursor()
+        self._epoch, self._delivered = epoch, start
+        self._generation += 1
+        generation = self._generation
+        host = self._host_batches(epoch, start)
+        pin_here = self.pin_memory and self.plan.workers.num_workers == 0
+        for batch in deliver(host, self.device, pin_host=pin_here):
+            if generation != self._generation:
+                raise RuntimeError(
+                    "this iterator was superseded: iter(), set_epoch() or load_state_dict() "
+                    "was called on the loader since it started; iterate the newest one"
+                )
+            self._delivered += 1
+            yield batch
+
+    def close(self) -> None:
+        """Stop the worker processes now.
+
+        Persistent workers otherwise live as long as the loader. The loader stays usable: the
+        next iteration starts new workers.
+        """
+        self._generation += 1
+        torch_loader = self._torch_loader
+        self._torch_loader = None
+        self._sampler = None
+        if torch_loader is not None:
+            iterator = getattr(torch_loader, "_iterator", None)
+            torch_loader._iterator = None
+            shutdown = getattr(iterator, "_shutdown_workers", None)
+            if shutdown is not None:
+                shutdown()
+
+    def __enter__(self) -> Loader:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- state ------------------------------------------------------------------------------
+
+    def state_dict(self) -> dict[str, Any]:
+        """The cursor as a small JSON-serializable dict; a fresh copy every call."""
+        epoch, delivered = self._cursor()
+        return {
+            "loaderkit_state": STATE_VERSION,
+            "fingerprint": self.plan.fingerprint,
+            "epoch": epoch,
+            "batches_delivered": delivered,
+            "world_size": self.world_size,
+            "rank": self.rank,
+            "plan": copy.deepcopy(self.plan.to_dict()),
+        }
+
+    def load_state_dict(self, state: Mapping[str, Any], *, strict: bool = True) -> None:
+        """Continue exactly where ``state`` was taken: O(1), no batch is replayed.
+
+        The state must come from a loader of a plan with the same fingerprint; otherwise
+        :class:`~loaderkit.ResumeError` shows the differences (``strict=False`` accepts it and
+        only checks that the position fits this loader).
+        """
+        if not isinstance(state, Mapping):
+            raise ResumeError(f"a loader state is a dict (got {type(state).__name__})")
+        missing = [k for k in _STATE_KEYS if k not in state]
+        if missing:
+            raise ResumeError(
+                f"not a loaderkit loader state: missing {', '.join(missing)}; pass what "
+                f"Loader.state_dict() returned"
+            )
+        if state["loaderkit_state"] != STATE_VERSION:
+            raise ResumeError(
+                f"state format {state['loaderkit_state']!r} is not the one this loaderkit "
+                f"reads ({STATE_VERSION})"
+            )
+        for key in ("epoch", "batches_delivered", "world_size", "rank"):
+            value = state[key]
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise ResumeError(f"state[{key!r}] must be an int >= 0 (got {value!r})")
+        if strict and state["fingerprint"] != self.plan.fingerprint:
+            old = state["plan"] if isinstance(state["plan"], Mapping) else {}
+            raise ResumeError(
+                f"the state was saved by a loader of another plan (fingerprint "
+                f"{str(state['fingerprint'])[:12]}, this plan {self.plan.fingerprint[:12]}); "
+                f"load it into a loader built from the same plan, or pass strict=False. "
+                f"Differences (state -> this plan):",
+                diff_dicts(old, self.plan.to_dict())
+                or ["(no visible field differs: the datasets' identities differ)"],
+            )
+        if (state["world_size"], state["rank"]) != (self.world_size, self.rank):
+            raise ResumeError(
+                f"the state was saved by rank {state['rank']} of {state['world_size']}, this "
+                f"loader is rank {self.rank} of {self.world_size}; resume each rank from its "
+                f"own state"
+            )
+        epoch, delivered = state["epoch"], state["batches_delivered"]
+        if delivered > len(self):
+            raise ResumeError(
+                f"the state has {delivered} batches delivered but an epoch of this loader has "
+                f"{len(self)}"
+            )
+        self._epoch, self._delivered = epoch, delivered
+        self._generation += 1
+
+    # -- display ----------------------------------------------------------------------------
+
+    def __repr__(self) -> str:
+        epoch, delivered = self._cursor()
+        return (
+            f"Loader(plan={self.plan.fingerprint[:12]}, epoch={epoch}, "
+            f"batch={delivered}/{len(self)}, rank={self.rank}/{self.world_size}, "
+            f"device={self.device})"
+        )
+
+    def _repr_html_(self) -> str:
+        return f"<pre>{html.escape(repr(self))}\n{html.escape(self.plan.explain())}</pre>"
 
 
-def build_loader(plan: LoaderPlan) -> NoReturn:
-    """Not implemented yet: raises ``NotBuiltYetError``."""
-    raise NotBuiltYetError(
-        f"LoaderPlan.build() is not implemented yet (plan {plan.fingerprint[:12]}); the plan is "
-        "valid and can be saved, explained and diffed"
-    )
+def build_loader(plan: LoaderPlan) -> Loader:
+    """Make the :class:`Loader` for ``plan``."""
+    return Loader(plan)

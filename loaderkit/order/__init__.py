@@ -9,16 +9,19 @@ standard library, never torch.
 - :class:`FeistelPermutation` is a keyed bijection of ``[0, n)`` computed pointwise.
 - :class:`EpochOrder`, :class:`BatchLayout`, :func:`epoch_batches` and
   :func:`batch_indices` turn an epoch into batches of sample indices.
+- :class:`ShardLayout` splits each global batch between ranks (the elastic layout).
 """
 
 from loaderkit.order.epoch import BatchLayout, EpochOrder, batch_indices, epoch_batches
 from loaderkit.order.feistel import FeistelPermutation
 from loaderkit.order.keys import batch_rng, derive_key, sample_rng, sample_seed, worker_seed
+from loaderkit.order.shard import ShardLayout
 
 __all__ = [
     "BatchLayout",
     "EpochOrder",
     "FeistelPermutation",
+    "ShardLayout",
     "batch_indices",
     "batch_rng",
     "derive_key",

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from loaderkit.order.shard import ShardLayout
 from loaderkit.plan.specs import dataset_summary
 
 if TYPE_CHECKING:
@@ -51,30 +52,23 @@ def _show(value: object) -> str:
 def epoch_shape(plan: LoaderPlan) -> tuple[int | None, int | None, int, int]:
     """(samples per rank, batches per rank, samples dropped, samples repeated) for one epoch.
 
-    ``None`` when the length or the world size is only known at build time. Sharding follows
-    the elastic layout: global batch ``s`` is positions ``[s*G, (s+1)*G)`` of the epoch order,
-    ``G = batch_size * world_size``, split between ranks in rank order.
+    ``None`` when the length or the world size is only known at build time; rank 0's view
+    when ranks may differ (uneven batches). See :class:`loaderkit.order.ShardLayout`.
     """
     n = plan.dataset.length
     dist = plan.distributed
     world = dist.world_size if dist.enabled else 1
-    b = plan.batch.batch_size
     if n is None or world is None:
         return None, None, 0, 0
-    if world == 1:
-        batches = n // b if plan.batch.drop_last else -(-n // b)
-        delivered = batches * b if plan.batch.drop_last else n
-        return delivered, batches, n - delivered, 0
-    g = b * world
-    if plan.batch.drop_last:
-        batches = n // g
-        return batches * b, batches, n - batches * g, 0
-    batches = -(-n // g)
-    if not dist.even_batches:
-        return None, batches, 0, 0
-    # even batches: the tail is completed by wrapping around to the start of the order
-    repeated = batches * g - n
-    return batches * b, batches, 0, repeated
+    layout = ShardLayout(
+        n,
+        plan.batch.batch_size,
+        world,
+        dist.rank or 0,
+        plan.batch.drop_last,
+        dist.even_batches,
+    )
+    return layout.samples, len(layout), layout.dropped, layout.repeated
 
 
 def _workers_line(plan: LoaderPlan) -> str:
@@ -124,7 +118,9 @@ def explain_plan(plan: LoaderPlan) -> str:
     if dropped:
         notes.append(f"{dropped:,} samples dropped per epoch (drop_last)")
     if repeated:
-        notes.append(f"{repeated:,} samples repeated per epoch to even out ranks (wrap-around)")
+        notes.append(
+            f"{repeated:,} samples repeated per epoch across ranks to even them out (wrap-around)"
+        )
     if not d.enabled:
         dist_line = "single process"
     elif d.world_size is None:

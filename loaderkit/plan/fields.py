@@ -152,19 +152,23 @@ def _accepts_rng(path: str, fn: Callable[..., Any]) -> bool:
     except (TypeError, ValueError):
         return False
     params = signature.parameters
+    rng = params.get("rng")
+    takes_rng = rng is not None and rng.kind in (
+        inspect.Parameter.KEYWORD_ONLY,
+        inspect.Parameter.POSITIONAL_OR_KEYWORD,
+    )
     try:
-        signature.bind(object())
+        if takes_rng:
+            signature.bind(object(), rng=object())
+        else:
+            signature.bind(object())
     except TypeError:
         raise PlanTypeError.single(
             path,
             f"{getattr(fn, '__name__', fn)!r} must accept one positional argument (the sample); "
             f"its signature is {signature}",
         ) from None
-    rng = params.get("rng")
-    return rng is not None and rng.kind in (
-        inspect.Parameter.KEYWORD_ONLY,
-        inspect.Parameter.POSITIONAL_OR_KEYWORD,
-    )
+    return takes_rng
 
 
 def transform_spec(fn: object) -> tuple[CallableSpec, object | None]:

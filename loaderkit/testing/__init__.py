@@ -12,6 +12,24 @@ loaderkit's own tests use it, and so can yours::
 The strategies need ``hypothesis`` (``pip install 'loaderkit[test]'``).
 """
 
+from loaderkit.testing.assertions import (
+    assert_batches_equal,
+    assert_reproducible,
+    assert_resumable,
+    assert_worker_invariant,
+    batches_differ,
+    collect,
+)
 from loaderkit.testing.strategies import builder_calls, builders, plans
 
-__all__ = ["builder_calls", "builders", "plans"]
+__all__ = [
+    "assert_batches_equal",
+    "assert_reproducible",
+    "assert_resumable",
+    "assert_worker_invariant",
+    "batches_differ",
+    "builder_calls",
+    "builders",
+    "collect",
+    "plans",
+]

@@ -1,0 +1,200 @@
+"""Turning one batch request into one batch, identically in the main process or any worker.
+
+A :class:`BatchRequest` carries everything a batch depends on (epoch, batch index, sample
+indices), so a batch is a pure function of its request: which worker makes it does not matter.
+Per-sample randomness (transforms taking ``rng``) is keyed by (seed, epoch, sample index).
+"""
+
+from __future__ import annotations
+
+import random
+import traceback
+from collections.abc import Callable
+from typing import Any, NamedTuple, NoReturn
+
+import numpy as np
+import numpy.typing as npt
+import torch
+
+from loaderkit.build.sources import Source
+from loaderkit.errors import DataError
+from loaderkit.order.keys import sample_rng, worker_seed
+
+__all__ = ["BatchFetcher", "BatchRequest", "Failure", "WorkerSeeder"]
+
+
+class BatchRequest(NamedTuple):
+    """What the main process asks for: batch ``batch_index`` of ``epoch``, these samples."""
+
+    epoch: int
+    batch_index: int
+    indices: npt.NDArray[np.int64]
+
+
+class Failure(NamedTuple):
+    """A batch that failed in a worker, sent back as data so nothing about it is lost."""
+
+    message: str
+    sample_index: int | None
+    worker_id: int | None
+    collator: str | None
+    batch_index: int
+    exc_type: str
+    traceback: str
+
+    def reraise(self) -> NoReturn:
+        """Raise the :class:`DataError` this failure stands for, with the worker's traceback."""
+        raise DataError(
+            f"{self.message}\n\nOriginal traceback in worker {self.worker_id}:\n{self.traceback}",
+            sample_index=self.sample_index,
+            worker_id=self.worker_id,
+            collator=self.collator,
+            batch_index=self.batch_index,
+        )
+
+
+def _worker_id() -> int | None:
+    info = torch.utils.data.get_worker_info()
+    return None if info is None else int(info.id)
+
+
+def _where(worker: int | None) -> str:
+    return "in the main process" if worker is None else f"in worker {worker}"
+
+
+class BatchFetcher:
+    """Fetch, transform and collate the samples of one request.
+
+    ``collate=None`` means the built-in ``default`` collator, whose result sources can compute
+    column-wise (``Source.default_batch``) when there is no transform.
+    """
+
+    def __init__(
+        self,
+        source: Source,
+        *,
+        collate: Callable[[list[Any]], Any],
+        collator_name: str,
+        default_collator: bool,
+        transform: Callable[..., Any] | None,
+        transform_rng: bool,
+        seed: int,
+    ) -> None:
+        self.source = source
+        self.collate = collate
+        self.collator_name = collator_name
+        self.fast = default_collator and transform is None
+        self.transform = transform
+        self.transform_rng = transform_rng
+        self.seed = seed
+
+    def __call__(self, request: BatchRequest) -> Any:
+        """The batch for ``request``; raises :class:`DataError` naming the sample."""
+        if self.fast:
+            try:
+                batch = self.source.default_batch(request.indices)
+            except Exception as exc:
+                self._samples(request)  # raises a DataError naming the bad sample
+                raise self._batch_error(request, exc, "could not be gathered") from exc
+            if batch is not None:
+                return batch
+        samples = self._samples(request)
+        if self.transform is not None:
+            samples = self._transformed(request, samples)
+        try:
+            return self.collate(samples)
+        except DataError:
+            raise
+        except Exception as exc:
+            raise self._batch_error(
+                request, exc, f"could not be collated by {self.collator_name!r}"
+            ) from exc
+
+    def _batch_error(self, request: BatchRequest, exc: BaseException, what: str) -> DataError:
+        worker = _worker_id()
+        shown = request.indices[:8].tolist()
+        more = ", ..." if len(request.indices) > 8 else ""
+        return DataError(
+            f"batch {request.batch_index} of epoch {request.epoch} (samples "
+            f"{str(shown)[1:-1]}{more}) {what} {_where(worker)}: {type(exc).__name__}: {exc}",
+            worker_id=worker,
+            collator=self.collator_name,
+            batch_index=request.batch_index,
+        )
+
+    def _sample_error(
+        self, request: BatchRequest, index: int, exc: BaseException, what: str
+    ) -> DataError:
+        worker = _worker_id()
+        return DataError(
+            f"sample {index} (batch {request.batch_index} of epoch {request.epoch}) {what} "
+            f"{_where(worker)}: {type(exc).__name__}: {exc}",
+            sample_index=index,
+            worker_id=worker,
+            collator=self.collator_name,
+            batch_index=request.batch_index,
+        )
+
+    def _samples(self, request: BatchRequest) -> list[Any]:
+        try:
+            return self.source.samples(request.indices)
+        except Exception as batch_exc:
+            for index in request.indices.tolist():
+                try:
+                    self.source.sample(index)
+                except Exception as exc:
+                    raise self._sample_error(request, index, exc, "could not be loaded") from exc
+            raise self._batch_error(request, batch_exc, "could not be loaded") from batch_exc
+
+    def _transformed(self, request: BatchRequest, samples: list[Any]) -> list[Any]:
+        transform = self.transform
+        assert transform is not None
+        out = []
+        for index, sample in zip(request.indices.tolist(), samples, strict=True):
+            try:
+                if self.transform_rng:
+                    rng = sample_rng(self.seed, "transform", request.epoch, index)
+                    out.append(transform(sample, rng=rng))
+                else:
+                    out.append(transform(sample))
+            except Exception as exc:
+                raise self._sample_error(request, index, exc, "failed in the transform") from exc
+        return out
+
+
+def failure_from(error: DataError, request: BatchRequest) -> Failure:
+    """Pack a worker's error as data (the traceback as text) for the main process."""
+    return Failure(
+        message=error.message,
+        sample_index=error.sample_index,
+        worker_id=error.worker_id,
+        collator=error.collator,
+        batch_index=request.batch_index,
+        exc_type=type(error.__cause__ or error).__name__,
+        traceback="".join(traceback.format_exception(error.__cause__ or error)).rstrip(),
+    )
+
+
+class WorkerSeeder:
+    """Seeds a worker's global RNGs (torch, numpy, random) from (seed, epoch, rank, worker).
+
+    Called once per epoch a worker serves, so persistent workers reseed when the epoch changes
+    and every (rank, worker) pair draws different, reproducible numbers.
+    """
+
+    def __init__(self, seed: int, rank: int) -> None:
+        self.seed = seed
+        self.rank = rank
+        self.epoch: int | None = None
+
+    def __call__(self, epoch: int) -> None:
+        """Reseed if this worker has not seen ``epoch`` yet."""
+        if epoch == self.epoch:
+            return
+        self.epoch = epoch
+        info = torch.utils.data.get_worker_info()
+        worker = 0 if info is None else int(info.id)
+        value = worker_seed(self.seed, epoch, self.rank, worker)
+        torch.manual_seed(value)
+        np.random.seed(value % 2**32)
+        random.seed(value)

@@ -1,0 +1,54 @@
+"""Datasets shared by the build tests (a module of its own, so workers under spawn import it)."""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import torch
+from torch.utils.data import Dataset
+
+
+class IndexDataset(Dataset[dict[str, torch.Tensor]]):
+    """Sample i is {"index": i, "x": a deterministic float vector of i}."""
+
+    def __init__(self, n: int, dim: int = 3) -> None:
+        self.n = n
+        self.dim = dim
+
+    def __len__(self) -> int:
+        return self.n
+
+    def __getitem__(self, i: int) -> dict[str, torch.Tensor]:
+        if not 0 <= i < self.n:
+            raise IndexError(i)
+        return {"index": torch.tensor(i), "x": torch.arange(self.dim, dtype=torch.float32) * i}
+
+
+class FailingDataset(IndexDataset):
+    """Raises at one index."""
+
+    def __init__(self, n: int, bad: int) -> None:
+        super().__init__(n)
+        self.bad = bad
+
+    def __getitem__(self, i: int) -> dict[str, torch.Tensor]:
+        if i == self.bad:
+            raise ValueError(f"corrupt record {i}")
+        return super().__getitem__(i)
+
+
+def noisy(sample: dict[str, torch.Tensor], rng: np.random.Generator) -> dict[str, torch.Tensor]:
+    """A random transform keyed by the rng loaderkit passes."""
+    out = dict(sample)
+    out["noise"] = torch.from_numpy(rng.normal(size=2).astype(np.float32))
+    return out
+
+
+def global_draws(sample: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """Draws from the global RNGs of whatever process runs it, plus the pid."""
+    out = dict(sample)
+    out["np"] = torch.tensor(np.random.random())
+    out["torch"] = torch.rand(())
+    out["pid"] = torch.tensor(os.getpid())
+    return out
