@@ -1,4 +1,4 @@
-"""Quickstart: builder -> plan -> file -> plan, the way a notebook or a script uses loaderkit."""
+"""Quickstart: builder -> plan -> file -> loader -> checkpoint -> exact resume."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ import torch
 from torch.utils.data import TensorDataset
 
 from loaderkit import DataLoaderBuilder, LoaderPlan, PlanError
+from loaderkit.testing import assert_batches_equal
 
 
 def main() -> None:
@@ -40,6 +41,26 @@ def main() -> None:
     print("\nwhat changes with a larger batch:")
     for line in plan.diff(bigger):
         print("  " + line)
+
+    # build it: two epochs with 2 workers, a checkpoint after 5 batches of epoch 1
+    with plan.build() as loader:
+        print(f"\n{loader!r}")
+        seen = 0
+        for _features, labels in loader:  # epoch 0
+            seen += len(labels)
+        print(f"epoch 0: {seen} samples in {len(loader)} batches")
+        epoch1 = iter(loader)  # iterating again continues with epoch 1
+        head = [next(epoch1) for _ in range(5)]
+        checkpoint = loader.state_dict()  # small, JSON-serializable
+        tail = list(epoch1)
+    print(f"checkpoint after {len(head)} batches of epoch {checkpoint['epoch']}")
+
+    # a new process would do this: same plan, load the state, continue exactly there
+    with plan.build() as resumed:
+        resumed.load_state_dict(checkpoint)
+        again = list(resumed)
+    assert_batches_equal(tail, again)
+    print(f"resumed: the remaining {len(again)} batches are identical, bit for bit")
 
     try:
         builder.with_workers(0, prefetch_factor=4).with_distributed(world_size=2, rank=2).compile()

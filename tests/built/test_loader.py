@@ -388,3 +388,19 @@ def test_numpy_columns_and_lists_of_samples():
     first = next(iter(loader))
     assert first["x"].dtype == torch.float32 and first["x"].shape == (4, 2)
     assert first["y"].tolist() == [0, 1, 2, 3]
+
+
+@given(plan=__import__("loaderkit.testing", fromlist=["plans"]).plans(max_length=40),
+       pin=st.booleans(), auto=st.booleans())
+def test_plans_equal_in_fingerprint_give_equal_streams(plan, pin, auto):
+    plan = plan.to_builder().with_workers(0).with_device("cpu").compile()
+    variant = plan.to_builder().with_workers(0, pin_memory=pin)
+    if auto:
+        variant = variant.with_device("auto")
+    if not plan.distributed.enabled:
+        variant = variant.with_distributed(world_size=1, rank=0)
+    other = variant.compile()
+    assert other.fingerprint == plan.fingerprint
+    a, b = plan.build(), other.build()
+    for epoch in range(2):
+        assert_batches_equal(collect(a), collect(b), label=f"epoch {epoch}")
