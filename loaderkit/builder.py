@@ -74,17 +74,21 @@ class DataLoaderBuilder:
 
     # -- helpers ----------------------------------------------------------------------------
 
-    def _rebound(self, old: str | None, new: str | None, obj: object | None) -> dict[str, object]:
-        bound = dict(self._bound)
-        in_use = {
-            self._dataset.binding if self._dataset else None,
-            _key(self._collator),
-            _key(self._transform),
+    def _rebound(self, section: str, new: str | None, obj: object | None) -> dict[str, object]:
+        """The bindings after ``section`` binds ``obj`` under ``new``.
+
+        ``section`` is "dataset", "collator" or "transform"; its old key is dropped unless
+        another section still uses it.
+        """
+        keys = {
+            "dataset": self._dataset.binding if self._dataset else None,
+            "collator": _key(self._collator),
+            "transform": _key(self._transform),
         }
-        if old is not None:
-            in_use.discard(old)
-            if old not in in_use:
-                bound.pop(old, None)
+        bound = dict(self._bound)
+        old = keys.pop(section)
+        if old is not None and old not in keys.values():
+            bound.pop(old, None)
         if new is not None and obj is not None:
             bound[new] = obj
         return bound
@@ -102,8 +106,9 @@ class DataLoaderBuilder:
         earlier dataset.
         """
         spec = dataset_spec(dataset, name)
-        old = self._dataset.binding if self._dataset else None
-        return attrs.evolve(self, dataset=spec, bound=self._rebound(old, spec.binding, dataset))
+        return attrs.evolve(
+            self, dataset=spec, bound=self._rebound("dataset", spec.binding, dataset)
+        )
 
     def with_batch_size(self, batch_size: int, *, drop_last: bool = False) -> DataLoaderBuilder:
         """Return a new builder with ``batch_size`` samples per batch on each rank.
@@ -119,15 +124,15 @@ class DataLoaderBuilder:
         The order of epoch ``e`` is a keyed permutation of (seed, e): the same seed and epoch
         always give the same order, and each epoch differs. Replaces any earlier setting.
         """
-        return attrs.evolve(self, order=order_spec(self._order, shuffle=enabled))
+        return attrs.evolve(self, order=order_spec(enabled, self._order.seed))
 
     def with_seed(self, seed: int) -> DataLoaderBuilder:
-        """Return a new builder whose random streams all derive from ``seed`` (an int >= 0).
+        """Return a new builder whose random streams all derive from ``seed`` (in [0, 2**63)).
 
         Without it the seed is ``loaderkit.DEFAULT_SEED`` (0), so unseeded plans are
         reproducible too. Replaces any earlier seed.
         """
-        return attrs.evolve(self, order=order_spec(self._order, seed=seed))
+        return attrs.evolve(self, order=order_spec(self._order.shuffle, seed))
 
     def with_collator(self, collator: object, **options: Any) -> DataLoaderBuilder:
         """Return a new builder that makes batches with ``collator``.
@@ -137,9 +142,7 @@ class DataLoaderBuilder:
         the list of samples. Replaces any earlier collator.
         """
         spec, live = collator_spec(collator, options)
-        return attrs.evolve(
-            self, collator=spec, bound=self._rebound(_key(self._collator), _key(spec), live)
-        )
+        return attrs.evolve(self, collator=spec, bound=self._rebound("collator", _key(spec), live))
 
     def with_transform(self, fn: object) -> DataLoaderBuilder:
         """Return a new builder applying ``fn`` to each sample where samples are fetched.
@@ -151,7 +154,7 @@ class DataLoaderBuilder:
         """
         spec, live = transform_spec(fn)
         return attrs.evolve(
-            self, transform=spec, bound=self._rebound(_key(self._transform), _key(spec), live)
+            self, transform=spec, bound=self._rebound("transform", _key(spec), live)
         )
 
     def with_workers(
@@ -199,19 +202,21 @@ class DataLoaderBuilder:
         world_size: int | None = None,
         rank: int | None = None,
         even_batches: bool = True,
+        enabled: bool = True,
     ) -> DataLoaderBuilder:
         """Return a new builder that shards each epoch across ranks.
 
         Without arguments, rank and world size are detected when the plan is built (an
         initialized ``torch.distributed`` group, else the ``RANK`` / ``WORLD_SIZE`` variables
         torchrun sets, else a single process); give both to fix them. ``even_batches`` makes
-        every rank yield the same number of batches so collectives never hang. Replaces any
-        earlier distributed settings.
+        every rank yield the same number of batches so collectives never hang.
+        ``enabled=False`` switches sharding off again. Replaces any earlier distributed
+        settings.
         """
         return attrs.evolve(
             self,
             distributed=distributed_spec(
-                world_size=world_size, rank=rank, even_batches=even_batches
+                world_size=world_size, rank=rank, even_batches=even_batches, enabled=enabled
             ),
         )
 
@@ -225,7 +230,7 @@ class DataLoaderBuilder:
 
         if self._dataset is None:
             # report the other problems too, against a stand-in dataset
-            stand_in = DatasetSpec("dataset", "samples", "builtins.list", 1)
+            stand_in = DatasetSpec("dataset", "samples", "builtins.list", None)
             problems = [Problem("dataset", "no dataset; call .with_dataset(ds) before .compile()")]
             try:
                 self._plan(stand_in, {"dataset": [None], **self._bound})

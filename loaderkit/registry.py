@@ -25,6 +25,7 @@ from typing import Any, Generic, TypeVar, overload
 import attrs
 
 from loaderkit._checks import did_you_mean
+from loaderkit.errors import LoaderkitError
 
 __all__ = [
     "Registry",
@@ -39,7 +40,7 @@ __all__ = [
 F = TypeVar("F", bound=Callable[..., Any])
 
 
-class UnknownNameError(LookupError):
+class UnknownNameError(LoaderkitError, LookupError):
     """A name is not in a registry; the message lists the closest name and how to register."""
 
 

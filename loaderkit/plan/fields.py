@@ -22,7 +22,7 @@ from loaderkit._checks import (
     check_str,
     freeze_value,
 )
-from loaderkit.errors import PlanError, PlanTypeError
+from loaderkit.errors import PlanError, PlanTypeError, Problem
 from loaderkit.plan.specs import (
     DEVICES,
     START_METHODS,
@@ -34,7 +34,7 @@ from loaderkit.plan.specs import (
     WorkersSpec,
     describe_dataset,
 )
-from loaderkit.registry import callable_ref
+from loaderkit.registry import callable_ref, resolve_ref
 
 __all__ = [
     "batch_spec",
@@ -47,6 +47,9 @@ __all__ = [
     "transform_spec",
     "workers_spec",
 ]
+
+RESERVED_BINDINGS = ("collator", "transform")
+"""Binding names of callables given without an importable path; datasets cannot take them."""
 
 _BINDING = re.compile(r"^[A-Za-z_][A-Za-z0-9_.\-]*$")
 _DEVICE = re.compile(r"^(auto|cpu|mps|cuda)(:(0|[1-9][0-9]*))?$")
@@ -67,6 +70,12 @@ def binding_name(path: str, name: object) -> str:
 def dataset_spec(dataset: object, name: object = None) -> DatasetSpec:
     """The spec of a live dataset bound under ``name`` (default ``"dataset"``)."""
     binding = "dataset" if name is None else binding_name("dataset.name", name)
+    if binding in RESERVED_BINDINGS:
+        raise PlanError.single(
+            "dataset.name",
+            f"{binding!r} is the binding name of the {binding} given as a callable; name the "
+            f"dataset something else",
+        )
     if dataset is None:
         raise PlanTypeError.single("dataset", "got None; pass a dataset object")
     return describe_dataset(dataset, binding)
@@ -80,17 +89,18 @@ def batch_spec(batch_size: object, drop_last: object = False) -> BatchSpec:
     return BatchSpec(size, check_bool("batch.drop_last", drop_last))
 
 
-def order_spec(current: OrderSpec, *, shuffle: object = None, seed: object = None) -> OrderSpec:
-    """``current`` with a new shuffle flag and/or seed (``None`` keeps the current value)."""
-    out = current
-    if shuffle is not None:
-        out = OrderSpec(check_bool("order.shuffle", shuffle), out.seed)
-    if seed is not None:
-        out = OrderSpec(
-            out.shuffle,
-            check_int("order.seed", seed, minimum=0, fix="seeds are non-negative ints"),
+MAX_SEED = 2**63 - 1
+"""The largest seed: seeds are ints in [0, 2**63) so that every plan file is valid TOML."""
+
+
+def order_spec(shuffle: object, seed: object) -> OrderSpec:
+    """Whether to shuffle (a bool) and the seed (an int in ``[0, 2**63)``)."""
+    value = check_int("order.seed", seed, minimum=0, fix="seeds are ints in [0, 2**63)")
+    if value > MAX_SEED:
+        raise PlanError.single(
+            "order.seed", f"must be < 2**63 (got {value}); seeds are ints in [0, 2**63)"
         )
-    return out
+    return OrderSpec(check_bool("order.shuffle", shuffle), value)
 
 
 def _options(path: str, options: Mapping[str, object]) -> FrozenMap:
@@ -118,7 +128,8 @@ def collator_spec(
                     f"options are only taken with registry names (got {sorted(options)} with "
                     f"{collator!r}); configure the callable yourself",
                 )
-            return CallableSpec("ref", collator), None
+            target = _resolve("collator", collator)
+            return CallableSpec("ref", collator), target
         name = check_str("collator", collator)
         if name not in collators:
             raise PlanError.single("collator", collators.unknown_message(name))
@@ -126,7 +137,7 @@ def collator_spec(
         entry = collators.get(name)
         problems = entry.signature_problems(dict(spec.options))
         if problems:
-            raise PlanError.single(f"collator.options.{problems[0][0]}", problems[0][1])
+            raise PlanError([Problem(f"collator.options.{o}", m) for o, m in problems])
         return spec, None
     if callable(collator):
         if options:
@@ -138,12 +149,30 @@ def collator_spec(
         ref = callable_ref(collator)
         if ref is not None:
             return CallableSpec("ref", ref), collator
-        return CallableSpec("binding", "collator"), collator
+        return CallableSpec("binding", "collator", label=_label(collator)), collator
     raise PlanTypeError.single(
         "collator",
         f"must be a registry name, a 'module:qualname' string or a callable (got "
         f"{type(collator).__name__} {collator!r})",
     )
+
+
+def _resolve(path: str, ref: str) -> Callable[..., Any]:
+    """Resolve a ``module:qualname`` string the caller wrote in code (imports allowed)."""
+    try:
+        target = resolve_ref(ref, allow_imports=True)
+    except LookupError as exc:
+        raise PlanError.single(path, str(exc)) from None
+    if not callable(target):
+        raise PlanTypeError.single(path, f"{ref!r} is not callable (got {type(target).__name__})")
+    return target
+
+
+def _label(fn: object) -> str:
+    """How a callable without an importable path is told apart: ``module.qualname``."""
+    module = getattr(fn, "__module__", None) or type(fn).__module__
+    qualname = getattr(fn, "__qualname__", None) or type(fn).__qualname__
+    return f"{module}.{qualname}"
 
 
 def _accepts_rng(path: str, fn: Callable[..., Any]) -> bool:
@@ -177,7 +206,8 @@ def transform_spec(fn: object) -> tuple[CallableSpec, object | None]:
 
     if isinstance(fn, str):
         if ":" in fn:
-            return CallableSpec("ref", fn), None
+            target = _resolve("transform", fn)
+            return CallableSpec("ref", fn, accepts_rng=_accepts_rng("transform", target)), target
         name = check_str("transform", fn)
         if name not in transforms:
             raise PlanError.single("transform", transforms.unknown_message(name))
@@ -188,7 +218,7 @@ def transform_spec(fn: object) -> tuple[CallableSpec, object | None]:
         ref = callable_ref(fn)
         if ref is not None:
             return CallableSpec("ref", ref, accepts_rng=accepts), fn
-        return CallableSpec("binding", "transform", accepts_rng=accepts), fn
+        return CallableSpec("binding", "transform", accepts_rng=accepts, label=_label(fn)), fn
     raise PlanTypeError.single(
         "transform",
         f"must be a callable, a 'module:qualname' string or a registered transform name (got "
@@ -254,9 +284,21 @@ def device_spec(device: object) -> str:
 
 
 def distributed_spec(
-    *, world_size: object = None, rank: object = None, even_batches: object = True
+    *,
+    world_size: object = None,
+    rank: object = None,
+    even_batches: object = True,
+    enabled: object = True,
 ) -> DistributedSpec:
     """Sharding settings; ``None`` sizes are detected when the plan is built."""
+    if not check_bool("distributed.enabled", enabled):
+        if world_size is not None or rank is not None:
+            raise PlanError.single(
+                "distributed.enabled",
+                f"is False but world_size={world_size!r}, rank={rank!r} were given; drop them "
+                f"or enable sharding",
+            )
+        return DistributedSpec()
     size = (
         None if world_size is None else check_int("distributed.world_size", world_size, minimum=1)
     )

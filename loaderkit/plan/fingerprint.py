@@ -8,13 +8,15 @@ hashed:
 =========================  ========  =============================================================
 field                      kind      why
 =========================  ========  =============================================================
-dataset identity           stream    binding name, kind, type, length; HF datasets' own fingerprint
+dataset identity           stream    binding name, kind, type, length, columns; HF fingerprint
 batch.batch_size           stream    batch boundaries
 batch.drop_last            stream    whether the tail is delivered
 order.shuffle, order.seed  stream    the order of the epoch and every random stream
-collator (name, options)   stream    what a batch is made of
-transform (name)           stream    what a sample becomes
-distributed world / rank   stream    which shard this loader delivers (1 / 0 when not sharded)
+collator                   stream    source, name, options, label: what a batch is made of
+transform                  stream    source, name, accepts_rng, label: what a sample becomes
+distributed world / rank   stream    which shard this loader delivers (1 / 0 when not sharded;
+                                     "auto" when detected at build: the loader's state records
+                                     the rank it resolved, and checks it on resume)
 distributed.even_batches   stream    (only when sharded) whether the tail is wrapped around
 workers.num_workers        both      execution for map-style data (order is worker-invariant);
                                      stream for iterable data, whose order depends on it
@@ -58,6 +60,7 @@ def stream_fields(plan: LoaderPlan) -> dict[str, Any]:
             "type": ds.type_name,
             "length": ds.length,
             "identity": ds.identity,
+            "columns": list(ds.columns),
         },
         "batch": {"batch_size": plan.batch.batch_size, "drop_last": plan.batch.drop_last},
         "order": {"shuffle": plan.order.shuffle, "seed": plan.order.seed},
@@ -65,6 +68,7 @@ def stream_fields(plan: LoaderPlan) -> dict[str, Any]:
             "source": plan.collator.source,
             "name": plan.collator.name,
             "options": thaw_value(plan.collator.options),
+            "label": plan.collator.label,
         },
         "transform": None
         if plan.transform is None
@@ -72,6 +76,7 @@ def stream_fields(plan: LoaderPlan) -> dict[str, Any]:
             "source": plan.transform.source,
             "name": plan.transform.name,
             "accepts_rng": plan.transform.accepts_rng,
+            "label": plan.transform.label,
         },
     }
     dist = plan.distributed

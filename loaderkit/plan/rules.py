@@ -53,7 +53,8 @@ def _callable_problems(
         problems.append(
             Problem(
                 path,
-                f"no object bound to {spec.name!r}; pass bindings={{{spec.name!r}: ...}}",
+                f"no object bound to {spec.name!r}; give the object to the builder, or pass "
+                f"bindings={{{spec.name!r}: ...}} when loading the plan",
             )
         )
         return problems
@@ -95,8 +96,8 @@ def plan_problems(
             problems.append(
                 Problem(
                     "dataset",
-                    f"no object bound to {dataset.binding!r}; pass "
-                    f"bindings={{{dataset.binding!r}: your_dataset}}",
+                    f"no object bound to {dataset.binding!r}; give the dataset to the builder, "
+                    f"or pass bindings={{{dataset.binding!r}: your_dataset}} when loading",
                 )
             )
         if dataset.length == 0:

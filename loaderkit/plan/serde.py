@@ -13,6 +13,8 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+import attrs
+
 from loaderkit._checks import (
     check_bool,
     check_int,
@@ -69,6 +71,8 @@ SECTIONS = (
 def _callable_to_dict(spec: CallableSpec, *, with_options: bool) -> dict[str, Any]:
     key = {"registry": "name", "ref": "ref", "binding": "binding"}[spec.source]
     out: dict[str, Any] = {key: spec.name}
+    if spec.label:
+        out["label"] = spec.label
     if with_options:
         out["options"] = thaw_value(spec.options)
     else:
@@ -181,6 +185,11 @@ class _Reader:
         if "dataset" not in data:
             self.problems.append(Problem("dataset", "missing; a plan needs a [dataset] table"))
             return None
+        if "binding" not in sec:
+            self.problems.append(
+                Problem("dataset.binding", "missing; name the dataset binding, e.g. 'train'")
+            )
+            return None
         try:
             binding = binding_name("dataset.binding", sec.get("binding"))
             kind = check_str("dataset.kind", sec.get("kind"))
@@ -228,54 +237,66 @@ class _Reader:
         path: str,
         kind_fn: Callable[..., tuple[CallableSpec, object | None]],
     ) -> CallableSpec | None:
-        known = (
-            ("name", "ref", "binding", "options")
-            if path == "collator"
-            else ("name", "ref", "binding", "accepts_rng")
-        )
-        sec = self.section(data, path, known)
+        extra = ("options",) if path == "collator" else ("accepts_rng",)
+        sec = self.section(data, path, ("name", "ref", "binding", "label", *extra))
         sources = [k for k in ("name", "ref", "binding") if k in sec]
         if len(sources) != 1:
             self.problems.append(
                 Problem(
                     path,
-                    f"needs exactly one of 'name', 'ref' or 'binding' (got {sources or 'none'})",
+                    f"needs exactly one of 'name', 'ref' or 'binding' (got "
+                    f"{', '.join(sources) or 'none'})",
                 )
             )
             return None
         source = sources[0]
-        value = sec[source]
-        if not isinstance(value, str):
-            self.problems.append(Problem(f"{path}.{source}", f"must be a string (got {value!r})"))
+        try:
+            value = check_str(f"{path}.{source}", sec[source])
+            label = check_str(f"{path}.label", sec.get("label", ""), nonempty=False)
+            accepts_rng = check_bool(f"{path}.accepts_rng", sec.get("accepts_rng", False))
+        except PlanError as exc:
+            self.problems.extend(exc.problems)
             return None
         options = sec.get("options", {})
         if not isinstance(options, Mapping):
-            self.problems.append(Problem(f"{path}.options", f"must be a table (got {options!r})"))
+            self.problems.append(
+                Problem(f"{path}.options", f"must be a table (got {type(options).__name__})")
+            )
+            return None
+        if options and source != "name":
+            self.problems.append(
+                Problem(
+                    f"{path}.options",
+                    f"options are only taken with registry names (got {sorted(options)} with "
+                    f"{source} {value!r}); drop them",
+                )
+            )
             return None
         if source == "name":
             args: tuple[Any, ...] = (value, options) if path == "collator" else (value,)
             result = self.attempt(lambda: kind_fn(*args))
             return None if result is None else result[0]
+        recorded = CallableSpec(source, value, accepts_rng=accepts_rng, label=label)
         if source == "ref" and value not in self.given:
+            self.wanted.append(value)
             try:
                 obj: object | None = resolve_ref(value, allow_imports=self.allow_imports)
             except (PermissionError, LookupError) as exc:
                 if not self.require_bindings and isinstance(exc, PermissionError):
                     self.unbound.append(value)
-                    return CallableSpec("ref", value, accepts_rng=bool(sec.get("accepts_rng")))
+                    return recorded
                 self.problems.append(Problem(f"{path}.ref", str(exc)))
                 return None
             self.used[value] = obj
         else:
             obj = self.bind(path, value)
             if obj is None:
-                return CallableSpec(source, value, accepts_rng=bool(sec.get("accepts_rng")))
-        args = (obj, {}) if path == "collator" else (obj,)
-        result = self.attempt(lambda: kind_fn(*args))
+                return recorded
+        result = self.attempt(lambda: kind_fn(*((obj, {}) if path == "collator" else (obj,))))
         if result is None:
             return None
-        spec: CallableSpec = result[0]
-        return CallableSpec(source, value, spec.options, spec.accepts_rng)
+        live: CallableSpec = result[0]
+        return attrs.evolve(recorded, accepts_rng=live.accepts_rng)
 
     def collator(self, data: Mapping[str, Any]) -> CallableSpec | None:
         if "collator" not in data:
@@ -303,7 +324,11 @@ def plan_from_dict(
 ) -> LoaderPlan:
     """Read plan data written by :func:`plan_to_dict` (or by hand); see ``LoaderPlan.from_dict``."""
     if not isinstance(data, Mapping):
-        raise PlanTypeError.single("", f"a plan must be a mapping (got {type(data).__name__})")
+        raise PlanTypeError.single(
+            "plan",
+            f"must be a mapping of sections (got {type(data).__name__}); pass what "
+            f"LoaderPlan.to_dict() returns",
+        )
     reader = _Reader(bindings, allow_imports, require_bindings)
     reader.problems.extend(unknown_keys("", data, SECTIONS))
     version = data.get("schema_version")
@@ -340,7 +365,7 @@ def plan_from_dict(
     sec_o = reader.section(data, "order", ("shuffle", "seed"))
     order = (
         reader.attempt(
-            lambda: order_spec(order, shuffle=sec_o.get("shuffle"), seed=sec_o.get("seed"))
+            lambda: order_spec(sec_o.get("shuffle", order.shuffle), sec_o.get("seed", order.seed))
         )
         or order
     )
@@ -373,30 +398,18 @@ def plan_from_dict(
 
     distributed = DistributedSpec()
     sec_d = reader.section(data, "distributed", ("enabled", "world_size", "rank", "even_batches"))
-    if sec_d:
-        enabled = reader.attempt(
-            lambda: check_bool("distributed.enabled", sec_d.get("enabled", True))
-        )
-        if enabled:
-            distributed = (
-                reader.attempt(
-                    lambda: distributed_spec(
-                        world_size=sec_d.get("world_size"),
-                        rank=sec_d.get("rank"),
-                        even_batches=sec_d.get("even_batches", True),
-                    )
+    if "distributed" in data:  # a [distributed] table shards unless it says enabled = false
+        distributed = (
+            reader.attempt(
+                lambda: distributed_spec(
+                    world_size=sec_d.get("world_size"),
+                    rank=sec_d.get("rank"),
+                    even_batches=sec_d.get("even_batches", True),
+                    enabled=sec_d.get("enabled", True),
                 )
-                or distributed
             )
-        elif enabled is False:
-            extra = [k for k in ("world_size", "rank") if k in sec_d]
-            if extra:
-                reader.problems.append(
-                    Problem(
-                        "distributed.enabled",
-                        f"is false but {', '.join(extra)} given; set enabled = true or drop them",
-                    )
-                )
+            or distributed
+        )
 
     for name in reader.given:
         if name not in reader.used:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Mapping, Sequence
-from typing import Any, Literal
+from typing import Literal
 
 import attrs
 
@@ -90,18 +90,25 @@ class CallableSpec:
     ``source`` is ``"registry"`` (``name`` is a registry name), ``"ref"`` (``name`` is
     ``"module:qualname"``) or ``"binding"`` (``name`` is a binding the caller supplies).
     ``options`` are the keyword options of a registry factory, plain data only.
-    ``accepts_rng`` records whether a transform takes an ``rng`` keyword.
+    ``accepts_rng`` records whether a transform takes an ``rng`` keyword. ``label`` tells
+    bound callables apart (``module.qualname`` of the object given to the builder), so two
+    different lambdas do not share a fingerprint.
     """
 
     source: Literal["registry", "ref", "binding"]
     name: str
     options: FrozenMap = attrs.field(factory=FrozenMap)
     accepts_rng: bool = False
+    label: str = ""
 
     def describe(self) -> str:
         """How ``explain()`` and reprs show it: ``text(pad_token_id=0)``, ``<binding 'x'>``."""
         if self.source == "binding":
-            return f"<binding {self.name!r}>"
+            return (
+                f"<binding {self.name!r}: {self.label}>"
+                if self.label
+                else f"<binding {self.name!r}>"
+            )
         opts = ", ".join(f"{k}={v!r}" for k, v in self.options.items())
         return f"{self.name}({opts})" if opts else self.name
 
@@ -255,7 +262,3 @@ def dataset_summary(spec: DatasetSpec) -> str:
     short = spec.type_name.rsplit(".", 1)[-1]
     cols = f", columns {', '.join(spec.columns)}" if spec.columns else ""
     return f"{spec.binding!r}: {kind} ({short}), {size}{cols}"
-
-
-def _unused(*_: Any) -> None:  # pragma: no cover - keeps the Any import honest for mypy
-    return None

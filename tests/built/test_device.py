@@ -107,8 +107,11 @@ def test_loader_delivers_on_cpu_by_default():
 @pytest.mark.parametrize("workers", [0, 2])
 def test_cuda_delivery_matches_cpu(workers):
     base = (
-        DataLoaderBuilder().with_dataset((torch.randn(64, 8), torch.arange(64)))
-        .with_batch_size(16).with_shuffle().with_workers(workers)
+        DataLoaderBuilder()
+        .with_dataset((torch.randn(64, 8), torch.arange(64)))
+        .with_batch_size(16)
+        .with_shuffle()
+        .with_workers(workers)
     )
     cpu = list(base.compile().build())
     gpu_loader = base.with_device("cuda").compile().build()

@@ -78,8 +78,11 @@ def test_batched_fetch_equals_per_sample_fetch(name, indices):
     spec = describe_dataset(data, "d")
     source = make_source(data, spec)
     idx = np.asarray(indices, dtype=np.int64)
-    expected = default_collate([data[i] for i in indices]) if spec.kind not in (
-        "tensors", "columns") else default_collate(source.samples(idx))
+    expected = (
+        default_collate([data[i] for i in indices])
+        if spec.kind not in ("tensors", "columns")
+        else default_collate(source.samples(idx))
+    )
     samples = source.samples(idx)
     assert batches_differ(default_collate(samples), expected) is None
     fast = source.default_batch(idx)
@@ -91,7 +94,7 @@ def test_batched_fetch_equals_per_sample_fetch(name, indices):
 def test_samples_of_columns_are_what_indexing_gives():
     x, y = torch.randn(N, 2), torch.arange(N)
     source = make_source((x, y), describe_dataset((x, y), "d"))
-    (sx, sy), = source.samples(np.array([4]))
+    ((sx, sy),) = source.samples(np.array([4]))
     assert torch.equal(sx, x[4])
     assert torch.equal(sy, y[4])
 

@@ -81,7 +81,7 @@ def test_sigkill_mid_epoch_then_resume_delivers_the_epoch_exactly(tmp_path: Path
     subprocess.run(args, check=True, timeout=120)
     lines_after = log.read_text().splitlines()
     assert lines_after[-1] == "DONE"
-    resumed = [json.loads(line) for line in lines_after[len(lines):-1]]
+    resumed = [json.loads(line) for line in lines_after[len(lines) : -1]]
 
     ids = [i for batch in consumed_before + resumed for i in batch]
     assert sorted(ids) == list(range(1000))  # nothing lost, nothing doubled

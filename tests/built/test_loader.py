@@ -390,8 +390,11 @@ def test_numpy_columns_and_lists_of_samples():
     assert first["y"].tolist() == [0, 1, 2, 3]
 
 
-@given(plan=__import__("loaderkit.testing", fromlist=["plans"]).plans(max_length=40),
-       pin=st.booleans(), auto=st.booleans())
+@given(
+    plan=__import__("loaderkit.testing", fromlist=["plans"]).plans(max_length=40),
+    pin=st.booleans(),
+    auto=st.booleans(),
+)
 def test_plans_equal_in_fingerprint_give_equal_streams(plan, pin, auto):
     plan = plan.to_builder().with_workers(0).with_device("cpu").compile()
     variant = plan.to_builder().with_workers(0, pin_memory=pin)

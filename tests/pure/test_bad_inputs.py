@@ -75,6 +75,21 @@ CASES: list[tuple[str, Callable[[], object], tuple[str, ...]]] = [
     ("dataset object", lambda: OK.with_dataset(object()), ("dataset",)),
     ("dataset generator", lambda: OK.with_dataset(iter([1, 2])), ("dataset",)),
     ("dataset name", lambda: OK.with_dataset([1], name="1bad"), ("dataset.name",)),
+    ("shuffle None", lambda: OK.with_shuffle(None), ("order.shuffle",)),
+    ("seed None", lambda: OK.with_seed(None), ("order.seed",)),
+    ("seed too large", lambda: OK.with_seed(2**63), ("order.seed",)),
+    ("collator ref missing", lambda: OK.with_collator("loaderkit.collators:nope"), ("collator",)),
+    ("collator ref module", lambda: OK.with_collator("no_such_module_xyz:f"), ("collator",)),
+    (
+        "transform ref not callable",
+        lambda: OK.with_transform("loaderkit:__version__"),
+        ("transform",),
+    ),
+    (
+        "disabled with sizes",
+        lambda: OK.with_distributed(world_size=2, enabled=False),
+        ("distributed.enabled",),
+    ),
     # cross-field rules, found by compile()
     ("no dataset", lambda: DataLoaderBuilder().compile(), ("dataset",)),
     ("empty dataset", lambda: DataLoaderBuilder().with_dataset([]).compile(), ("dataset",)),
@@ -133,14 +148,9 @@ CASES: list[tuple[str, Callable[[], object], tuple[str, ...]]] = [
     ),
     ("shuffle iterable", lambda: _iterable().compile(), ("order.shuffle",)),
     (
-        "binding name clash",
-        lambda: (
-            DataLoaderBuilder()
-            .with_dataset([1], name="collator")
-            .with_collator(lambda s: s)
-            .compile()
-        ),
-        ("collator",),
+        "reserved dataset name",
+        lambda: DataLoaderBuilder().with_dataset([1], name="collator"),
+        ("dataset.name",),
     ),
     (
         "several at once",
@@ -201,3 +211,28 @@ def test_plan_errors_pickle_with_their_problems():
         DataLoaderBuilder().compile()
     again = pickle.loads(pickle.dumps(err.value))
     assert again.problems == err.value.problems
+
+
+def test_all_option_problems_are_reported_at_once():
+    from loaderkit import register_collator
+    from loaderkit.collators import collators
+
+    @register_collator("two-opts")
+    def factory(*, pad: int = 0, side: str = "right"):
+        return list
+
+    try:
+        with pytest.raises(PlanError) as err:
+            OK.with_collator("two-opts", padd=1, sid="x")
+        assert err.value.paths == ("collator.options.padd", "collator.options.sid")
+        assert "did you mean 'pad'" in str(err.value)
+    finally:
+        collators.unregister("two-opts")
+
+
+def test_unknown_registry_names_are_loaderkit_errors():
+    from loaderkit import LoaderkitError
+    from loaderkit.collators import collators
+
+    with pytest.raises(LoaderkitError, match="did you mean 'default'"):
+        collators.get("defualt")

@@ -42,6 +42,7 @@ STREAM_VARIANTS = {
     "dataset name": BASE.with_dataset(DATA, name="other"),
     "dataset length": BASE.with_dataset(list(range(99)), name="train"),
     "dataset kind": BASE.with_dataset({"x": DATA}, name="train"),
+    "dataset columns": BASE.with_dataset({"y": DATA}, name="train"),
     "batch size": BASE.with_batch_size(9),
     "drop_last": BASE.with_batch_size(8, drop_last=True),
     "shuffle": BASE.with_shuffle(),
@@ -129,3 +130,17 @@ def test_fingerprint_is_a_pure_function_of_the_data(st_seed):
     )
     assert a.fingerprint == b.fingerprint
     assert len(a.fingerprint) == 64 and int(a.fingerprint, 16) >= 0
+
+
+def test_two_lambdas_do_not_share_a_fingerprint():
+    a = BASE.with_collator(lambda s: s).compile()
+    b = BASE.with_collator(lambda s: s[::-1]).compile()
+
+    def named(s):
+        return s
+
+    c = BASE.with_collator(named).compile()
+    assert a.fingerprint != c.fingerprint
+    assert "<lambda>" in a.collator.label
+    # two lambdas on one line of one function are the same code location: same label
+    assert a.collator.label == b.collator.label

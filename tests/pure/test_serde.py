@@ -186,3 +186,67 @@ def test_diff_lists_flattened_changes():
         "workers.num_workers: 0 -> 2",
     ]
     assert a.diff(a) == []
+
+
+@pytest.mark.parametrize(
+    ("mutate", "paths"),
+    [
+        (
+            lambda d: (
+                d["collator"].update(ref="json:dumps", options={"a": 1})
+                or d["collator"].pop("name")
+            ),
+            ("collator.options",),
+        ),
+        (
+            lambda d: d.update(transform={"ref": "json:dumps", "accepts_rng": "no"}),
+            ("transform.accepts_rng",),
+        ),
+        (lambda d: d["dataset"].pop("binding"), ("dataset.binding",)),
+        (lambda d: d.update(distributed={"enabled": False, "rank": 0}), ("distributed.enabled",)),
+        (lambda d: d["dataset"].update(kind="stream"), ("dataset.kind",)),
+    ],
+)
+def test_bad_plan_files_name_their_paths(mutate, paths):
+    data = _plan().to_dict()
+    mutate(data)
+    with pytest.raises(PlanError) as err:
+        LoaderPlan.from_dict(data, bindings={"train": list(range(10))}, allow_imports=True)
+    assert err.value.paths[: len(paths)] == paths
+
+
+def test_a_plan_must_be_a_mapping():
+    with pytest.raises(PlanError) as err:
+        LoaderPlan.from_dict([1, 2])  # type: ignore[arg-type]
+    assert err.value.paths == ("plan",)
+
+
+def test_a_distributed_table_shards():
+    data = _plan().to_dict()
+    data["distributed"] = {"world_size": 2, "rank": 1}
+    plan = LoaderPlan.from_dict(data, bindings={"train": list(range(10))})
+    assert plan.distributed.enabled
+    assert (plan.distributed.world_size, plan.distributed.rank) == (2, 1)
+
+
+def test_bound_callables_keep_their_label_through_files(tmp_path):
+    def my_collate(samples):
+        return samples
+
+    plan = _plan().to_builder().with_collator(my_collate).compile()
+    path = tmp_path / "p.json"
+    plan.save(path)
+    again = LoaderPlan.load(
+        path, bindings={"train": plan.bindings["train"], "collator": my_collate}
+    )
+    assert again == plan
+    assert again.fingerprint == plan.fingerprint
+    assert "my_collate" in again.collator.label
+
+
+def test_a_file_binding_two_things_to_one_name_is_refused():
+    data = _plan().to_dict()
+    data["collator"] = {"binding": "train"}
+    with pytest.raises(PlanError) as err:
+        LoaderPlan.from_dict(data, bindings={"train": list(range(10))})
+    assert "collator" in err.value.paths
