@@ -53,6 +53,25 @@ class RegistryEntry:
     description: str = ""
     modality: str | None = None
     origin: str = "builtin"
+    validate: bool = False
+
+    def option_problems(self, options: dict[str, object]) -> list[tuple[str, str]]:
+        """Signature problems, then what a ``validate`` factory says of the values.
+
+        Returns ``(option, message)`` pairs; option ``""`` means the options as a whole.
+        """
+        problems = self.signature_problems(options)
+        if problems or not self.validate:
+            return problems
+        from loaderkit.errors import PlanError
+
+        try:
+            self.factory(**options)
+        except PlanError as exc:
+            return [(p.path.removeprefix("collator.options."), p.message) for p in exc.problems]
+        except (TypeError, ValueError) as exc:
+            return [("", f"{self.name!r} refused its options: {exc}")]
+        return []
 
     def signature_problems(self, options: dict[str, object]) -> list[tuple[str, str]]:
         """Return ``(option, message)`` for each option the factory's signature does not take."""
@@ -116,6 +135,7 @@ class Registry(Generic[F]):
         modality: str | None = None,
         replace: bool = False,
         origin: str = "user",
+        validate: bool = False,
     ) -> Callable[[F], F]: ...
 
     @overload
@@ -128,6 +148,7 @@ class Registry(Generic[F]):
         modality: str | None = None,
         replace: bool = False,
         origin: str = "user",
+        validate: bool = False,
     ) -> F: ...
 
     def register(
@@ -139,9 +160,13 @@ class Registry(Generic[F]):
         modality: str | None = None,
         replace: bool = False,
         origin: str = "user",
+        validate: bool = False,
     ) -> F | Callable[[F], F]:
         """Register ``factory`` under ``name``; without ``factory``, return a decorator.
 
+        ``modality`` ("text", "vision", "audio", ...) lets ``with_task`` and ``"auto"`` find
+        it. ``validate=True`` calls the factory with the plan's options at ``compile()`` so it
+        can refuse bad values early (keep such factories cheap and free of side effects).
         Registering a taken name raises ``ValueError`` unless ``replace=True``.
         """
         if not isinstance(name, str) or not name.strip():
@@ -151,7 +176,7 @@ class Registry(Generic[F]):
             if not callable(fn):
                 raise TypeError(f"{self.kind} {name!r}: the factory must be callable (got {fn!r})")
             doc = description or (inspect.getdoc(fn) or "").split("\n", 1)[0]
-            entry = RegistryEntry(name, fn, doc, modality, origin)
+            entry = RegistryEntry(name, fn, doc, modality, origin, validate)
             with self._lock:
                 if name in self._entries and not replace:
                     raise ValueError(

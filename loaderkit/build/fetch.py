@@ -17,6 +17,7 @@ import numpy.typing as npt
 import torch
 
 from loaderkit.build.sources import Source
+from loaderkit.collators.base import BatchContext
 from loaderkit.errors import DataError
 from loaderkit.order.keys import sample_rng, worker_seed
 
@@ -73,7 +74,7 @@ class BatchFetcher:
         self,
         source: Source,
         *,
-        collate: Callable[[list[Any]], Any],
+        collate: Callable[..., Any],
         collator_name: str,
         default_collator: bool,
         transform: Callable[..., Any] | None,
@@ -82,6 +83,7 @@ class BatchFetcher:
     ) -> None:
         self.source = source
         self.collate = collate
+        self.uses_context = bool(getattr(collate, "uses_context", False))
         self.collator_name = collator_name
         self.fast = default_collator and transform is None
         self.transform = transform
@@ -102,21 +104,33 @@ class BatchFetcher:
         if self.transform is not None:
             samples = self._transformed(request, samples)
         try:
+            if self.uses_context:
+                context = BatchContext(
+                    self.seed, request.epoch, request.batch_index, request.indices
+                )
+                return self.collate(samples, context=context)
             return self.collate(samples)
-        except DataError:
+        except DataError as exc:
+            if exc.batch_index is None:
+                raise self._batch_error(
+                    request, exc, f"could not be collated by {self.collator_name!r}", raw=True
+                ) from exc
             raise
         except Exception as exc:
             raise self._batch_error(
                 request, exc, f"could not be collated by {self.collator_name!r}"
             ) from exc
 
-    def _batch_error(self, request: BatchRequest, exc: BaseException, what: str) -> DataError:
+    def _batch_error(
+        self, request: BatchRequest, exc: BaseException, what: str, *, raw: bool = False
+    ) -> DataError:
         worker = _worker_id()
         shown = request.indices[:8].tolist()
         more = ", ..." if len(request.indices) > 8 else ""
+        detail = str(exc) if raw else f"{type(exc).__name__}: {exc}"
         return DataError(
             f"batch {request.batch_index} of epoch {request.epoch} (samples "
-            f"{str(shown)[1:-1]}{more}) {what} {_where(worker)}: {type(exc).__name__}: {exc}",
+            f"{str(shown)[1:-1]}{more}) {what} {_where(worker)}: {detail}",
             worker_id=worker,
             collator=self.collator_name,
             batch_index=request.batch_index,

@@ -200,6 +200,7 @@ class Loader:
             )
         self.pin_memory = wants_pinning(plan.workers.pin_memory, self.device)
         collate = _resolve_callable(plan, plan.collator, "collator")
+        self._on_device: Callable[[Any], Any] | None = getattr(collate, "on_device", None)
         transform = (
             None if plan.transform is None else _resolve_callable(plan, plan.transform, "transform")
         )
@@ -296,7 +297,10 @@ class Loader:
         generation = self._generation
         host = self._host_batches(epoch, start)
         pin_here = self.pin_memory and self.plan.workers.num_workers == 0
+        finish = self._on_device
         for batch in deliver(host, self.device, pin_host=pin_here):
+            if finish is not None:
+                batch = finish(batch)
             if generation != self._generation:
                 raise RuntimeError(
                     "this iterator was superseded: iter(), set_epoch() or load_state_dict() "

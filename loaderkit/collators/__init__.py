@@ -1,12 +1,14 @@
 """The collator registry and the built-in collators.
 
-A collator turns a list of samples into a batch. Plans name collators (``"default"``) and carry
+A collator turns a list of samples into a batch. Plans name collators (``"text"``) and carry
 their options as plain data; :func:`register_collator` adds your own, and installed packages can
 contribute collators through the entry-point group ``loaderkit.collators``. A registered entry is
-a *factory*: it takes the options as keyword arguments and returns the collate function. Options
-are checked against the factory's signature when the plan compiles.
+a *factory*: it takes the options as keyword arguments and returns the collate callable. Options
+are checked against the factory's signature when the plan compiles; built-in collators also
+check their values then (their constructors are pure Python and import torch only when they
+make a batch).
 
-Factories and the functions they return must be picklable (module-level functions or instances
+Factories and the callables they return must be picklable (module-level functions or instances
 of module-level classes) so that workers started with ``spawn`` can receive them.
 """
 
@@ -15,9 +17,17 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from loaderkit.collators.base import BatchContext, Collator
+from loaderkit.collators.default import DefaultCollator, default_collate
 from loaderkit.registry import Registry
 
-__all__ = ["collators", "default_collate", "register_collator"]
+__all__ = [
+    "BatchContext",
+    "Collator",
+    "collators",
+    "default_collate",
+    "register_collator",
+]
 
 Collate = Callable[[Sequence[Any]], Any]
 
@@ -29,22 +39,11 @@ collators: Registry[Callable[..., Collate]] = Registry(
 register_collator = collators.register
 """Register a collator factory: ``@register_collator("audio", modality="audio")``."""
 
-
-def default_collate(samples: Sequence[Any]) -> Any:
-    """Collate with ``torch.utils.data.default_collate`` semantics (imported lazily)."""
-    from torch.utils.data import default_collate as torch_default_collate
-
-    return torch_default_collate(list(samples))
-
-
-def _default() -> Collate:
-    """Torch default_collate: stacks tensors, arrays and numbers; recurses into dicts and tuples."""
-    return default_collate
-
-
 collators.register(
     "default",
-    _default,
-    description="torch default_collate: stack tensors/arrays/numbers, recurse into dicts, tuples",
+    DefaultCollator,
+    description="torch default_collate: stack tensors/arrays/numbers, recurse into dicts, "
+    "tuples, named tuples and dataclasses",
     origin="builtin",
+    validate=True,
 )

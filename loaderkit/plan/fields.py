@@ -135,9 +135,14 @@ def collator_spec(
             raise PlanError.single("collator", collators.unknown_message(name))
         spec = CallableSpec("registry", name, _options("collator.options", options))
         entry = collators.get(name)
-        problems = entry.signature_problems(dict(spec.options))
+        problems = entry.option_problems(dict(spec.options))
         if problems:
-            raise PlanError([Problem(f"collator.options.{o}", m) for o, m in problems])
+            raise PlanError(
+                [
+                    Problem(f"collator.options.{o}" if o else "collator.options", m)
+                    for o, m in problems
+                ]
+            )
         return spec, None
     if callable(collator):
         if options:

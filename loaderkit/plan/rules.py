@@ -44,8 +44,9 @@ def _callable_problems(
         if spec.name not in registry:
             problems.append(Problem(path, registry.unknown_message(spec.name)))
         elif path == "collator":
-            for option, message in registry.get(spec.name).signature_problems(dict(spec.options)):
-                problems.append(Problem(f"{path}.options.{option}", message))
+            for option, message in registry.get(spec.name).option_problems(dict(spec.options)):
+                where = f"{path}.options.{option}" if option else f"{path}.options"
+                problems.append(Problem(where, message))
         return problems
     if bindings is None:
         return problems

@@ -1,0 +1,102 @@
+"""The ``default`` collator: torch ``default_collate`` semantics, plus dataclasses.
+
+Errors name the key path, the batch position and the shapes.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from loaderkit.collators.base import BatchContext, Collator, describe_shapes
+from loaderkit.errors import DataError
+
+__all__ = ["DefaultCollator", "default_collate"]
+
+
+def _collate(samples: Sequence[Any], path: str) -> Any:
+    from torch.utils.data import default_collate as torch_default_collate
+
+    elem = samples[0]
+    if dataclasses.is_dataclass(elem) and not isinstance(elem, type):
+        cls = type(elem)
+        for position, sample in enumerate(samples):
+            if type(sample) is not cls:
+                raise DataError(
+                    f"at {path or 'batch'}: sample at batch position {position} is a "
+                    f"{type(sample).__name__}, position 0 a {cls.__name__}",
+                    collator="default",
+                )
+        fields = [f for f in dataclasses.fields(elem) if f.init]
+        return cls(
+            **{
+                f.name: _collate([getattr(s, f.name) for s in samples], f"{path}.{f.name}")
+                for f in fields
+            }
+        )
+    if isinstance(elem, Mapping):
+        keys = list(elem)
+        for position, sample in enumerate(samples):
+            if not isinstance(sample, Mapping) or set(sample) != set(keys):
+                got = sorted(sample) if isinstance(sample, Mapping) else type(sample).__name__
+                raise DataError(
+                    f"at {path or 'batch'}: sample at batch position {position} has keys "
+                    f"{got}, position 0 has {sorted(keys)}",
+                    collator="default",
+                )
+        items = {k: _collate([s[k] for s in samples], f"{path}[{k!r}]") for k in keys}
+        try:
+            return type(elem)(items)  # type: ignore[call-arg]
+        except TypeError:
+            return items
+    if isinstance(elem, tuple) and hasattr(elem, "_fields"):
+        return type(elem)(
+            *(
+                _collate(list(column), f"{path}.{name}")
+                for name, column in zip(elem._fields, zip(*samples, strict=True), strict=True)
+            )
+        )
+    if isinstance(elem, list | tuple) and not isinstance(elem, str):
+        for position, sample in enumerate(samples):
+            if len(sample) != len(elem):
+                raise DataError(
+                    f"at {path or 'batch'}: sample at batch position {position} has "
+                    f"{len(sample)} elements, position 0 has {len(elem)}",
+                    collator="default",
+                )
+        # torch semantics: a batch of tuples or lists becomes a list of collated columns
+        return [
+            _collate(list(column), f"{path}[{i}]")
+            for i, column in enumerate(zip(*samples, strict=True))
+        ]
+    try:
+        return torch_default_collate(list(samples))
+    except (RuntimeError, TypeError, ValueError) as exc:
+        raise DataError(
+            f"at {path or 'batch'}: cannot stack {type(elem).__name__} values "
+            f"({describe_shapes(samples)}): {exc}",
+            collator="default",
+        ) from exc
+
+
+def default_collate(samples: Sequence[Any]) -> Any:
+    """Collate with torch ``default_collate`` semantics, dataclasses included.
+
+    Tensors, numpy arrays and numbers are stacked; mappings, named tuples and dataclasses keep
+    their type; other sequences become lists of collated columns; strings stay lists. A
+    mismatch raises :class:`~loaderkit.DataError` naming the key path and batch position.
+    """
+    if not samples:
+        raise DataError("the default collator got an empty batch", collator="default")
+    return _collate(samples, "")
+
+
+class DefaultCollator(Collator):
+    """torch default_collate semantics, plus dataclasses."""
+
+    name = "default"
+
+    def __call__(self, samples: Sequence[Any], context: BatchContext | None = None) -> Any:
+        """Collate ``samples``."""
+        return default_collate(samples)
