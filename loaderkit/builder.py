@@ -9,13 +9,16 @@ from typing import Any
 
 import attrs
 
+from loaderkit.errors import PlanError, Problem
 from loaderkit.plan.fields import (
     batch_spec,
+    collator_for_modality,
     collator_spec,
     dataset_spec,
     device_spec,
     distributed_spec,
     order_spec,
+    resolve_auto,
     transform_spec,
     workers_spec,
 )
@@ -137,12 +140,28 @@ class DataLoaderBuilder:
     def with_collator(self, collator: object, **options: Any) -> DataLoaderBuilder:
         """Return a new builder that makes batches with ``collator``.
 
-        ``collator`` is a registry name (``"default"``; see ``loaderkit.collators``) with its
-        keyword ``options`` as plain data, a ``"module:qualname"`` string, or a callable taking
-        the list of samples. Replaces any earlier collator.
+        ``collator`` is a registry name (``"default"``, ``"text"``, ...; see
+        ``loaderkit.collators``) with its keyword ``options`` as plain data, ``"auto"`` (chosen
+        at ``compile()`` from the dataset's columns: ``input_ids`` -> text, an ``Image``
+        feature or ``pixel_values`` -> vision, an ``Audio`` feature -> audio), a
+        ``"module:qualname"`` string, or a callable taking the list of samples. Replaces any
+        earlier collator.
         """
         spec, live = collator_spec(collator, options)
         return attrs.evolve(self, collator=spec, bound=self._rebound("collator", _key(spec), live))
+
+    def with_task(self, modality: str, **options: Any) -> DataLoaderBuilder:
+        """Return a new builder collating for ``modality``, with the collator's ``options``.
+
+        ``modality`` is ``"text"``, ``"vision"``, ``"audio"``, ``"multimodal"`` or
+        ``"tabular"``: the built-in collator of that name (``"default"`` for tabular data), or
+        else the first collator registered with that modality. ``explain()`` says what was
+        chosen. Same as naming that collator in ``with_collator``, which it replaces.
+        """
+        name = collator_for_modality(modality)
+        spec, _ = collator_spec(name, options)
+        spec = attrs.evolve(spec, reason=f"with_task(modality={modality!r})")
+        return attrs.evolve(self, collator=spec, bound=self._rebound("collator", None, None))
 
     def with_transform(self, fn: object) -> DataLoaderBuilder:
         """Return a new builder applying ``fn`` to each sample where samples are fetched.
@@ -224,33 +243,44 @@ class DataLoaderBuilder:
         """Return the frozen, validated :class:`~loaderkit.LoaderPlan`.
 
         Every cross-field rule runs and *all* problems are raised together in one
-        :class:`~loaderkit.PlanError`. Nothing is spawned and no data is loaded.
+        :class:`~loaderkit.PlanError`. ``with_collator("auto")`` is resolved here. Nothing is
+        spawned and no data is loaded.
         """
-        from loaderkit.errors import PlanError, Problem
-
-        if self._dataset is None:
-            # report the other problems too, against a stand-in dataset
-            stand_in = DatasetSpec("dataset", "samples", "builtins.list", None)
-            problems = [Problem("dataset", "no dataset; call .with_dataset(ds) before .compile()")]
-            try:
-                self._plan(stand_in, {"dataset": [None], **self._bound})
-            except PlanError as exc:
-                problems.extend(p for p in exc.problems if p.path != "dataset")
+        problems: list[Problem] = []
+        dataset, bound = self._dataset, dict(self._bound)
+        if dataset is None:
+            problems.append(
+                Problem("dataset", "no dataset; call .with_dataset(ds) before .compile()")
+            )
+            # check everything else against a stand-in, and keep only those problems
+            dataset = DatasetSpec("dataset", "samples", "builtins.list", None)
+            bound["dataset"] = []
+        collator = self._collator
+        try:
+            collator = resolve_auto(collator, self._dataset)
+        except PlanError as exc:
+            if self._dataset is not None:
+                problems.extend(exc.problems)
+            collator = DEFAULT_COLLATOR
+        try:
+            plan = LoaderPlan(
+                dataset=dataset,
+                batch=self._batch,
+                order=self._order,
+                collator=collator,
+                transform=self._transform,
+                workers=self._workers,
+                device=self._device,
+                distributed=self._distributed,
+                bindings=bound,
+            )
+        except PlanError as exc:
+            problems.extend(
+                p for p in exc.problems if self._dataset is not None or p.path != "dataset"
+            )
+        if problems:
             raise PlanError(problems)
-        return self._plan(self._dataset, self._bound)
-
-    def _plan(self, dataset: DatasetSpec, bound: Mapping[str, object]) -> LoaderPlan:
-        return LoaderPlan(
-            dataset=dataset,
-            batch=self._batch,
-            order=self._order,
-            collator=self._collator,
-            transform=self._transform,
-            workers=self._workers,
-            device=self._device,
-            distributed=self._distributed,
-            bindings=bound,
-        )
+        return plan
 
     @classmethod
     def _from_plan(cls, plan: LoaderPlan) -> DataLoaderBuilder:

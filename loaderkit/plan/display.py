@@ -139,7 +139,8 @@ def explain_plan(plan: LoaderPlan) -> str:
         f"  order       {order}",
         f"  batches     {batch_line}",
         *(f"              {n}" for n in notes),
-        f"  collator    {plan.collator.describe()}",
+        f"  collator    {plan.collator.describe()}"
+        + (f"  ({plan.collator.reason})" if plan.collator.reason else ""),
         f"  transform   {transform}",
         f"  workers     {_workers_line(plan)}",
         f"  device      {plan.device}",

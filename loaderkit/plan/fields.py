@@ -12,6 +12,8 @@ import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
+import attrs
+
 from loaderkit._checks import (
     FrozenMap,
     check_bool,
@@ -131,6 +133,8 @@ def collator_spec(
             target = _resolve("collator", collator)
             return CallableSpec("ref", collator), target
         name = check_str("collator", collator)
+        if name == "auto":  # resolved against the dataset by compile()
+            return CallableSpec("registry", "auto", _options("collator.options", options)), None
         if name not in collators:
             raise PlanError.single("collator", collators.unknown_message(name))
         spec = CallableSpec("registry", name, _options("collator.options", options))
@@ -178,6 +182,81 @@ def _label(fn: object) -> str:
     module = getattr(fn, "__module__", None) or type(fn).__module__
     qualname = getattr(fn, "__qualname__", None) or type(fn).__qualname__
     return f"{module}.{qualname}"
+
+
+MODALITIES = ("text", "vision", "audio", "multimodal", "tabular")
+"""What ``with_task(modality=...)`` and ``with_collator("auto")`` choose collators for."""
+
+_TEXT_COLUMNS = ("input_ids",)
+_IMAGE_COLUMNS = ("pixel_values", "image", "img")
+
+
+def collator_for_modality(modality: object, path: str = "task.modality") -> str:
+    """The registry name of the collator for ``modality``.
+
+    The built-in collator named after the modality wins; otherwise the first registered
+    collator (by name) declaring that modality; ``tabular`` data uses ``default``.
+    """
+    from loaderkit.collators import collators
+
+    text = check_choice(path, modality, MODALITIES)
+    if text == "tabular":
+        return "default"
+    if text in collators and collators.get(text).modality == text:
+        return text
+    for entry in collators.entries():
+        if entry.modality == text:
+            return entry.name
+    raise PlanError.single(
+        path,
+        f"no collator is registered for modality {text!r}; register one with "
+        f"@loaderkit.register_collator('my-{text}', modality={text!r}) or name a collator",
+    )
+
+
+def auto_modality(dataset: DatasetSpec) -> tuple[str, str] | None:
+    """(modality, why) read from a dataset's columns and HF features, or ``None``."""
+    features = dict(zip(dataset.columns, dataset.features, strict=False))
+    image = [c for c in dataset.columns if features.get(c) == "Image" or c in _IMAGE_COLUMNS]
+    audio = [c for c in dataset.columns if features.get(c) == "Audio"]
+    text = [c for c in dataset.columns if c in _TEXT_COLUMNS]
+    found = [(m, cols) for m, cols in (("vision", image), ("audio", audio), ("text", text)) if cols]
+    if not found:
+        return None
+    if len(found) > 1:
+        listed = "; ".join(f"{m}: {', '.join(map(repr, cols))}" for m, cols in found)
+        return "multimodal", f"columns of several modalities ({listed})"
+    modality, cols = found[0]
+    kinds = [f"{c!r} ({features[c]})" if features.get(c) else repr(c) for c in cols]
+    return modality, f"column {', '.join(kinds)}"
+
+
+def resolve_auto(spec: CallableSpec, dataset: DatasetSpec | None) -> CallableSpec:
+    """Replace ``with_collator("auto")`` by the collator the dataset calls for.
+
+    Raises a ``PlanError`` at ``collator`` when the dataset does not say (a map-style dataset is
+    never read at compile time): the fix names ``with_task``.
+    """
+    if spec.source != "registry" or spec.name != "auto":
+        return spec
+    found = None if dataset is None else auto_modality(dataset)
+    if found is None:
+        what = "no dataset" if dataset is None else f"dataset {dataset.binding!r}"
+        raise PlanError.single(
+            "collator",
+            f"'auto' cannot tell the modality of {what} (no input_ids, image or audio "
+            f"column); use with_task(modality=...) or name a collator",
+        )
+    modality, why = found
+    if modality == "multimodal":
+        raise PlanError.single(
+            "collator",
+            f"'auto' found {why}; configure with_collator('multimodal', collators={{...}}) "
+            f"with one collator per key",
+        )
+    name = collator_for_modality(modality, "collator")
+    chosen, _ = collator_spec(name, dict(spec.options))
+    return attrs.evolve(chosen, reason=f"auto: {why} -> {modality}")
 
 
 def _accepts_rng(path: str, fn: Callable[..., Any]) -> bool:

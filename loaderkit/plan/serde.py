@@ -32,6 +32,7 @@ from loaderkit.plan.fields import (
     device_spec,
     distributed_spec,
     order_spec,
+    resolve_auto,
     transform_spec,
     workers_spec,
 )
@@ -73,6 +74,8 @@ def _callable_to_dict(spec: CallableSpec, *, with_options: bool) -> dict[str, An
     out: dict[str, Any] = {key: spec.name}
     if spec.label:
         out["label"] = spec.label
+    if spec.reason:
+        out["reason"] = spec.reason
     if with_options:
         out["options"] = thaw_value(spec.options)
     else:
@@ -90,6 +93,8 @@ def plan_to_dict(plan: LoaderPlan) -> dict[str, Any]:
         dataset["identity"] = ds.identity
     if ds.columns:
         dataset["columns"] = list(ds.columns)
+    if ds.features:
+        dataset["features"] = list(ds.features)
     w = plan.workers
     workers = {
         key: value
@@ -180,7 +185,9 @@ class _Reader:
 
     def dataset(self, data: Mapping[str, Any]) -> DatasetSpec | None:
         sec = self.section(
-            data, "dataset", ("binding", "kind", "type", "length", "identity", "columns")
+            data,
+            "dataset",
+            ("binding", "kind", "type", "length", "identity", "columns", "features"),
         )
         if "dataset" not in data:
             self.problems.append(Problem("dataset", "missing; a plan needs a [dataset] table"))
@@ -213,7 +220,15 @@ class _Reader:
         except PlanError as exc:
             self.problems.extend(exc.problems)
             return None
-        recorded = DatasetSpec(binding, kind, type_name, length, identity, tuple(columns))
+        features = sec.get("features", [])
+        if not isinstance(features, list) or not all(isinstance(f, str) for f in features):
+            self.problems.append(
+                Problem("dataset.features", f"must be a list of strings (got {features!r})")
+            )
+            return None
+        recorded = DatasetSpec(
+            binding, kind, type_name, length, identity, tuple(columns), tuple(features)
+        )
         obj = self.bind("dataset", binding)
         if obj is None:
             return recorded
@@ -238,7 +253,7 @@ class _Reader:
         kind_fn: Callable[..., tuple[CallableSpec, object | None]],
     ) -> CallableSpec | None:
         extra = ("options",) if path == "collator" else ("accepts_rng",)
-        sec = self.section(data, path, ("name", "ref", "binding", "label", *extra))
+        sec = self.section(data, path, ("name", "ref", "binding", "label", "reason", *extra))
         sources = [k for k in ("name", "ref", "binding") if k in sec]
         if len(sources) != 1:
             self.problems.append(
@@ -275,7 +290,11 @@ class _Reader:
         if source == "name":
             args: tuple[Any, ...] = (value, options) if path == "collator" else (value,)
             result = self.attempt(lambda: kind_fn(*args))
-            return None if result is None else result[0]
+            reason = sec.get("reason", "")
+            if result is None:
+                return None
+            named: CallableSpec = result[0]
+            return attrs.evolve(named, reason=reason if isinstance(reason, str) else "")
         recorded = CallableSpec(source, value, accepts_rng=accepts_rng, label=label)
         if source == "ref" and value not in self.given:
             self.wanted.append(value)
@@ -421,6 +440,10 @@ def plan_from_dict(
                     f"binds: {', '.join(repr(k) for k in known) or 'nothing'}",
                 )
             )
+
+    if collator is not None and dataset is not None:
+        chosen = collator
+        collator = reader.attempt(lambda: resolve_auto(chosen, dataset))
 
     if reader.problems or dataset is None or collator is None:
         raise PlanError(reader.problems or [Problem("", "the plan could not be read")])

@@ -60,6 +60,8 @@ class DatasetSpec:
     length: int | None = None
     identity: str | None = None
     columns: tuple[str, ...] = ()
+    features: tuple[str, ...] = ()
+    """HF feature types of ``columns`` (``"Image"``, ``"Sequence"``, ...), when known."""
 
     @property
     def iterable(self) -> bool:
@@ -100,10 +102,12 @@ class CallableSpec:
     options: FrozenMap = attrs.field(factory=FrozenMap)
     accepts_rng: bool = False
     label: str = ""
+    reason: str = attrs.field(default="", eq=False)
+    """Why this collator was chosen (``with_collator("auto")``, ``with_task``); display only."""
 
     def describe(self) -> str:
         """How ``explain()`` and reprs show it: ``text(pad_token_id=0)``, ``<binding 'x'>``."""
-        if self.source == "binding":
+        if self.source == "binding":  # reason is shown by explain(), not here
             return (
                 f"<binding {self.name!r}: {self.label}>"
                 if self.label
@@ -136,6 +140,10 @@ class DistributedSpec:
     world_size: int | None = None
     rank: int | None = None
     even_batches: bool = True
+
+
+def _feature_name(feature: object) -> str:
+    return type(feature).__name__
 
 
 def _type_name(obj: object) -> str:
@@ -212,6 +220,7 @@ def describe_dataset(obj: object, binding: str) -> DatasetSpec:
             len(obj),
             str(obj._fingerprint),
             tuple(obj.column_names),
+            tuple(_feature_name(obj.features[c]) for c in obj.column_names),
         )
     if hf is not None and isinstance(obj, hf.IterableDataset):
         names = obj.column_names
@@ -231,7 +240,11 @@ def describe_dataset(obj: object, binding: str) -> DatasetSpec:
         length = _columns_length(obj, [str(i) for i in range(len(obj))])
         return DatasetSpec(binding, "tensors", _type_name(obj), length)
     if isinstance(obj, list | tuple):
-        return DatasetSpec(binding, "samples", _type_name(obj), len(obj))
+        first = obj[0] if obj else None
+        sample_keys: tuple[str, ...] = ()
+        if isinstance(first, Mapping) and all(isinstance(k, str) for k in first):
+            sample_keys = tuple(first)
+        return DatasetSpec(binding, "samples", _type_name(obj), len(obj), None, sample_keys)
     if hasattr(obj, "__getitem__"):
         try:
             length = len(obj)  # type: ignore[arg-type]
