@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 import torch
-from torch.utils.data import default_collate
+from torch.utils.data import TensorDataset, default_collate
 
 from loaderkit.plan.specs import DatasetSpec
 
@@ -123,8 +123,20 @@ class HFSource(Source):
         return out
 
 
+class TensorDatasetSource(TensorsSource):
+    """A ``torch.utils.data.TensorDataset``, gathered through its tensors.
+
+    Sample by sample it is exactly what ``TensorDataset.__getitem__`` gives.
+    """
+
+    def __init__(self, data: TensorDataset) -> None:
+        super().__init__(data.tensors)
+
+
 def make_source(data: Any, spec: DatasetSpec) -> Source:
     """The source for a bound dataset of the kind recorded in ``spec``."""
+    if type(data) is TensorDataset:  # subclasses may override __getitem__: leave them alone
+        return TensorDatasetSource(data)
     makers: dict[str, Callable[[Any], Source]] = {
         "tensors": TensorsSource,
         "columns": ColumnsSource,

@@ -99,6 +99,15 @@ def test_samples_of_columns_are_what_indexing_gives():
     assert torch.equal(sy, y[4])
 
 
+def test_tensor_datasets_take_the_column_path():
+    ds = TensorDataset(torch.randn(N, 3), torch.arange(N))
+    source = make_source(ds, describe_dataset(ds, "d"))
+    idx = np.array([3, 1, 4], dtype=np.int64)
+    fast = source.default_batch(idx)
+    assert fast is not None
+    assert batches_differ(default_collate([ds[i] for i in idx.tolist()]), fast) is None
+
+
 def test_getitems_is_used_once_per_batch():
     data = WithGetitems()
     loader = DataLoaderBuilder().with_dataset(data).with_batch_size(10).compile().build()
