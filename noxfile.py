@@ -53,5 +53,6 @@ def examples(session: nox.Session) -> None:
 def bench(session: nox.Session) -> None:
     """All benchmarks, with ratios against plain torch measured in the same run."""
     session.install("-e", ".[test]")
-    session.install("torchdata")
+    # baselines measured in the same run: StatefulDataLoader (resume) and HF's padding collator
+    session.install("torchdata", "transformers")
     session.run("python", "benchmarks/run.py", *session.posargs)
