@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from loaderkit.collators import packed
 from loaderkit.collators.base import BatchContext, Collator
 from loaderkit.collators.default import DefaultCollator, default_collate
 from loaderkit.registry import Registry
@@ -47,3 +48,14 @@ collators.register(
     origin="builtin",
     validate=True,
 )
+
+for _module in (packed,):
+    for _name, _cls, _modality, _description in _module.BUILTINS:
+        collators.register(
+            _name,
+            _cls,
+            description=_description,
+            modality=_modality,
+            origin="builtin",
+            validate=True,
+        )
