@@ -15,6 +15,7 @@ from typing import Any
 from loaderkit.errors import PlanError, PlanTypeError, Problem
 
 __all__ = [
+    "Bindings",
     "FrozenMap",
     "check_bool",
     "check_choice",
@@ -161,6 +162,46 @@ class FrozenMap(Mapping[str, Any]):
 
     def __repr__(self) -> str:
         return f"FrozenMap({self._items!r})"
+
+
+class Bindings(Mapping[str, object]):
+    """Live objects by binding name: read-only, compared by identity, picklable.
+
+    Equality is identity of the bound objects (datasets rarely define a meaningful ``==``);
+    plans and builders leave bindings out of their own equality anyway.
+    """
+
+    __slots__ = ("_items",)
+
+    def __init__(self, items: Mapping[str, object] | None = None) -> None:
+        self._items: dict[str, object] = dict(items or {})
+
+    def __getitem__(self, key: str) -> object:
+        return self._items[key]
+
+    def __iter__(self) -> Any:
+        return iter(self._items)
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Mapping):
+            return NotImplemented
+        return set(self._items) == set(other) and all(
+            self._items[k] is other[k] for k in self._items
+        )
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __getstate__(self) -> dict[str, object]:
+        return self._items
+
+    def __setstate__(self, state: dict[str, object]) -> None:
+        self._items = state
+
+    def __repr__(self) -> str:
+        return f"Bindings({', '.join(sorted(self._items))})"
 
 
 _PLAIN = (str, int, float, bool, type(None))

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import html
-import types
 from collections.abc import Mapping
 from typing import Any
 
 import attrs
 
+from loaderkit._checks import Bindings
 from loaderkit.errors import PlanError, Problem
 from loaderkit.plan.fields import (
     batch_spec,
@@ -36,11 +36,9 @@ from loaderkit.plan.specs import (
 
 __all__ = ["DataLoaderBuilder"]
 
-_NO_BINDINGS: Mapping[str, object] = types.MappingProxyType({})
-
 
 def _bindings(value: Mapping[str, object]) -> Mapping[str, object]:
-    return types.MappingProxyType(dict(value))
+    return Bindings(value)
 
 
 def _key(spec: CallableSpec | None) -> str | None:
@@ -72,7 +70,7 @@ class DataLoaderBuilder:
     _device: str = "cpu"
     _distributed: DistributedSpec = DistributedSpec()
     _bound: Mapping[str, object] = attrs.field(
-        default=_NO_BINDINGS, eq=False, hash=False, converter=_bindings
+        factory=Bindings, eq=False, hash=False, converter=_bindings
     )
 
     # -- helpers ----------------------------------------------------------------------------

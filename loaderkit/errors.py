@@ -8,6 +8,7 @@
     ├── DataError                     a bad sample or batch met while loading (names the
     │                                 sample, the worker and the collator)
     ├── ResumeError (ValueError)      a state_dict that does not fit this plan (shows the diff)
+    ├── UnknownNameError (LookupError) a name missing from a registry (in loaderkit.registry)
     └── NotBuiltYetError              a setting the plan holds that build() cannot honour yet
 
 Every message has the same shape: what is wrong, where (a dotted *path* into the plan such as

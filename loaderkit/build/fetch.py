@@ -111,7 +111,7 @@ class BatchFetcher:
                 return self.collate(samples, context=context)
             return self.collate(samples)
         except DataError as exc:
-            if exc.batch_index is None:
+            if exc.batch_index is None:  # keep what the collator knew (e.g. sample_index)
                 raise self._batch_error(
                     request, exc, f"could not be collated by {self.collator_name!r}", raw=True
                 ) from exc
@@ -131,6 +131,7 @@ class BatchFetcher:
         return DataError(
             f"batch {request.batch_index} of epoch {request.epoch} (samples "
             f"{str(shown)[1:-1]}{more}) {what} {_where(worker)}: {detail}",
+            sample_index=exc.sample_index if isinstance(exc, DataError) else None,
             worker_id=worker,
             collator=self.collator_name,
             batch_index=request.batch_index,

@@ -131,7 +131,7 @@ def collator_spec(
                     f"{collator!r}); configure the callable yourself",
                 )
             target = _resolve("collator", collator)
-            return CallableSpec("ref", collator), target
+            return CallableSpec("ref", callable_ref(target) or collator), target
         name = check_str("collator", collator)
         if name == "auto":  # resolved against the dataset by compile()
             return CallableSpec("registry", "auto", _options("collator.options", options)), None
@@ -291,7 +291,8 @@ def transform_spec(fn: object) -> tuple[CallableSpec, object | None]:
     if isinstance(fn, str):
         if ":" in fn:
             target = _resolve("transform", fn)
-            return CallableSpec("ref", fn, accepts_rng=_accepts_rng("transform", target)), target
+            accepts = _accepts_rng("transform", target)
+            return CallableSpec("ref", callable_ref(target) or fn, accepts_rng=accepts), target
         name = check_str("transform", fn)
         if name not in transforms:
             raise PlanError.single("transform", transforms.unknown_message(name))
@@ -376,11 +377,11 @@ def distributed_spec(
 ) -> DistributedSpec:
     """Sharding settings; ``None`` sizes are detected when the plan is built."""
     if not check_bool("distributed.enabled", enabled):
-        if world_size is not None or rank is not None:
+        if world_size is not None or rank is not None or even_batches is not True:
             raise PlanError.single(
                 "distributed.enabled",
-                f"is False but world_size={world_size!r}, rank={rank!r} were given; drop them "
-                f"or enable sharding",
+                f"is False but world_size={world_size!r}, rank={rank!r}, even_batches="
+                f"{even_batches!r} were given; drop them or enable sharding",
             )
         return DistributedSpec()
     size = (

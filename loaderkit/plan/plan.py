@@ -5,12 +5,12 @@ from __future__ import annotations
 import functools
 import html
 import os
-import types
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 import attrs
 
+from loaderkit._checks import Bindings
 from loaderkit.errors import PlanError
 from loaderkit.plan.specs import (
     DEFAULT_COLLATOR,
@@ -31,13 +31,9 @@ __all__ = ["SCHEMA_VERSION", "LoaderPlan"]
 SCHEMA_VERSION = 1
 """The version of the plan file format this loaderkit writes and reads."""
 
-_EMPTY: Mapping[str, object] = types.MappingProxyType({})
-
 
 def _freeze_bindings(value: Mapping[str, object] | None) -> Mapping[str, object] | None:
-    if value is None:
-        return None
-    return types.MappingProxyType(dict(value))
+    return None if value is None else Bindings(value)
 
 
 @attrs.frozen(repr=False, cache_hash=True)
@@ -63,7 +59,7 @@ class LoaderPlan:
     device: str = "cpu"
     distributed: DistributedSpec = DistributedSpec()
     bindings: Mapping[str, object] | None = attrs.field(
-        default=_EMPTY, eq=False, hash=False, converter=_freeze_bindings
+        factory=Bindings, eq=False, hash=False, converter=_freeze_bindings
     )
 
     def __attrs_post_init__(self) -> None:

@@ -291,10 +291,15 @@ class _Reader:
             args: tuple[Any, ...] = (value, options) if path == "collator" else (value,)
             result = self.attempt(lambda: kind_fn(*args))
             reason = sec.get("reason", "")
+            if not isinstance(reason, str):
+                self.problems.append(
+                    Problem(f"{path}.reason", f"must be a string (got {type(reason).__name__})")
+                )
+                return None
             if result is None:
                 return None
             named: CallableSpec = result[0]
-            return attrs.evolve(named, reason=reason if isinstance(reason, str) else "")
+            return attrs.evolve(named, reason=reason)
         recorded = CallableSpec(source, value, accepts_rng=accepts_rng, label=label)
         if source == "ref" and value not in self.given:
             self.wanted.append(value)
@@ -446,7 +451,7 @@ def plan_from_dict(
         collator = reader.attempt(lambda: resolve_auto(chosen, dataset))
 
     if reader.problems or dataset is None or collator is None:
-        raise PlanError(reader.problems or [Problem("", "the plan could not be read")])
+        raise PlanError(reader.problems or [Problem("plan", "the plan could not be read")])
     try:
         return LoaderPlan(
             dataset=dataset,

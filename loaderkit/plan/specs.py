@@ -93,8 +93,10 @@ class CallableSpec:
     ``"module:qualname"``) or ``"binding"`` (``name`` is a binding the caller supplies).
     ``options`` are the keyword options of a registry factory, plain data only.
     ``accepts_rng`` records whether a transform takes an ``rng`` keyword. ``label`` tells
-    bound callables apart (``module.qualname`` of the object given to the builder), so two
-    different lambdas do not share a fingerprint.
+    bound callables apart (``module.qualname`` of the object given to the builder), so
+    functions defined in different places do not share a fingerprint. Objects with the same
+    ``module.qualname`` (two lambdas in one function, ``functools.partial`` objects, instances of
+    one class) cannot be told apart: give them an importable name, or register them.
     """
 
     source: Literal["registry", "ref", "binding"]

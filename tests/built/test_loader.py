@@ -122,7 +122,7 @@ def test_a_superseded_iterator_refuses_to_continue():
         next(it)
 
 
-@pytest.mark.parametrize("start_method", ["fork", "spawn"])
+@pytest.mark.parametrize("start_method", ["fork", "spawn", "forkserver"])
 def test_worker_invariance_with_a_random_transform(start_method):
     plan = (
         DataLoaderBuilder()

@@ -169,8 +169,12 @@ def test_module_refs_given_to_the_builder_compile_and_bind():
         .compile()
     )
     assert plan.collator.source == "ref"
+    # stored under the function's own path, so both spellings fingerprint alike
+    assert plan.collator.name == "loaderkit.collators.default:default_collate"
     assert plan.bindings is not None
-    assert plan.bindings["loaderkit.collators:default_collate"] is default_collate
+    assert plan.bindings[plan.collator.name] is default_collate
+    direct = DataLoaderBuilder().with_dataset([1, 2]).with_collator(default_collate).compile()
+    assert direct.fingerprint == plan.fingerprint
 
 
 def test_distributed_can_be_switched_off_again():
@@ -183,3 +187,26 @@ def test_datasets_cannot_take_the_callables_binding_names():
         with pytest.raises(lk.PlanError) as err:
             DataLoaderBuilder().with_dataset([1], name=name)
         assert err.value.paths == ("dataset.name",)
+
+
+def test_plans_and_builders_pickle_with_their_bindings():
+    import pickle
+
+    data = list(range(5))
+    builder = DataLoaderBuilder().with_dataset(data, name="d").with_batch_size(2)
+    plan = builder.compile()
+    again = pickle.loads(pickle.dumps(plan))
+    assert again == plan
+    assert again.bindings is not None
+    assert again.bindings["d"] == data
+    assert pickle.loads(pickle.dumps(builder)) == builder
+
+
+def test_loader_is_exported_lazily():
+    import subprocess
+    import sys
+
+    code = "import sys, loaderkit; assert 'torch' not in sys.modules; print(loaderkit.Loader)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=120, check=True)
+    assert "loaderkit.build.loader.Loader" in out.stdout
