@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from loaderkit.collators import packed
+from loaderkit.collators import multimodal, packed, vision
 from loaderkit.collators.base import BatchContext, Collator
 from loaderkit.collators.default import DefaultCollator, default_collate
 from loaderkit.registry import Registry
@@ -49,7 +49,7 @@ collators.register(
     validate=True,
 )
 
-for _module in (packed,):
+for _module in (packed, vision, multimodal):
     for _name, _cls, _modality, _description in _module.BUILTINS:
         collators.register(
             _name,

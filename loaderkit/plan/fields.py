@@ -214,8 +214,8 @@ def collator_for_modality(modality: object, path: str = "task.modality") -> str:
     )
 
 
-def auto_modality(dataset: DatasetSpec) -> tuple[str, str] | None:
-    """(modality, why) read from a dataset's columns and HF features, or ``None``."""
+def auto_modality(dataset: DatasetSpec) -> tuple[str, str, tuple[str, ...]] | None:
+    """(modality, why, the columns that said so) from a dataset's columns and HF features."""
     features = dict(zip(dataset.columns, dataset.features, strict=False))
     image = [c for c in dataset.columns if features.get(c) == "Image" or c in _IMAGE_COLUMNS]
     audio = [c for c in dataset.columns if features.get(c) == "Audio"]
@@ -225,10 +225,10 @@ def auto_modality(dataset: DatasetSpec) -> tuple[str, str] | None:
         return None
     if len(found) > 1:
         listed = "; ".join(f"{m}: {', '.join(map(repr, cols))}" for m, cols in found)
-        return "multimodal", f"columns of several modalities ({listed})"
+        return "multimodal", f"columns of several modalities ({listed})", ()
     modality, cols = found[0]
     kinds = [f"{c!r} ({features[c]})" if features.get(c) else repr(c) for c in cols]
-    return modality, f"column {', '.join(kinds)}"
+    return modality, f"column {', '.join(kinds)}", tuple(cols)
 
 
 def resolve_auto(spec: CallableSpec, dataset: DatasetSpec | None) -> CallableSpec:
@@ -247,7 +247,7 @@ def resolve_auto(spec: CallableSpec, dataset: DatasetSpec | None) -> CallableSpe
             f"'auto' cannot tell the modality of {what} (no input_ids, image or audio "
             f"column); use with_task(modality=...) or name a collator",
         )
-    modality, why = found
+    modality, why, columns = found
     if modality == "multimodal":
         raise PlanError.single(
             "collator",
@@ -255,7 +255,13 @@ def resolve_auto(spec: CallableSpec, dataset: DatasetSpec | None) -> CallableSpe
             f"with one collator per key",
         )
     name = collator_for_modality(modality, "collator")
-    chosen, _ = collator_spec(name, dict(spec.options))
+    options = dict(spec.options)
+    if modality == "vision" and "image_key" not in options and len(columns) == 1:
+        from loaderkit.collators import collators
+
+        if not collators.get(name).signature_problems({"image_key": columns[0]}):
+            options["image_key"] = columns[0]  # the column the images are in
+    chosen, _ = collator_spec(name, options)
     return attrs.evolve(chosen, reason=f"auto: {why} -> {modality}")
 
 

@@ -99,3 +99,12 @@ def test_auto_in_a_file_is_resolved_at_load(audio_collator):
     data["collator"] = {"name": "auto"}
     with pytest.raises(lk.PlanError, match="cannot tell"):
         LoaderPlan.from_dict(data, bindings={"d": [1, 2]})
+
+
+def test_auto_points_the_vision_collator_at_the_image_column():
+    if "vision" not in collators:
+        pytest.skip("vision collator not registered")
+    samples = [{"image": [[0, 0, 0]], "label": 1}]
+    plan = DataLoaderBuilder().with_dataset(samples).with_collator("auto").compile()
+    assert plan.collator.name == "vision"
+    assert dict(plan.collator.options) == {"image_key": "image"}
