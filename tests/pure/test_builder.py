@@ -207,6 +207,7 @@ def test_loader_is_exported_lazily():
     import sys
 
     code = "import sys, loaderkit; assert 'torch' not in sys.modules; print(loaderkit.Loader)"
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         timeout=120, check=True)
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True
+    )
     assert "loaderkit.build.loader.Loader" in out.stdout
