@@ -3,7 +3,8 @@
 A collator turns a list of samples into a batch. Plans name collators (``"text"``) and carry
 their options as plain data; :func:`register_collator` adds your own, and installed packages can
 contribute collators through the entry-point group ``loaderkit.collators``. A registered entry is
-a *factory*: it takes the options as keyword arguments and returns the collate callable. Options
+a *factory*: it takes the options as keyword arguments and returns the collate callable (options
+arrive frozen: lists as tuples, dicts as read-only mappings). Options
 are checked against the factory's signature when the plan compiles; built-in collators also
 check their values then (their constructors are pure Python and import torch only when they
 make a batch).
@@ -17,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from loaderkit.collators import multimodal, packed, vision
+from loaderkit.collators import multimodal, packed, text, vision
 from loaderkit.collators.base import BatchContext, Collator
 from loaderkit.collators.default import DefaultCollator, default_collate
 from loaderkit.registry import Registry
@@ -49,7 +50,7 @@ collators.register(
     validate=True,
 )
 
-for _module in (packed, vision, multimodal):
+for _module in (text, packed, vision, multimodal):
     for _name, _cls, _modality, _description in _module.BUILTINS:
         collators.register(
             _name,

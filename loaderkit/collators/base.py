@@ -19,16 +19,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import Any, ClassVar
 
 import numpy as np
 import numpy.typing as npt
 
 from loaderkit.errors import DataError, PlanError
 from loaderkit.order.keys import batch_rng, sample_rng
-
-if TYPE_CHECKING:
-    import torch
 
 __all__ = [
     "BatchContext",
@@ -109,9 +106,10 @@ def check_choice_option(option: str, value: object, choices: Sequence[str]) -> s
 
 
 def check_keys(samples: Sequence[Any], *, collator: str) -> list[str]:
-    """The keys of a batch of mapping samples; ``DataError`` when samples disagree.
+    """The keys of a batch of mapping samples (in the first sample's order).
 
-    Names the first sample (batch position) whose keys differ from the first sample's.
+    Raises :class:`DataError` naming the first batch position whose keys differ (as a set)
+    from the first sample's, with the keys missing and extra.
     """
     if not samples:
         raise DataError(f"collator {collator!r} got an empty batch", collator=collator)
@@ -123,16 +121,23 @@ def check_keys(samples: Sequence[Any], *, collator: str) -> list[str]:
             collator=collator,
         )
     keys = list(first)
-    for position, sample in enumerate(samples[1:], start=1):
-        if not isinstance(sample, Mapping) or list(sample) != keys:
-            got = list(sample) if isinstance(sample, Mapping) else type(sample).__name__
-            missing = sorted(set(keys) - set(got)) if isinstance(got, list) else keys
-            extra = sorted(set(got) - set(keys)) if isinstance(got, list) else []
+    wanted = first.keys()
+    for position, sample in enumerate(samples):
+        if type(sample) is dict or isinstance(sample, Mapping):
+            if sample.keys() == wanted:
+                continue
+            got = list(sample)
             raise DataError(
                 f"collator {collator!r}: sample at batch position {position} has keys {got}, "
-                f"position 0 has {keys} (missing {missing}, extra {extra})",
+                f"position 0 has {keys} (missing {sorted(set(keys) - set(got))}, extra "
+                f"{sorted(set(got) - set(keys))})",
                 collator=collator,
             )
+        raise DataError(
+            f"collator {collator!r}: sample at batch position {position} is a "
+            f"{type(sample).__name__}, not a mapping like position 0",
+            collator=collator,
+        )
     return keys
 
 
@@ -146,14 +151,3 @@ def describe_shapes(values: Sequence[Any]) -> str:
         if shape != first:
             return f"position 0: {first}, position {position}: {shape}"
     return f"all {first}"
-
-
-def as_long_tensor(value: Any) -> torch.Tensor:
-    """A 1-d integer tensor from a list, numpy array or tensor (dtype kept for tensors/arrays)."""
-    import torch
-
-    if isinstance(value, torch.Tensor):
-        return value
-    if isinstance(value, np.ndarray):
-        return torch.from_numpy(value)
-    return torch.as_tensor(value, dtype=torch.long)

@@ -1,0 +1,938 @@
+"""Built-in text collators: dynamic padding, causal LM, masked LM and seq2seq batches.
+
+Every collator here takes mapping samples (``{"input_ids": [...], ...}``) whose sequences are
+lists of Python numbers, 1-d numpy arrays or 1-d tensors, and pads them in one vectorized
+step per key: the rows of the batch are concatenated once (``np.fromiter`` over all the Python
+ints of the batch, or one ``np.concatenate`` / ``torch.cat``), the ``(B, L)`` output is
+allocated once, and the rows are scattered into it through a boolean mask built from the
+lengths (``arange(L) < lengths[:, None]``, mirrored for left padding). Dtypes are kept: an
+``int32`` array stays ``int32``; Python ints become ``int64`` (bools ``bool``, floats
+``float32``, as ``torch.tensor`` would make them).
+
+Options are checked in pure Python by the constructors (torch is imported only when a batch
+is made), so a plan with bad options fails at ``compile()`` with a
+:class:`~loaderkit.PlanError` at ``collator.options.<name>``. See ``docs/collators-text.md``.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+import numpy as np
+import numpy.typing as npt
+
+from loaderkit.collators.base import (
+    BatchContext,
+    Collator,
+    check_choice_option,
+    check_int_option,
+    check_keys,
+)
+from loaderkit.collators.default import default_collate
+from loaderkit.errors import DataError, PlanError, PlanTypeError
+
+if TYPE_CHECKING:
+    import torch
+
+__all__ = [
+    "BUILTINS",
+    "CausalLMCollator",
+    "MaskedLMCollator",
+    "Seq2SeqCollator",
+    "TextCollator",
+]
+
+SIDES = ("right", "left")
+PADDINGS = ("longest", "max_length")
+
+AUTO_KEYS = ("token_type_ids", "special_tokens_mask", "attention_mask")
+"""Tokenizer outputs padded along with ``keys`` whenever samples carry them."""
+
+DEFAULT_PADS: dict[str, int] = {"attention_mask": 0, "token_type_ids": 0, "special_tokens_mask": 1}
+"""Pad values of well-known keys (others get ``pad_token_id``); ``pad_values`` overrides."""
+
+TARGET_KEYS = ("labels", "decoder_input_ids", "decoder_attention_mask")
+"""The seq2seq target-side keys, padded together on the right."""
+
+MLM_COMPONENT = "masked_lm"
+"""The component name masked_lm keys its per-sample random streams by."""
+
+Flat = Any  # np.ndarray, or a torch.Tensor whose dtype/device numpy cannot hold
+
+
+# -- option checks (pure Python) -----------------------------------------------------------------
+
+
+def _option_error(option: str, message: str, *, type_error: bool = False) -> PlanError:
+    cls = PlanTypeError if type_error else PlanError
+    return cls.single(f"collator.options.{option}", message)
+
+
+def _check_bool(option: str, value: object) -> bool:
+    if not isinstance(value, bool):
+        raise _option_error(
+            option, f"must be a bool (got {type(value).__name__} {value!r})", type_error=True
+        )
+    return value
+
+
+def _check_probability(option: str, value: object) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise _option_error(
+            option, f"must be a number (got {type(value).__name__} {value!r})", type_error=True
+        )
+    if not 0.0 < value < 1.0:
+        raise _option_error(option, f"must be in (0, 1) (got {value})")
+    return float(value)
+
+
+def _check_int(option: str, value: object, *, minimum: int | None = None) -> int:
+    checked = check_int_option(option, value, minimum=minimum)
+    assert checked is not None
+    return checked
+
+
+def _check_names(option: str, value: object, *, reserved: Sequence[str] = ()) -> tuple[str, ...]:
+    if isinstance(value, str) or not isinstance(value, list | tuple):
+        raise _option_error(
+            option,
+            f"must be a list of key names, e.g. ['input_ids', 'token_type_ids'] (got "
+            f"{type(value).__name__} {value!r})",
+            type_error=True,
+        )
+    if not value:
+        raise _option_error(option, "must name at least one key (the first sets the lengths)")
+    names: list[str] = []
+    for i, name in enumerate(value):
+        if not isinstance(name, str) or not name:
+            raise _option_error(
+                option, f"item {i} must be a non-empty string (got {name!r})", type_error=True
+            )
+        if name in names:
+            raise _option_error(option, f"names {name!r} twice")
+        if name in reserved:
+            raise _option_error(
+                option,
+                f"{name!r} is padded automatically (with its own pad value); leave it out of "
+                f"{option}",
+            )
+        names.append(name)
+    return tuple(names)
+
+
+def _check_int_list(option: str, value: object, *, minimum: int) -> tuple[int, ...]:
+    if isinstance(value, str) or not isinstance(value, list | tuple):
+        raise _option_error(
+            option,
+            f"must be a list of ints (got {type(value).__name__} {value!r})",
+            type_error=True,
+        )
+    out = []
+    for i, item in enumerate(value):
+        if isinstance(item, bool) or not isinstance(item, int):
+            raise _option_error(option, f"item {i} must be an int (got {item!r})", type_error=True)
+        if item < minimum:
+            raise _option_error(option, f"item {i} must be >= {minimum} (got {item})")
+        out.append(item)
+    return tuple(out)
+
+
+def _check_pad_values(value: object) -> dict[str, int]:
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise _option_error(
+            "pad_values",
+            f"must be a mapping of key name to pad value, e.g. {{'position_ids': 0}} (got "
+            f"{type(value).__name__} {value!r})",
+            type_error=True,
+        )
+    out: dict[str, int] = {}
+    for key, pad in value.items():
+        if not isinstance(key, str) or not key:
+            raise _option_error("pad_values", f"keys must be non-empty strings (got {key!r})")
+        if isinstance(pad, bool) or not isinstance(pad, int):
+            raise _option_error(
+                "pad_values",
+                f"the pad value of {key!r} must be an int (got {pad!r})",
+                type_error=True,
+            )
+        out[key] = pad
+    return out
+
+
+# -- the vectorized core -------------------------------------------------------------------------
+
+
+class Layout(NamedTuple):
+    """Where a group of sequences sits in its padded ``(B, width)`` block."""
+
+    lengths: npt.NDArray[np.int64]
+    """Kept length of each row (after truncation)."""
+    width: int
+    mask: npt.NDArray[np.bool_]
+    """``(B, width)``: True at real tokens."""
+
+
+def _error(collator: str, message: str) -> DataError:
+    return DataError(f"collator {collator!r}: {message}", collator=collator)
+
+
+def _shape_of(value: Any) -> str:
+    shape = getattr(value, "shape", None)
+    if shape is not None:
+        return str(tuple(shape))
+    try:
+        array = np.asarray(value, dtype=object)
+    except Exception:  # noqa: BLE001 - only for the message
+        return "unknown"
+    if array.ndim == 1 and any(isinstance(x, list | tuple | np.ndarray) for x in array):
+        return f"({len(array)}, ...) (a ragged nested list)"
+    return str(array.shape)
+
+
+def _not_1d(collator: str, key: str, position: int, value: Any) -> DataError:
+    return _error(
+        collator,
+        f"{key!r} at batch position {position} has shape {_shape_of(value)}; sequences must be "
+        f"1-d (a list of numbers, a 1-d array or a 1-d tensor)",
+    )
+
+
+def _list_dtype(rows: Sequence[Any]) -> type[np.generic]:
+    """int64 for Python ints, bool for bools, float32 for floats (what torch.tensor makes).
+
+    Decided by the type of the first element of each row.
+    """
+    types = {type(row[0]) for row in rows if len(row)}
+    if types <= {int}:  # the common case, and a batch of empty rows
+        return np.int64
+    if all(issubclass(t, bool | np.bool_) for t in types):
+        return np.bool_
+    if all(issubclass(t, int | np.integer) for t in types):
+        return np.int64
+    return np.float32
+
+
+def _diagnose_lists(rows: Sequence[Any], key: str, collator: str, exc: Exception) -> DataError:
+    for position, row in enumerate(rows):
+        try:
+            array = np.asarray(row)
+        except Exception:  # noqa: BLE001 - ragged nested lists cannot become arrays
+            return _not_1d(collator, key, position, row)
+        if array.ndim != 1:
+            return _not_1d(collator, key, position, row)
+        if array.dtype.kind not in "biuf":
+            return _error(
+                collator,
+                f"{key!r} at batch position {position} holds {array.dtype} values, not numbers",
+            )
+    return _error(collator, f"{key!r} could not be converted: {type(exc).__name__}: {exc}")
+
+
+def _truncate(row: Any, max_length: int, side: str) -> Any:
+    if len(row) <= max_length:
+        return row
+    return row[:max_length] if side == "right" else row[len(row) - max_length :]
+
+
+def gather(
+    rows: Sequence[Any], key: str, collator: str, max_length: int | None, side: str
+) -> tuple[Flat, npt.NDArray[np.int64]]:
+    """Concatenate the (truncated) rows of one key; also return the rows' full lengths.
+
+    The result is a numpy array (lists of Python numbers are converted in one ``np.fromiter``
+    call), or a torch tensor when the rows are tensors numpy cannot hold (bfloat16, CUDA).
+    """
+    import torch
+
+    if all(isinstance(r, (list, tuple)) for r in rows):  # a tuple: faster than a union
+        kind = "list"
+    elif all(isinstance(r, torch.Tensor) for r in rows):
+        kind = "tensor"
+    elif all(isinstance(r, np.ndarray) for r in rows):
+        kind = "array"
+    else:
+        kind = "mixed"
+        converted: list[Any] = []
+        for position, row in enumerate(rows):
+            if isinstance(row, torch.Tensor):
+                converted.append(row.detach().cpu().numpy())
+            elif isinstance(row, np.ndarray):
+                converted.append(row)
+            elif isinstance(row, list | tuple):
+                try:
+                    converted.append(np.asarray(row) if len(row) else None)  # typed below
+                except ValueError:  # a ragged nested list
+                    raise _not_1d(collator, key, position, row) from None
+            else:
+                raise _error(
+                    collator,
+                    f"{key!r} at batch position {position} is a {type(row).__name__}, not a "
+                    f"sequence (a list of numbers, a 1-d array or a 1-d tensor)",
+                )
+        typed = next((r.dtype for r in converted if r is not None and r.ndim == 1), np.int64)
+        rows = [np.empty(0, dtype=typed) if r is None else r for r in converted]
+    if kind == "list":
+        lengths = np.fromiter(map(len, rows), dtype=np.int64, count=len(rows))
+    else:
+        for position, row in enumerate(rows):
+            if row.ndim != 1:
+                raise _not_1d(collator, key, position, row)
+        lengths = np.array([r.shape[0] for r in rows], dtype=np.int64)
+    kept = rows
+    if max_length is not None and len(lengths) and int(lengths.max()) > max_length:
+        kept = [_truncate(r, max_length, side) for r in rows]
+    if kind == "tensor":
+        flat_t = torch.cat(list(kept))
+        try:
+            return flat_t.numpy(), lengths
+        except (TypeError, RuntimeError):  # bfloat16, CUDA, ...: stay in torch
+            return flat_t, lengths
+    if kind in ("array", "mixed"):
+        flat = np.concatenate(kept)
+        if flat.dtype.kind not in "biuf":
+            position = next(i for i, r in enumerate(rows) if r.dtype.kind not in "biuf")
+            raise _error(
+                collator,
+                f"{key!r} at batch position {position} holds {rows[position].dtype} values, "
+                f"not numbers",
+            )
+        return flat, lengths
+    total = int(np.minimum(lengths, max_length).sum()) if max_length else int(lengths.sum())
+    try:
+        flat = np.fromiter(
+            itertools.chain.from_iterable(kept), dtype=_list_dtype(kept), count=total
+        )
+    except (TypeError, ValueError, OverflowError) as exc:
+        raise _diagnose_lists(rows, key, collator, exc) from exc
+    return flat, lengths
+
+
+def layout(
+    lengths: npt.NDArray[np.int64],
+    *,
+    max_length: int | None,
+    to_max_length: bool,
+    multiple: int | None,
+    side: str,
+) -> Layout:
+    """The padded width and the real-token mask of rows of full ``lengths``."""
+    kept = lengths if max_length is None else np.minimum(lengths, max_length)
+    if to_max_length and max_length is not None:
+        width = max_length
+    else:
+        width = int(kept.max()) if len(kept) else 0
+    if multiple is not None and width % multiple:
+        width += multiple - width % multiple
+    # the narrowest integer type that holds the width: the (B, width) comparison is the
+    # costliest step of the layout, and int16 makes it ~4x cheaper than int64
+    small: type[np.signedinteger[Any]] = (
+        np.int16 if width < 2**15 else np.int32 if width < 2**31 else np.int64
+    )
+    columns: npt.NDArray[np.signedinteger[Any]] = np.arange(width, dtype=small)
+    if side == "right":
+        mask = columns < kept.astype(small)[:, None]
+    else:
+        mask = columns >= (width - kept).astype(small)[:, None]
+    return Layout(kept, width, mask)
+
+
+def _check_pad_fits(pad: int, dtype: np.dtype[Any], key: str, collator: str) -> None:
+    if dtype.kind in "iu":
+        info = np.iinfo(dtype)
+        if not info.min <= pad <= info.max:
+            raise _error(
+                collator,
+                f"cannot pad {key!r} ({dtype}) with {pad}: out of the dtype's range "
+                f"[{info.min}, {info.max}]; give the sequences a wider dtype or set "
+                f"pad_values={{{key!r}: ...}}",
+            )
+    elif dtype.kind == "b" and pad not in (0, 1):
+        raise _error(collator, f"cannot pad {key!r} (bool) with {pad}; use 0 or 1")
+
+
+def scatter(flat: Flat, where: Layout, pad: int, key: str, collator: str) -> torch.Tensor:
+    """The ``(B, width)`` tensor: ``pad`` everywhere, the rows of ``flat`` where ``mask`` is."""
+    import torch
+
+    rows = where.mask.shape[0]
+    if isinstance(flat, np.ndarray):
+        _check_pad_fits(pad, flat.dtype, key, collator)
+        shape = (rows, where.width)
+        out = np.zeros(shape, flat.dtype) if pad == 0 else np.full(shape, pad, flat.dtype)
+        out[where.mask] = flat
+        return torch.from_numpy(out)
+    try:
+        out_t = torch.full((rows, where.width), pad, dtype=flat.dtype, device=flat.device)
+    except RuntimeError as exc:
+        raise _error(collator, f"cannot pad {key!r} ({flat.dtype}) with {pad}: {exc}") from exc
+    out_t.masked_scatter_(torch.from_numpy(where.mask).to(flat.device), flat)
+    return out_t
+
+
+def _is_sequence(value: Any) -> bool:
+    if isinstance(value, list | tuple):
+        return True
+    ndim = getattr(value, "ndim", None)
+    return isinstance(ndim, int) and ndim >= 1
+
+
+# -- the collators -------------------------------------------------------------------------------
+
+
+class _Padding(Collator):
+    """Option handling and group padding shared by the text collators."""
+
+    keys: tuple[str, ...]
+    pad_token_id: int
+    label_pad_token_id: int
+    padding: str
+    max_length: int | None
+    truncation_side: str
+    padding_side: str
+    pad_to_multiple_of: int | None
+    return_attention_mask: bool
+    pad_values: dict[str, int]
+
+    def _set_padding_options(
+        self,
+        *,
+        keys: object,
+        pad_token_id: object,
+        label_pad_token_id: object,
+        padding: object,
+        max_length: object,
+        truncation_side: object,
+        padding_side: object,
+        pad_to_multiple_of: object,
+        return_attention_mask: object,
+        pad_values: object,
+        reserved: Sequence[str] = ("labels",),
+    ) -> None:
+        self.keys = _check_names("keys", keys, reserved=reserved)
+        self.pad_token_id = _check_int("pad_token_id", pad_token_id, minimum=0)
+        self.label_pad_token_id = _check_int("label_pad_token_id", label_pad_token_id)
+        self.padding = check_choice_option("padding", padding, PADDINGS)
+        self.max_length = check_int_option("max_length", max_length, minimum=1, allow_none=True)
+        if self.padding == "max_length" and self.max_length is None:
+            raise _option_error(
+                "padding", "'max_length' pads every batch to max_length: set max_length too"
+            )
+        self.truncation_side = check_choice_option("truncation_side", truncation_side, SIDES)
+        self.padding_side = check_choice_option("padding_side", padding_side, SIDES)
+        self.pad_to_multiple_of = check_int_option(
+            "pad_to_multiple_of", pad_to_multiple_of, minimum=1, allow_none=True
+        )
+        self.return_attention_mask = _check_bool("return_attention_mask", return_attention_mask)
+        self.pad_values = _check_pad_values(pad_values)
+
+    def _pad_value(self, key: str) -> int:
+        if key in self.pad_values:
+            return self.pad_values[key]
+        if key in ("labels",):
+            return self.label_pad_token_id
+        return DEFAULT_PADS.get(key, self.pad_token_id)
+
+    def _input_group(self, keys: list[str]) -> list[str]:
+        """The configured keys (all required), then the tokenizer outputs the samples carry."""
+        for key in self.keys:
+            if key not in keys:
+                raise _error(
+                    self.name,
+                    f"the samples have no key {key!r} (batch position 0 has {keys}); keys="
+                    f"{list(self.keys)} names it",
+                )
+        return [*self.keys, *(k for k in AUTO_KEYS if k in keys and k not in self.keys)]
+
+    def _gather_group(
+        self,
+        samples: Sequence[Any],
+        group: Sequence[str],
+        *,
+        max_length: int | None,
+        truncation_side: str,
+        what: str,
+    ) -> tuple[dict[str, Flat], npt.NDArray[np.int64]]:
+        """Concatenated rows of each key of ``group``, and the rows' full lengths.
+
+        Every key of a group must have the same length as the group's first key, sample by
+        sample (they share one mask).
+        """
+        flats: dict[str, Flat] = {}
+        reference: npt.NDArray[np.int64] | None = None
+        for key in group:
+            rows = [sample[key] for sample in samples]
+            flats[key], lengths = gather(rows, key, self.name, max_length, truncation_side)
+            if reference is None:
+                reference = lengths
+            elif not np.array_equal(lengths, reference):
+                position = int(np.flatnonzero(lengths != reference)[0])
+                raise _error(
+                    self.name,
+                    f"{key!r} at batch position {position} has length {int(lengths[position])} "
+                    f"but {group[0]!r} has {int(reference[position])}; {what}",
+                )
+        assert reference is not None
+        return flats, reference
+
+    def _pad_inputs(
+        self, samples: Sequence[Any], group: Sequence[str], what: str
+    ) -> tuple[dict[str, Flat], Layout]:
+        flats, lengths = self._gather_group(
+            samples,
+            group,
+            max_length=self.max_length,
+            truncation_side=self.truncation_side,
+            what=what,
+        )
+        where = layout(
+            lengths,
+            max_length=self.max_length,
+            to_max_length=self.padding == "max_length",
+            multiple=self.pad_to_multiple_of,
+            side=self.padding_side,
+        )
+        return flats, where
+
+    def _other(self, samples: Sequence[Any], key: str) -> Any:
+        """A key that is not padded: the default collator's result."""
+        try:
+            return default_collate([{key: sample[key]} for sample in samples])[key]
+        except DataError as exc:
+            hint = ""
+            if _is_sequence(samples[0][key]):
+                hint = (
+                    f"; if {key!r} holds sequences to pad, add it to keys= (and to pad_values= "
+                    f"if its pad value is not pad_token_id)"
+                )
+            raise _error(self.name, f"{exc.message}{hint}") from exc
+
+    def _assemble(
+        self,
+        samples: Sequence[Any],
+        keys: list[str],
+        padded: dict[str, torch.Tensor],
+        added: dict[str, torch.Tensor],
+        drop: Sequence[str] = (),
+    ) -> dict[str, Any]:
+        """The batch in the samples' key order, then the keys the collator made."""
+        batch: dict[str, Any] = {}
+        for key in keys:
+            if key in drop:
+                continue
+            batch[key] = padded[key] if key in padded else self._other(samples, key)
+        batch.update(added)
+        return batch
+
+    def _attention(self, keys: list[str], where: Layout) -> dict[str, torch.Tensor]:
+        import torch
+
+        if not self.return_attention_mask or "attention_mask" in keys:
+            return {}
+        return {"attention_mask": torch.from_numpy(where.mask.astype(np.int64))}
+
+
+_TEXT_WHAT = (
+    "padded keys must have one length per sample (per-sequence label vectors: pass "
+    "token_labels=False)"
+)
+
+
+class TextCollator(_Padding):
+    """Dynamic padding of token sequences (``input_ids`` and friends), with attention mask.
+
+    Pads ``keys`` (default ``("input_ids",)``) with ``pad_token_id``, plus the tokenizer outputs
+    samples carry (``token_type_ids`` with 0, ``special_tokens_mask`` with 1, ``attention_mask``
+    with 0) and sequence ``labels`` (with ``label_pad_token_id``), to the longest row of the
+    batch or to ``max_length``. Other keys go through the default collator.
+    """
+
+    name = "text"
+
+    def __init__(
+        self,
+        *,
+        keys: Sequence[str] = ("input_ids",),
+        pad_token_id: int = 0,
+        label_pad_token_id: int = -100,
+        padding: str = "longest",
+        max_length: int | None = None,
+        truncation_side: str = "right",
+        padding_side: str = "right",
+        pad_to_multiple_of: int | None = None,
+        return_attention_mask: bool = True,
+        pad_values: Mapping[str, int] | None = None,
+        token_labels: bool = True,
+    ) -> None:
+        self._set_padding_options(
+            keys=keys,
+            pad_token_id=pad_token_id,
+            label_pad_token_id=label_pad_token_id,
+            padding=padding,
+            max_length=max_length,
+            truncation_side=truncation_side,
+            padding_side=padding_side,
+            pad_to_multiple_of=pad_to_multiple_of,
+            return_attention_mask=return_attention_mask,
+            pad_values=pad_values,
+        )
+        self.token_labels = _check_bool("token_labels", token_labels)
+
+    def __call__(self, samples: Sequence[Any], context: BatchContext | None = None) -> Any:
+        """Pad ``samples`` into a dict of ``(B, L)`` tensors (other keys default-collated)."""
+        keys = check_keys(samples, collator=self.name)
+        group = self._input_group(keys)
+        if self.token_labels and "labels" in keys and _is_sequence(samples[0]["labels"]):
+            group.append("labels")
+        flats, where = self._pad_inputs(samples, group, _TEXT_WHAT)
+        padded = {k: scatter(flats[k], where, self._pad_value(k), k, self.name) for k in group}
+        if "labels" in keys and "labels" not in group and _is_sequence(samples[0]["labels"]):
+            padded["labels"] = self._stack(samples, "labels")
+        return self._assemble(samples, keys, padded, self._attention(keys, where))
+
+    def _stack(self, samples: Sequence[Any], key: str) -> torch.Tensor:
+        """Equal-length sequences (per-sequence label vectors) as one ``(B, K)`` tensor."""
+        import torch
+
+        flat, lengths = gather([s[key] for s in samples], key, self.name, None, "right")
+        if np.any(lengths != lengths[0]):
+            position = int(np.flatnonzero(lengths != lengths[0])[0])
+            raise _error(
+                self.name,
+                f"{key!r} at batch position {position} has length {int(lengths[position])}, "
+                f"position 0 has {int(lengths[0])}; with token_labels=False label vectors are "
+                f"stacked, so they must have one length",
+            )
+        shape = (len(samples), int(lengths[0]))
+        if isinstance(flat, np.ndarray):
+            return torch.from_numpy(flat.reshape(shape))
+        stacked: torch.Tensor = flat.reshape(shape)
+        return stacked
+
+
+class CausalLMCollator(_Padding):
+    """Padding plus next-token ``labels``: ``input_ids`` with padding set to -100.
+
+    A sample's own ``labels`` are used instead when it has them (padded, never overwritten).
+    ``shift=True`` shifts the labels left by one (``labels[t] = input_ids[t + 1]``, the last
+    real position -100) for models that do not shift internally.
+    """
+
+    name = "causal_lm"
+
+    def __init__(
+        self,
+        *,
+        keys: Sequence[str] = ("input_ids",),
+        pad_token_id: int = 0,
+        label_pad_token_id: int = -100,
+        padding: str = "longest",
+        max_length: int | None = None,
+        truncation_side: str = "right",
+        padding_side: str = "right",
+        pad_to_multiple_of: int | None = None,
+        return_attention_mask: bool = True,
+        pad_values: Mapping[str, int] | None = None,
+        shift: bool = False,
+    ) -> None:
+        self._set_padding_options(
+            keys=keys,
+            pad_token_id=pad_token_id,
+            label_pad_token_id=label_pad_token_id,
+            padding=padding,
+            max_length=max_length,
+            truncation_side=truncation_side,
+            padding_side=padding_side,
+            pad_to_multiple_of=pad_to_multiple_of,
+            return_attention_mask=return_attention_mask,
+            pad_values=pad_values,
+        )
+        self.shift = _check_bool("shift", shift)
+
+    def __call__(self, samples: Sequence[Any], context: BatchContext | None = None) -> Any:
+        """Pad ``samples`` and add ``labels`` (int64 unless the samples gave their own)."""
+        import torch
+
+        keys = check_keys(samples, collator=self.name)
+        group = self._input_group(keys)
+        if "labels" in keys:
+            group.append("labels")
+        flats, where = self._pad_inputs(
+            samples, group, "labels must have one label per token of input_ids"
+        )
+        padded = {k: scatter(flats[k], where, self._pad_value(k), k, self.name) for k in group}
+        added = self._attention(keys, where)
+        mask = torch.from_numpy(where.mask)
+        pad = self.label_pad_token_id
+        if "labels" in padded:
+            labels = padded["labels"]
+        else:
+            ids = padded[self.keys[0]]
+            if ids.is_floating_point() or ids.dtype == torch.bool:
+                raise _error(self.name, f"{self.keys[0]!r} must hold integer ids (got {ids.dtype})")
+            labels = torch.where(mask, ids.to(torch.int64), pad)
+        if self.shift:
+            shifted = torch.full_like(labels, pad)
+            valid = mask[:, 1:] & mask[:, :-1]
+            shifted[:, :-1] = torch.where(valid, labels[:, 1:], pad)
+            labels = shifted
+        if "labels" in padded:
+            padded["labels"] = labels
+        else:
+            added["labels"] = labels
+        return self._assemble(samples, keys, padded, added)
+
+
+class MaskedLMCollator(_Padding):
+    """Padding plus BERT-style masking: ``labels`` hold the original ids where masked.
+
+    Each real, non-special token is selected with probability ``mlm_probability``; of the
+    selected, 80% become ``mask_token_id``, 10% a random id in ``[0, vocab_size)``, 10% stay.
+    The draws come from one generator per sample keyed by (seed, epoch, sample index), so the
+    masking is the same for any number of workers, after a resume and at any world size.
+    """
+
+    name = "masked_lm"
+    uses_context = True
+
+    def __init__(
+        self,
+        *,
+        mask_token_id: int,
+        vocab_size: int,
+        mlm_probability: float = 0.15,
+        special_token_ids: Sequence[int] = (),
+        keys: Sequence[str] = ("input_ids",),
+        pad_token_id: int = 0,
+        label_pad_token_id: int = -100,
+        padding: str = "longest",
+        max_length: int | None = None,
+        truncation_side: str = "right",
+        padding_side: str = "right",
+        pad_to_multiple_of: int | None = None,
+        return_attention_mask: bool = True,
+        pad_values: Mapping[str, int] | None = None,
+    ) -> None:
+        self._set_padding_options(
+            keys=keys,
+            pad_token_id=pad_token_id,
+            label_pad_token_id=label_pad_token_id,
+            padding=padding,
+            max_length=max_length,
+            truncation_side=truncation_side,
+            padding_side=padding_side,
+            pad_to_multiple_of=pad_to_multiple_of,
+            return_attention_mask=return_attention_mask,
+            pad_values=pad_values,
+        )
+        self.vocab_size = _check_int("vocab_size", vocab_size, minimum=1)
+        self.mask_token_id = _check_int("mask_token_id", mask_token_id, minimum=0)
+        if self.mask_token_id >= self.vocab_size:
+            raise _option_error(
+                "mask_token_id",
+                f"must be < vocab_size={self.vocab_size} (got {self.mask_token_id})",
+            )
+        self.mlm_probability = _check_probability("mlm_probability", mlm_probability)
+        self.special_token_ids = _check_int_list("special_token_ids", special_token_ids, minimum=0)
+
+    def __call__(self, samples: Sequence[Any], context: BatchContext | None = None) -> Any:
+        """Pad and mask ``samples``; ``context`` (given by the loader) keys the randomness."""
+        if context is None:
+            raise TypeError(
+                "the masked_lm collator draws its masks from the batch context (seed, epoch, "
+                "sample indices) so that they do not depend on the workers; the loader passes "
+                "it. To call the collator yourself pass one: collate(samples, context="
+                "loaderkit.collators.BatchContext(seed, epoch, batch_index, indices))"
+            )
+        keys = check_keys(samples, collator=self.name)
+        if "labels" in keys:
+            raise _error(
+                self.name,
+                "the samples have a 'labels' key, but masked_lm makes the labels itself; drop "
+                "that column (or use the 'text' collator)",
+            )
+        if len(context.indices) != len(samples):
+            raise ValueError(
+                f"the context names {len(context.indices)} sample indices for a batch of "
+                f"{len(samples)}"
+            )
+        rngs = context.sample_rngs(MLM_COMPONENT)
+        group = self._input_group(keys)
+        flats, where = self._pad_inputs(
+            samples, group, "padded keys must have one length per sample"
+        )
+        main = self.keys[0]
+        ids = flats[main]
+        if not isinstance(ids, np.ndarray):
+            ids = ids.cpu().numpy()
+        if ids.dtype.kind not in "iu":
+            raise _error(self.name, f"{main!r} must hold integer ids (got {ids.dtype})")
+        if ids.dtype.kind == "u" or ids.dtype.itemsize < 8:
+            largest = int(np.iinfo(ids.dtype).max)
+            if max(self.mask_token_id, self.vocab_size - 1) > largest:
+                raise _error(
+                    self.name,
+                    f"{main!r} is {ids.dtype}, which cannot hold mask_token_id="
+                    f"{self.mask_token_id} or random ids up to vocab_size-1={self.vocab_size - 1}",
+                )
+        protected = np.isin(ids, np.asarray(self.special_token_ids, dtype=np.int64))
+        if "special_tokens_mask" in flats:
+            protected |= np.asarray(flats["special_tokens_mask"]).astype(bool)
+        masked, labels = self._mask(ids, protected, where.lengths, rngs)
+        flats[main] = masked
+        group = [k for k in group if k != "special_tokens_mask"]  # used, and not a model input
+        padded = {k: scatter(flats[k], where, self._pad_value(k), k, self.name) for k in group}
+        added = self._attention(keys, where)
+        added["labels"] = scatter(labels, where, self.label_pad_token_id, "labels", self.name)
+        return self._assemble(samples, keys, padded, added, drop=("special_tokens_mask",))
+
+    def _mask(
+        self,
+        ids: npt.NDArray[Any],
+        protected: npt.NDArray[np.bool_],
+        lengths: npt.NDArray[np.int64],
+        rngs: Sequence[np.random.Generator],
+    ) -> tuple[npt.NDArray[Any], npt.NDArray[np.int64]]:
+        """Masked ids and labels of the concatenated rows (the draws: see the docs)."""
+        total = len(ids)
+        select = np.empty(total)
+        action = np.empty(total)
+        tokens = np.empty(total, dtype=np.int64)
+        start = 0
+        for rng, length in zip(rngs, lengths.tolist(), strict=True):
+            stop = start + length
+            rng.random(out=select[start:stop])
+            rng.random(out=action[start:stop])
+            tokens[start:stop] = rng.integers(0, self.vocab_size, length)
+            start = stop
+        chosen = (select < self.mlm_probability) & ~protected
+        labels = np.where(chosen, ids, self.label_pad_token_id).astype(np.int64)
+        out = ids.copy()
+        out[chosen & (action < 0.8)] = self.mask_token_id
+        randomized = chosen & (action >= 0.8) & (action < 0.9)
+        out[randomized] = tokens[randomized].astype(ids.dtype)
+        return out, labels
+
+
+class Seq2SeqCollator(_Padding):
+    """Encoder inputs padded as by ``text``; ``labels`` padded with -100; decoder inputs.
+
+    ``decoder_input_ids`` are the labels shifted right behind ``decoder_start_token_id``, with
+    -100 replaced by ``pad_token_id``; samples that carry their own are padded instead.
+    Target-side keys are padded (and truncated to ``max_target_length``) on the right.
+    """
+
+    name = "seq2seq"
+
+    def __init__(
+        self,
+        *,
+        decoder_start_token_id: int,
+        keys: Sequence[str] = ("input_ids",),
+        pad_token_id: int = 0,
+        label_pad_token_id: int = -100,
+        padding: str = "longest",
+        max_length: int | None = None,
+        max_target_length: int | None = None,
+        truncation_side: str = "right",
+        padding_side: str = "right",
+        pad_to_multiple_of: int | None = None,
+        return_attention_mask: bool = True,
+        pad_values: Mapping[str, int] | None = None,
+        make_decoder_input_ids: bool = True,
+    ) -> None:
+        self._set_padding_options(
+            keys=keys,
+            pad_token_id=pad_token_id,
+            label_pad_token_id=label_pad_token_id,
+            padding=padding,
+            max_length=max_length,
+            truncation_side=truncation_side,
+            padding_side=padding_side,
+            pad_to_multiple_of=pad_to_multiple_of,
+            return_attention_mask=return_attention_mask,
+            pad_values=pad_values,
+            reserved=TARGET_KEYS,
+        )
+        self.decoder_start_token_id = _check_int(
+            "decoder_start_token_id", decoder_start_token_id, minimum=0
+        )
+        self.max_target_length = check_int_option(
+            "max_target_length", max_target_length, minimum=1, allow_none=True
+        )
+        self.make_decoder_input_ids = _check_bool("make_decoder_input_ids", make_decoder_input_ids)
+
+    def __call__(self, samples: Sequence[Any], context: BatchContext | None = None) -> Any:
+        """Pad encoder and target sides; add ``decoder_input_ids`` from the labels."""
+        import torch
+
+        keys = check_keys(samples, collator=self.name)
+        group = self._input_group(keys)
+        flats, where = self._pad_inputs(
+            samples, group, "padded keys must have one length per sample"
+        )
+        padded = {k: scatter(flats[k], where, self._pad_value(k), k, self.name) for k in group}
+        added = self._attention(keys, where)
+        targets = [k for k in TARGET_KEYS if k in keys]
+        if targets:
+            flats, lengths = self._gather_group(
+                samples,
+                targets,
+                max_length=self.max_target_length,
+                truncation_side="right",
+                what="target-side keys must have one length per sample",
+            )
+            target_where = layout(
+                lengths,
+                max_length=self.max_target_length,
+                to_max_length=self.padding == "max_length",
+                multiple=self.pad_to_multiple_of,
+                side="right",
+            )
+            for key in targets:
+                padded[key] = scatter(
+                    flats[key], target_where, self._pad_value(key), key, self.name
+                )
+        if "labels" in padded and "decoder_input_ids" not in padded and self.make_decoder_input_ids:
+            labels = padded["labels"]
+            decoder = torch.empty_like(labels)
+            if labels.shape[1]:
+                decoder[:, 0] = self.decoder_start_token_id
+                decoder[:, 1:] = labels[:, :-1]
+                decoder.masked_fill_(decoder == self.label_pad_token_id, self.pad_token_id)
+            added["decoder_input_ids"] = decoder
+        return self._assemble(samples, keys, padded, added)
+
+
+BUILTINS: list[tuple[str, type, str | None, str]] = [
+    (
+        "text",
+        TextCollator,
+        "text",
+        "dynamic padding of token sequences (input_ids, labels, ...) with attention_mask, "
+        "left/right, max_length truncation, pad_to_multiple_of",
+    ),
+    (
+        "causal_lm",
+        CausalLMCollator,
+        "text",
+        "text padding plus next-token labels (padding -100; shift=True for models that do not "
+        "shift)",
+    ),
+    (
+        "masked_lm",
+        MaskedLMCollator,
+        "text",
+        "text padding plus 80/10/10 MLM masking, keyed per sample by (seed, epoch, index)",
+    ),
+    (
+        "seq2seq",
+        Seq2SeqCollator,
+        "text",
+        "encoder inputs padded as text, labels padded -100, decoder_input_ids shifted right",
+    ),
+]
+"""(registry name, collator class, modality, one-line description) of this module's collators."""
