@@ -249,7 +249,11 @@ class Loader:
     def batch_indices(self, epoch: int, batch_index: int) -> list[int]:
         """The sample indices of batch ``batch_index`` of ``epoch`` on this rank."""
         planner = self._planner
-        indices: list[int] = planner.layout.indices(planner.order(epoch), batch_index).tolist()
+        cached = planner._order
+        order = cached if cached is not None and cached.epoch == epoch else None
+        if order is None:  # another epoch: do not evict the order iteration is using
+            order = EpochOrder(planner.n, planner.seed, epoch, planner.shuffle)
+        indices: list[int] = planner.layout.indices(order, batch_index).tolist()
         return indices
 
     # -- iteration --------------------------------------------------------------------------

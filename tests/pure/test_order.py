@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import ast
+import copy
 import hashlib
+import pickle
+import tracemalloc
 import warnings
 from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -18,6 +22,7 @@ from loaderkit.order import (
     BatchLayout,
     EpochOrder,
     FeistelPermutation,
+    ShardLayout,
     batch_indices,
     batch_rng,
     derive_key,
@@ -26,6 +31,8 @@ from loaderkit.order import (
     sample_seed,
     worker_seed,
 )
+from loaderkit.order.epoch import CHUNK
+from loaderkit.order.feistel import BLOCK
 
 # Example counts come from the hypothesis profile (tests/conftest.py); only the deadline is
 # fixed here, since array work on a shared CI machine has noisy timings.
@@ -43,49 +50,65 @@ K0 = derive_key(0, "shuffle", 0)
 # every future loaderkit version.  If a change makes any of these tests fail, that change is a
 # BREAKING CHANGE of the order contract: do not "update the numbers"; either fix the change or
 # ship it as a new, explicitly versioned order (new DOMAIN string) with a changelog entry.
+#
+# History: the permutation vectors (GOLDEN_FIRST_16) were re-pinned once, before the first
+# release, when the permutation became the mixed-radix network of docs/order.md §2 (it used to be
+# a balanced network on a power-of-4 domain).  The keys, RNGs and worker seeds did not change.
+# Any further change to any of these numbers is a breaking change.
 # ------------------------------------------------------------------------------------------------
 
 GOLDEN_KEY_0_SHUFFLE_0 = 5521757238153418065  # == 0x4CA138F3DC139551
 GOLDEN_KEY_12345_SHUFFLE_7 = 5781276893714037830
 
 GOLDEN_FIRST_16 = {
-    10: [9, 4, 6, 7, 3, 1, 5, 2, 8, 0],
-    1000: [580, 975, 109, 671, 379, 861, 41, 711, 854, 980, 244, 594, 770, 285, 459, 579],
+    10: [9, 1, 4, 2, 7, 5, 3, 6, 0, 8],
+    1000: [386, 72, 917, 341, 486, 919, 868, 681, 920, 980, 634, 656, 86, 721, 860, 632],
     10**6: [
-        887469,
-        454516,
-        3439,
-        842772,
-        234470,
-        118495,
-        4835,
-        593188,
-        883532,
-        203482,
-        646362,
-        677859,
-        456035,
-        852696,
-        128554,
-        635896,
+        302370,
+        253958,
+        789026,
+        694349,
+        632649,
+        542444,
+        792334,
+        862457,
+        747658,
+        901094,
+        511936,
+        415633,
+        204195,
+        205979,
+        398033,
+        147892,
     ],
     10**8: [
-        65942857,
-        88099339,
-        29237817,
-        26945193,
-        40260427,
-        16917292,
-        66224043,
-        11597520,
-        63772885,
-        67630757,
-        99894902,
-        4012374,
-        28524620,
-        17355222,
-        84123855,
-        26047977,
+        1866907,
+        30100567,
+        95236330,
+        79812144,
+        15260344,
+        62091845,
+        36905584,
+        34271351,
+        51110548,
+        28651275,
+        8817738,
+        34826199,
+        61781256,
+        98843522,
+        98705833,
+        33729998,
+    ],
+    # n >= 2**32: the implementation's other (uint64, untabulated) path; first 8 positions.
+    2**40 + 3: [
+        1027994769185,
+        308432660914,
+        382410858921,
+        50957214734,
+        194485529168,
+        473615812945,
+        1034194244582,
+        975585387413,
     ],
 }
 
@@ -117,10 +140,14 @@ def test_golden_keys() -> None:
 
 @pytest.mark.parametrize("n", sorted(GOLDEN_FIRST_16))
 def test_golden_permutation_prefix(n: int) -> None:
+    expected = GOLDEN_FIRST_16[n]
     perm = FeistelPermutation(n, derive_key(0, "shuffle", 0))
-    assert perm.slice(0, 16).tolist() == GOLDEN_FIRST_16[n]
+    assert perm.slice(0, len(expected)).tolist() == expected
+    assert perm(np.arange(len(expected))).tolist() == expected
+    assert perm.inverse(np.array(expected)).tolist() == list(range(len(expected)))
     epoch = EpochOrder(n=n, seed=0, epoch=0, shuffle=True)
-    assert epoch.indices(0, min(16, n)).tolist() == GOLDEN_FIRST_16[n]
+    assert epoch.indices(0, len(expected)).tolist() == expected
+    assert epoch.at(np.arange(len(expected))).tolist() == expected
 
 
 def test_golden_rngs() -> None:
@@ -155,28 +182,51 @@ def _ref_key(seed: int, *path: str | int) -> int:
     return int.from_bytes(hashlib.blake2b(message, digest_size=8).digest(), "little")
 
 
-def _ref_round(half: int, k: int, h: int) -> int:
-    z = half ^ k
+def _ref_mix64(z: int) -> int:
     z ^= z >> 30
     z = (z * 0xBF58476D1CE4E5B9) & M64
     z ^= z >> 27
     z = (z * 0x94D049BB133111EB) & M64
     z ^= z >> 31
-    return z & ((1 << h) - 1)
+    return z
+
+
+def _ref_shape(n: int, key: int) -> tuple[int, int, list[int]]:
+    v = 1 << ((n - 1).bit_length() // 2)
+    return -(-n // v), v, [_ref_key(key, "feistel", i) for i in range(6)]
 
 
 def _ref_perm(n: int, key: int, x: int) -> int:
-    h = 1
-    while 4**h < n:
-        h += 1
-    keys = [_ref_key(key, "feistel", i) for i in range(6)]
+    if n <= 1:
+        return x
+    u, v, keys = _ref_shape(n, key)
     while True:
-        left, right = x >> h, x & ((1 << h) - 1)
-        for k in keys:
-            left, right = right, left ^ _ref_round(right, k, h)
-        x = (left << h) | right
+        left, right = x // v, x % v
+        for i, k in enumerate(keys):
+            if i % 2 == 0:
+                left, right = right, (left + _ref_mix64(right ^ k) % u) % u
+            else:
+                left, right = right, left ^ (_ref_mix64(right ^ k) % v)
+        x = left * v + right
         if x < n:
             return x
+
+
+def _ref_unperm(n: int, key: int, y: int) -> int:
+    if n <= 1:
+        return y
+    u, v, keys = _ref_shape(n, key)
+    while True:
+        left, right = y // v, y % v
+        for i in reversed(range(6)):
+            k = keys[i]
+            if i % 2 == 0:
+                left, right = (right - _ref_mix64(left ^ k) % u) % u, left
+            else:
+                left, right = right ^ (_ref_mix64(left ^ k) % v), left
+        y = left * v + right
+        if y < n:
+            return y
 
 
 def test_reference_implementation_keys() -> None:
@@ -190,13 +240,26 @@ def test_reference_implementation_keys() -> None:
         assert derive_key(seed, *path) == _ref_key(seed, *path)
 
 
-@pytest.mark.parametrize("n", [1, 2, 5, 17, 1000, 10**6, 10**8, 2**40 + 3, 2**63 - 1])
+@pytest.mark.parametrize(
+    "n",
+    [1, 2, 3, 5, 17, 1000, 10**6, 10**8, 2**32 - 1, 2**32, 2**32 + 1, 2**40 + 3, 2**63 - 1],
+)
 def test_reference_implementation_permutation(n: int) -> None:
     key = derive_key(3, "shuffle", n % 11)
     perm = FeistelPermutation(n, key)
     positions = sorted({0, 1 % n, n // 2, n - 1, (n * 7) // 9})
     got = perm(np.array(positions, dtype=np.int64)).tolist()
     assert got == [_ref_perm(n, key, p) for p in positions]
+    assert perm.inverse(np.array(got)).tolist() == [_ref_unperm(n, key, v) for v in got]
+    assert perm.inverse(np.array(got)).tolist() == positions
+
+
+def test_reference_implementation_whole_small_permutations() -> None:
+    for n in (2, 3, 4, 5, 10, 37, 100):
+        key = derive_key(n, "whole")
+        assert FeistelPermutation(n, key).slice(0, n).tolist() == [
+            _ref_perm(n, key, p) for p in range(n)
+        ]
 
 
 # ------------------------------------------------------------------------------------------------
@@ -450,7 +513,7 @@ def test_not_close_to_identity() -> None:
 def test_no_runtime_warning_near_2_pow_40() -> None:
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        for n in (2**40 - 1, 2**40, 2**40 + 1, 2**63 - 1):
+        for n in (2**32 - 1, 2**32, 2**32 + 1, 2**40 - 1, 2**40, 2**40 + 1, 2**63 - 1):
             perm = FeistelPermutation(n, K0)
             positions = np.array([0, 1, n // 3, n - 2, n - 1], dtype=np.int64)
             values = perm(positions)
@@ -462,6 +525,55 @@ def test_no_runtime_warning_near_2_pow_40() -> None:
             2**40 + 1, 1000, seed=1, epoch=2, shuffle=True, drop_last=False, batch_index=2**30
         )
         assert batch.shape == (1000,)
+
+
+def test_domain_is_barely_larger_than_n() -> None:
+    # u*v < n + v with v about sqrt(n): cycle-walking almost never takes a second pass.
+    for n in (2, 3, 5, 10, 37, 1000, 4097, 10**6, 2**31 + 1, 2**40 + 3, 2**63 - 1):
+        v = 1 << ((n - 1).bit_length() // 2)
+        assert n <= FeistelPermutation(n, 1).domain < n + v, n
+    assert FeistelPermutation(0, 1).domain == 0
+    assert FeistelPermutation(1, 1).domain == 1
+
+
+@FAST
+@given(n=st.integers(min_value=2, max_value=5000), key=KEYS)
+def test_tabulated_and_computed_paths_agree(n: int, key: int) -> None:
+    perm = FeistelPermutation(n, key)
+    positions = np.arange(n)
+    full = perm.slice(0, n)
+    assert perm._tables is not None  # small tables are built on the first call
+    assert np.array_equal(perm._apply(positions, inverse=False, force_large=True), full)
+    assert np.array_equal(perm._apply(full, inverse=True, force_large=True), positions)
+
+
+@pytest.mark.parametrize("n", [2**31 + 12345, 2**32 - 1])
+def test_tables_are_lazy_bounded_and_agree_with_the_computed_path(n: int) -> None:
+    perm = FeistelPermutation(n, K0)
+    positions = np.array([0, 1, 2**20, n // 2, n - BLOCK, n - 2, n - 1], dtype=np.int64)
+    computed = perm(positions)  # too few values to be worth the tables
+    assert perm._tables is None
+    block = perm.slice(n - BLOCK, n)  # a whole block builds them
+    assert perm._tables is not None
+    assert sum(table.nbytes for table in perm._tables) <= 1.5 * 2**20
+    assert np.array_equal(perm(positions), computed)
+    assert np.array_equal(block[[0, -2, -1]], computed[-3:])
+    assert np.array_equal(perm.inverse(block), np.arange(n - BLOCK, n))
+
+
+def test_large_permutation_has_no_linear_structure() -> None:
+    # Each figure is about N(0, 1) for a random permutation; 6 is far out in the tail.
+    n = 10**6
+    full = FeistelPermutation(n, derive_key(1, "structure")).slice(0, n).astype(np.float64)
+    position = np.arange(n, dtype=np.float64)
+    assert abs(np.corrcoef(position, full)[0, 1]) * n**0.5 < 6
+    assert abs(np.corrcoef(full[:-1], full[1:])[0, 1]) * n**0.5 < 6
+    ascents = int((np.diff(full) > 0).sum())
+    assert abs(ascents - (n - 1) / 2) / ((n + 1) / 12) ** 0.5 < 6
+    low_bits = np.zeros((16, 16))
+    np.add.at(low_bits, (np.arange(n) % 16, full.astype(np.int64) % 16), 1)
+    chi2 = float(((low_bits - n / 256) ** 2 / (n / 256)).sum())
+    assert chi2 < 225 + 6 * (2 * 225) ** 0.5
 
 
 def test_order_package_never_imports_torch() -> None:
@@ -658,3 +770,166 @@ def test_argument_validation(kwargs: dict[str, object], exc: type[Exception], pa
     if "start_batch" not in kwargs:
         with pytest.raises(exc, match=pattern):
             batch_indices(**args, batch_index=0)  # type: ignore[arg-type]
+
+
+# ------------------------------------------------------------------------------------------------
+# The chunk cache of EpochOrder and the amortized path of ShardLayout.
+# ------------------------------------------------------------------------------------------------
+
+
+def _cached_chunks(order: EpochOrder) -> list[int]:
+    return [number for number, _ in order._chunks.entries]
+
+
+def test_epoch_order_chunks_match_the_permutation() -> None:
+    n = 3 * CHUNK + 1234
+    order = EpochOrder(n=n, seed=4, epoch=2, shuffle=True)
+    assert order.permutation is not None
+    full = order.permutation.slice(0, n)
+    ranges = [(0, 1), (CHUNK - 5, CHUNK + 5), (0, n), (2 * CHUNK - 1, 3 * CHUNK + 1), (n - 7, n)]
+    ranges += [(5, 5), (CHUNK, CHUNK), (n, n)]
+    ranges += [(lo, min(lo + 1000, n)) for lo in range(0, n, 1000)]
+    for lo, hi in ranges:
+        assert np.array_equal(order.indices(lo, hi), full[lo:hi]), (lo, hi)
+        assert len(order._chunks.entries) <= 2
+    rng = np.random.default_rng(0)
+    for _ in range(20):
+        positions = rng.integers(0, n, size=(3, 5))
+        assert np.array_equal(order.at(positions), full[positions])  # mostly uncached
+        inside = n - 1 - rng.integers(0, 1000, size=7)  # the last chunk, cached above
+        assert np.array_equal(order.at(inside), full[inside])
+    assert order.at(np.int64(n - 1)).shape == ()
+    assert int(order.at(np.int64(n - 1))) == full[n - 1]
+
+
+def test_epoch_order_returns_fresh_writable_arrays() -> None:
+    order = EpochOrder(n=1000, seed=1, epoch=1, shuffle=True)
+    first = order.indices(0, 10)
+    first[:] = -1
+    assert (order.indices(0, 10) >= 0).all()
+    picked = order.at(np.arange(10))
+    picked[:] = -1
+    assert (order.at(np.arange(10)) >= 0).all()
+    layout = ShardLayout(1000, 10, world_size=2, rank=1)
+    batch = layout.indices(order, 0)
+    batch[:] = -1
+    assert (layout.indices(order, 0) >= 0).all()
+
+
+def test_resume_computes_only_the_chunk_it_needs() -> None:
+    n = 10 * CHUNK
+    order = EpochOrder(n=n, seed=9, epoch=0, shuffle=True)
+    assert order.permutation is not None
+    start = 7 * CHUNK + 100
+    got = order.indices(start, start + 64)
+    assert _cached_chunks(order) == [7]
+    assert np.array_equal(got, order.permutation(np.arange(start, start + 64)))
+    straddling = order.indices(5 * CHUNK - 10, 5 * CHUNK + 10)  # computes chunk 5, not 4
+    assert _cached_chunks(order) == [5, 7]
+    assert np.array_equal(straddling, order.permutation(np.arange(5 * CHUNK - 10, 5 * CHUNK + 10)))
+
+
+def test_epoch_order_unshuffled_and_validation() -> None:
+    order = EpochOrder(n=50, seed=0, epoch=0, shuffle=False)
+    assert order.at([[3, 4], [0, 49]]).tolist() == [[3, 4], [0, 49]]
+    assert order.indices(10, 13).tolist() == [10, 11, 12]
+    for shuffle in (False, True):
+        order = EpochOrder(n=50, seed=0, epoch=0, shuffle=shuffle)
+        with pytest.raises(ValueError, match="positions"):
+            order.at([50])
+        with pytest.raises(ValueError, match="positions"):
+            order.at(np.array([-1]))
+        with pytest.raises(TypeError, match="integers"):
+            order.at([0.5])
+        with pytest.raises(TypeError, match="integers"):
+            order.at([True])
+        assert order.at(np.empty(0, dtype=np.int64)).shape == (0,)
+
+
+def test_epoch_order_can_be_shared_between_threads() -> None:
+    n = 4 * CHUNK + 17
+    order = EpochOrder(n=n, seed=2, epoch=3, shuffle=True)
+    full = FeistelPermutation(n, derive_key(2, "shuffle", 3)).slice(0, n)
+
+    def read(worker: int) -> bool:
+        rng = np.random.default_rng(worker)
+        for _ in range(40):
+            lo = int(rng.integers(0, n))
+            hi = min(n, lo + int(rng.integers(0, 3000)))
+            if not np.array_equal(order.indices(lo, hi), full[lo:hi]):
+                return False
+            positions = rng.integers(0, n, size=20)
+            if not np.array_equal(order.at(positions), full[positions]):
+                return False
+        return True
+
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        assert all(pool.map(read, range(8)))
+    assert len(order._chunks.entries) <= 2
+
+
+@pytest.mark.parametrize("world_size", [1, 2, 3])
+@pytest.mark.parametrize(
+    ("drop_last", "even_batches"), [(False, True), (False, False), (True, True)]
+)
+def test_shard_indices_equal_the_order_at_the_positions(
+    world_size: int, drop_last: bool, even_batches: bool
+) -> None:
+    cases = [(0, 4), (1, 4), (10, 3), (1000, 7), (2 * CHUNK + 5000, 1000), (CHUNK + 3, CHUNK - 1)]
+    for n, batch_size in cases:
+        for rank in range(world_size):
+            layout = ShardLayout(n, batch_size, world_size, rank, drop_last, even_batches)
+            for shuffle in (True, False):
+                order = EpochOrder(n=n, seed=5, epoch=1, shuffle=shuffle)
+                batches = range(len(layout))
+                for b in [*batches, *reversed(batches)]:  # forward, then backward (misses)
+                    got = layout.indices(order, b)
+                    assert got.dtype == np.int64
+                    assert np.array_equal(got, order.at(layout.positions(b))), (n, rank, b)
+                assert len(layout._cache.entries) <= 2
+            with pytest.raises(IndexError):
+                layout.indices(order, len(layout))
+
+
+def test_shard_cache_follows_the_order() -> None:
+    layout = ShardLayout(5000, 16, world_size=4, rank=2)
+    orders = [EpochOrder(n=5000, seed=1, epoch=e, shuffle=True) for e in range(3)]
+    for b in (0, 5, 77, 3, 0):
+        for order in orders:  # interleaved epochs never read each other's cached chunk
+            assert np.array_equal(layout.indices(order, b), order.at(layout.positions(b)))
+    twin = EpochOrder(n=5000, seed=1, epoch=2, shuffle=True)  # equal orders share entries
+    assert np.array_equal(layout.indices(twin, 0), orders[2].at(layout.positions(0)))
+
+
+def test_first_batch_of_a_huge_epoch_needs_little_memory() -> None:
+    n, batch_size, b = 10**8, 1024, 97_000
+    assert not tracemalloc.is_tracing()
+    tracemalloc.start()
+    try:
+        base, _ = tracemalloc.get_traced_memory()
+        tracemalloc.reset_peak()
+        layout = ShardLayout(n, batch_size)
+        order = EpochOrder(n=n, seed=1, epoch=0, shuffle=True)
+        through_the_chunk = layout.indices(order, b)
+        pointwise = batch_indices(
+            n, batch_size, seed=1, epoch=0, shuffle=True, drop_last=False, batch_index=b
+        )
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert np.array_equal(through_the_chunk, pointwise)
+    assert (peak - base) < 16 * 2**20
+
+
+def test_pickling_drops_the_caches() -> None:
+    order = EpochOrder(n=100_000, seed=1, epoch=2, shuffle=True)
+    layout = ShardLayout(100_000, 64, world_size=2, rank=1)
+    first = layout.indices(order, 3)
+    assert order.indices(0, 10).shape == (10,)
+    for value in (order, layout, order.permutation):
+        data = pickle.dumps(value)
+        assert len(data) < 1000
+        assert pickle.loads(data) == value
+        assert copy.deepcopy(value) == value
+    assert np.array_equal(pickle.loads(pickle.dumps(layout)).indices(order, 3), first)
+    assert np.array_equal(pickle.loads(pickle.dumps(order)).indices(0, 10), order.indices(0, 10))
