@@ -32,9 +32,17 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from loaderkit._checks import unknown_keys
-from loaderkit.collators.base import BatchContext, Collator, check_keys
+from loaderkit.collators.base import (
+    BatchContext,
+    Collator,
+    check_keys,
+    check_mapping_option,
+    check_names_option,
+    data_error,
+    option_error,
+)
 from loaderkit.collators.default import default_collate
-from loaderkit.errors import DataError, PlanError, Problem
+from loaderkit.errors import DataError, PlanError, PlanTypeError, Problem
 
 __all__ = ["ENTRY_FIELDS", "MultimodalCollator"]
 
@@ -73,113 +81,74 @@ def _overrides_on_device(collate: object) -> bool:
     return callable(finish) and finish is not Collator.on_device
 
 
-def _entry(
-    entry: object, spec: object, problems: list[Problem]
-) -> tuple[dict[str, Any], Callable[..., Any]] | None:
-    """One entry checked and built: ({"name", "options", "keys"}, collator), or None (problems)."""
+def _entry(entry: str, spec: object) -> tuple[dict[str, Any], Callable[..., Any]]:
+    """One entry checked and built: ({"name", "options", "keys"}, collator).
+
+    Raises a PlanError holding the entry's problems, at paths under
+    ``collator.options.collators.<entry>``.
+    """
     from loaderkit.collators import collators as registry
 
-    if not isinstance(entry, str) or not entry:
-        problems.append(Problem(_PATH, f"entry names are non-empty strings (got {entry!r})"))
-        return None
-    path = f"{_PATH}.{entry}"
-    if not isinstance(spec, Mapping):
-        problems.append(
-            Problem(
-                path,
-                f"must be a mapping {{'name': ..., 'options': {{...}}, 'keys': [...]}} (got "
-                f"{type(spec).__name__} {spec!r})",
-            )
-        )
-        return None
-    found = unknown_keys(path, list(spec), ENTRY_FIELDS)
+    where = f"collators.{entry}"
+    spec = check_mapping_option(where, spec, what="{'name': ..., 'options': {...}, 'keys': [...]}")
+    found = unknown_keys(f"{_PATH}.{entry}", list(spec), ENTRY_FIELDS)
     if found:
-        problems.extend(found)
-        return None
+        raise PlanError(found)
     name = spec.get("name")
     if not isinstance(name, str) or not name:
-        problems.append(
-            Problem(
-                f"{path}.name",
-                f"must name a registered collator (got {type(name).__name__} {name!r})",
-            )
+        raise option_error(
+            f"{where}.name",
+            f"must name a registered collator (got {type(name).__name__} {name!r})",
+            type_error=not isinstance(name, str),
         )
-        return None
     if name not in registry:
-        problems.append(Problem(f"{path}.name", registry.unknown_message(name)))
-        return None
-    options = spec.get("options", {})
-    if not isinstance(options, Mapping) or not all(isinstance(k, str) for k in options):
-        problems.append(
-            Problem(
-                f"{path}.options",
-                f"must be a mapping of option names to values (got {type(options).__name__} "
-                f"{options!r})",
-            )
-        )
-        return None
+        raise option_error(f"{where}.name", registry.unknown_message(name))
+    options = check_mapping_option(
+        f"{where}.options", spec.get("options", {}), what="of option names to values"
+    )
     keys = spec.get("keys")
-    if keys is not None and (
-        isinstance(keys, str)
-        or not isinstance(keys, Sequence)
-        or not keys
-        or not all(isinstance(k, str) and k for k in keys)
-        or len(set(keys)) != len(keys)
-    ):
-        problems.append(
-            Problem(
-                f"{path}.keys",
-                f"must be a non-empty list of distinct sample keys (got {type(keys).__name__} "
-                f"{keys!r})",
-            )
-        )
-        return None
-    sub = _build_sub(registry.get(name), dict(options), path, problems)
-    if sub is None:
-        return None
+    if keys is not None:
+        keys = check_names_option(f"{where}.keys", keys, what="sample keys")
+    sub = _build_sub(registry.get(name), options, where)
     reads = _declared_reads(sub)
     if keys is None:
         keys = reads or [entry]
     unowned = [k for k in reads if k not in keys]
     if unowned:
-        problems.append(
-            Problem(
-                f"{path}.keys",
-                f"entry {entry!r} owns {list(keys)} but its {name!r} collator reads {unowned}, "
-                f"which it would never receive; declare every key it reads ('keys': "
-                f"{list(dict.fromkeys([*keys, *unowned]))}), or set its options to read the "
-                f"keys the entry owns",
-            )
+        raise option_error(
+            f"{where}.keys",
+            f"entry {entry!r} owns {list(keys)} but its {name!r} collator reads {unowned}, "
+            f"which it would never receive; declare every key it reads ('keys': "
+            f"{list(dict.fromkeys([*keys, *unowned]))}), or set its options to read the "
+            f"keys the entry owns",
         )
-        return None
     return {"name": name, "options": _plain(options), "keys": list(keys)}, sub
 
 
-def _build_sub(
-    entry: Any, options: dict[str, Any], path: str, problems: list[Problem]
-) -> Callable[..., Any] | None:
-    """Build one sub-collator; its option problems get paths under ``path.options``."""
+def _build_sub(entry: Any, options: dict[str, Any], where: str) -> Callable[..., Any]:
+    """Build one sub-collator; its option problems get paths under ``<where>.options``."""
+    path = f"collator.options.{where}"
     found = entry.signature_problems(options)
     if found:
-        problems.extend(
+        raise PlanError(
             Problem(f"{path}.options.{o}" if o else f"{path}.options", m) for o, m in found
         )
-        return None
     try:
         sub = entry.factory(**options)
     except PlanError as exc:
+        problems = []
         for p in exc.problems:
             rest = p.path.removeprefix("collator.options").lstrip(".")
             problems.append(
                 Problem(f"{path}.options.{rest}" if rest else f"{path}.options", p.message)
             )
-        return None
+        raise (PlanTypeError if isinstance(exc, PlanTypeError) else PlanError)(problems) from exc
     except (TypeError, ValueError) as exc:
-        problems.append(Problem(f"{path}.options", f"{entry.name!r} refused its options: {exc}"))
-        return None
+        raise option_error(
+            f"{where}.options", f"{entry.name!r} refused its options: {exc}"
+        ) from exc
     if not callable(sub):
-        problems.append(Problem(f"{path}.name", f"{entry.name!r} did not give a callable"))
-        return None
+        raise option_error(f"{where}.name", f"{entry.name!r} did not give a callable")
     result: Callable[..., Any] = sub
     return result
 
@@ -191,38 +160,41 @@ class MultimodalCollator(Collator):
     uses_context = True  # forwarded to the entries that use it
 
     def __init__(self, *, collators: Mapping[str, Mapping[str, Any]]) -> None:
-        if not isinstance(collators, Mapping) or not collators:
-            raise PlanError.single(
-                _PATH,
-                f"must be a non-empty mapping of entries {{entry: {{'name': ..., 'options': "
-                f"{{...}}, 'keys': [...]}}}} (got {type(collators).__name__} {collators!r})",
-            )
+        checked = check_mapping_option(
+            "collators",
+            collators,
+            what="of entries {entry: {'name': ..., 'options': {...}, 'keys': [...]}}",
+            nonempty=True,
+        )
         problems: list[Problem] = []
+        wrong_types = True  # all problems are of values of the wrong type: a PlanTypeError
         entries: dict[str, dict[str, Any]] = {}
         built: dict[str, Callable[..., Any]] = {}
         owner: dict[str, str] = {}
-        for entry, spec in collators.items():
-            found = _entry(entry, spec, problems)
-            if found is None:
+        for entry, spec in checked.items():
+            try:
+                resolved, sub = _entry(entry, spec)
+            except PlanError as exc:
+                problems.extend(exc.problems)
+                wrong_types = wrong_types and isinstance(exc, PlanTypeError)
                 continue
-            resolved, sub = found
-            path = f"{_PATH}.{entry}"
             taken = [k for k in resolved["keys"] if k in owner]
             for key in taken:
                 problems.append(
                     Problem(
-                        f"{path}.keys",
+                        f"{_PATH}.{entry}.keys",
                         f"key {key!r} is already owned by entry {owner[key]!r}; a key belongs "
                         f"to one entry",
                     )
                 )
             if taken:
+                wrong_types = False
                 continue
             owner.update(dict.fromkeys(resolved["keys"], entry))
             entries[entry] = resolved
             built[entry] = sub
         if problems:
-            raise PlanError(problems)
+            raise (PlanTypeError if wrong_types else PlanError)(problems)
         self.collators = entries
         self._built = built
         self._owner = owner
@@ -237,17 +209,16 @@ class MultimodalCollator(Collator):
 
     def __call__(self, samples: Sequence[Any], context: BatchContext | None = None) -> Any:
         """Collate each entry's keys with its collator, the rest with ``default``; merge."""
-        keys = check_keys(samples, collator="multimodal")
+        keys = check_keys(samples, collator=self.name)
         present = set(keys)
         results: dict[str | None, Mapping[str, Any]] = {}
         for entry, sub in self._built.items():
             own = set(self.collators[entry]["keys"])
             missing = sorted(own - present)
             if missing:
-                raise DataError(
-                    f"collator 'multimodal': entry {entry!r} owns keys {missing} the samples do "
-                    f"not have (keys: {keys})",
-                    collator="multimodal",
+                raise data_error(
+                    self.name,
+                    f"entry {entry!r} owns keys {missing} the samples do not have (keys: {keys})",
                 )
             mine = [k for k in keys if k in own]
             part = [{k: s[k] for k in mine} for s in samples]
@@ -266,11 +237,10 @@ class MultimodalCollator(Collator):
             for out_key, value in results[group].items():
                 if out_key in batch:
                     first = producer[out_key]
-                    raise DataError(
-                        f"collator 'multimodal': entries {first or 'default'!r} and "
-                        f"{group or 'default'!r} both produce key {out_key!r}; give one of "
-                        f"them other output keys",
-                        collator="multimodal",
+                    raise data_error(
+                        self.name,
+                        f"entries {first or 'default'!r} and {group or 'default'!r} both produce "
+                        f"key {out_key!r}; give one of them other output keys",
                     )
                 batch[out_key] = value
                 producer[out_key] = group
@@ -320,10 +290,10 @@ class MultimodalCollator(Collator):
                 continue
             finished = sub.on_device({k: batch[k] for k in own})  # type: ignore[attr-defined]
             if not isinstance(finished, Mapping):
-                raise DataError(
-                    f"collator 'multimodal': on_device of entry {entry!r} returned a "
-                    f"{type(finished).__name__}, not a mapping",
-                    collator="multimodal",
+                raise data_error(
+                    self.name,
+                    f"on_device of entry {entry!r} returned a {type(finished).__name__}, not a "
+                    f"mapping",
                 )
             for key in own:
                 if key not in finished:

@@ -31,11 +31,13 @@ import numpy.typing as npt
 from loaderkit.collators.base import (
     BatchContext,
     Collator,
+    check_bool_option,
     check_choice_option,
     check_int_option,
     check_keys,
+    data_error,
 )
-from loaderkit.errors import DataError, PlanError
+from loaderkit.errors import DataError
 
 if TYPE_CHECKING:
     import torch
@@ -51,26 +53,11 @@ ATTENTION_MASKS = ("none", "padding")
 _NAME = "packed"
 
 
-def _check_bool_option(option: str, value: object) -> bool:
-    if not isinstance(value, bool):
-        raise PlanError.single(
-            f"collator.options.{option}",
-            f"must be True or False (got {type(value).__name__} {value!r})",
-        )
-    return value
-
-
-def _check_int(option: str, value: object, *, minimum: int | None = None) -> int:
-    checked = check_int_option(option, value, minimum=minimum)
-    assert checked is not None  # None is refused unless allow_none
-    return checked
-
-
 def _as_tokens(value: object, key: str, position: int) -> npt.NDArray[np.integer[Any]]:
     """A 1-d integer numpy array (a view where possible) from a list, array or tensor."""
     import torch
 
-    where = f"collator {_NAME!r}: {key!r} of the sample at batch position {position}"
+    where = f"{key!r} of the sample at batch position {position}"
     if isinstance(value, torch.Tensor):
         if (
             value.dim() != 1
@@ -78,10 +65,10 @@ def _as_tokens(value: object, key: str, position: int) -> npt.NDArray[np.integer
             or value.is_floating_point()
             or value.is_complex()
         ):
-            raise DataError(
+            raise data_error(
+                _NAME,
                 f"{where} must be a 1-d tensor of integer token ids (got a {value.dtype} "
                 f"tensor of shape {tuple(value.shape)})",
-                collator=_NAME,
             )
         array: npt.NDArray[Any] = value.detach().cpu().numpy()
     elif isinstance(value, np.ndarray):
@@ -90,22 +77,22 @@ def _as_tokens(value: object, key: str, position: int) -> npt.NDArray[np.integer
         try:
             array = np.asarray(value) if len(value) else np.zeros(0, dtype=np.int64)
         except (TypeError, ValueError) as exc:
-            raise DataError(
-                f"{where} must be a flat list of integer token ids ({exc})", collator=_NAME
+            raise data_error(
+                _NAME, f"{where} must be a flat list of integer token ids ({exc})"
             ) from exc
         if array.ndim == 1 and array.dtype.kind in "iu":
             array = array.astype(np.int64, copy=False)
     else:
-        raise DataError(
+        raise data_error(
+            _NAME,
             f"{where} must be a list, numpy array or tensor of token ids (got "
             f"{type(value).__name__})",
-            collator=_NAME,
         )
     if array.ndim != 1 or array.dtype.kind not in "iu":
-        raise DataError(
+        raise data_error(
+            _NAME,
             f"{where} must be a 1-d sequence of integer token ids (got dtype {array.dtype}, "
             f"shape {array.shape})",
-            collator=_NAME,
         )
     return array
 
@@ -115,10 +102,10 @@ def _common_dtype(arrays: Sequence[npt.NDArray[Any]], key: str) -> np.dtype[Any]
     dtype = np.result_type(*dtypes)
     if dtype.kind not in "iu":
         kinds = sorted(str(d) for d in dtypes)
-        raise DataError(
-            f"collator {_NAME!r}: the samples' {key!r} have dtypes {kinds} that do not combine "
-            f"into an integer dtype (they promote to {dtype}); give them one dtype",
-            collator=_NAME,
+        raise data_error(
+            _NAME,
+            f"the samples' {key!r} have dtypes {kinds} that do not combine into an integer "
+            f"dtype (they promote to {dtype}); give them one dtype",
         )
     return np.dtype(dtype.type)  # native byte order, which torch.from_numpy needs
 
@@ -190,11 +177,11 @@ class PackedCollator(Collator):
         shift_labels: bool = False,
         attention_mask: str = "none",
     ) -> None:
-        self.max_length = _check_int("max_length", max_length, minimum=1)
-        self.pad_token_id = _check_int("pad_token_id", pad_token_id, minimum=0)
-        self.ignore_index = _check_int("ignore_index", ignore_index)
+        self.max_length = check_int_option("max_length", max_length, minimum=1)
+        self.pad_token_id = check_int_option("pad_token_id", pad_token_id, minimum=0)
+        self.ignore_index = check_int_option("ignore_index", ignore_index)
         self.overflow = check_choice_option("overflow", overflow, OVERFLOW_MODES)
-        self.shift_labels = _check_bool_option("shift_labels", shift_labels)
+        self.shift_labels = check_bool_option("shift_labels", shift_labels)
         self.attention_mask = check_choice_option("attention_mask", attention_mask, ATTENTION_MASKS)
 
     def __call__(
@@ -227,10 +214,9 @@ class PackedCollator(Collator):
         # the tokens, concatenated once (truncated sequences are views)
         id_dtype = _common_dtype(ids, "input_ids")
         if not _fits(self.pad_token_id, id_dtype):
-            raise DataError(
-                f"collator {_NAME!r}: pad_token_id={self.pad_token_id} does not fit the "
-                f"input_ids dtype {id_dtype}",
-                collator=_NAME,
+            raise data_error(
+                _NAME,
+                f"pad_token_id={self.pad_token_id} does not fit the input_ids dtype {id_dtype}",
             )
         label_dtype = _common_dtype(labels, "labels") if has_labels else id_dtype
         if not _fits(self.ignore_index, label_dtype):
@@ -290,26 +276,26 @@ class PackedCollator(Collator):
         for position, (tokens, targets) in enumerate(zip(ids, labels, strict=True)):
             length = len(tokens)
             if len(targets) != length:
-                raise DataError(
-                    f"collator {_NAME!r}: the sample at batch position {position} has "
-                    f"{len(targets)} labels for {length} input_ids; they must match one to one",
-                    collator=_NAME,
+                raise data_error(
+                    _NAME,
+                    f"the sample at batch position {position} has {len(targets)} labels for "
+                    f"{length} input_ids; they must match one to one",
                 )
             if length == 0:
-                raise DataError(
-                    f"collator {_NAME!r}: the sample at batch position {position} has no "
-                    f"input_ids (length 0); filter empty samples out before packing",
-                    collator=_NAME,
+                raise data_error(
+                    _NAME,
+                    f"the sample at batch position {position} has no input_ids (length 0); "
+                    f"filter empty samples out before packing",
                 )
             if length <= width:
                 seg_sample.append(position)
                 seg_len.append(length)
             elif self.overflow == "error":
-                raise DataError(
-                    f"collator {_NAME!r}: the sample at batch position {position} has {length} "
-                    f"tokens, more than max_length={width}; pass overflow='truncate' or "
-                    f"overflow='split', or raise max_length",
-                    collator=_NAME,
+                raise data_error(
+                    _NAME,
+                    f"the sample at batch position {position} has {length} tokens, more than "
+                    f"max_length={width}; pass overflow='truncate' or overflow='split', or raise "
+                    f"max_length",
                 )
             elif self.overflow == "truncate":
                 seg_sample.append(position)

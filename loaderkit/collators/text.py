@@ -26,12 +26,19 @@ import numpy.typing as npt
 from loaderkit.collators.base import (
     BatchContext,
     Collator,
+    check_bool_option,
     check_choice_option,
+    check_int_list_option,
     check_int_option,
     check_keys,
+    check_mapping_option,
+    check_names_option,
+    check_number_option,
+    data_error,
+    option_error,
 )
 from loaderkit.collators.default import default_collate
-from loaderkit.errors import DataError, PlanError, PlanTypeError
+from loaderkit.errors import DataError
 
 if TYPE_CHECKING:
     import torch
@@ -62,107 +69,6 @@ MLM_COMPONENT = "masked_lm"
 Flat = Any  # np.ndarray, or a torch.Tensor whose dtype/device numpy cannot hold
 
 
-# -- option checks (pure Python) -----------------------------------------------------------------
-
-
-def _option_error(option: str, message: str, *, type_error: bool = False) -> PlanError:
-    cls = PlanTypeError if type_error else PlanError
-    return cls.single(f"collator.options.{option}", message)
-
-
-def _check_bool(option: str, value: object) -> bool:
-    if not isinstance(value, bool):
-        raise _option_error(
-            option, f"must be a bool (got {type(value).__name__} {value!r})", type_error=True
-        )
-    return value
-
-
-def _check_probability(option: str, value: object) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise _option_error(
-            option, f"must be a number (got {type(value).__name__} {value!r})", type_error=True
-        )
-    if not 0.0 < value < 1.0:
-        raise _option_error(option, f"must be in (0, 1) (got {value})")
-    return float(value)
-
-
-def _check_int(option: str, value: object, *, minimum: int | None = None) -> int:
-    checked = check_int_option(option, value, minimum=minimum)
-    assert checked is not None
-    return checked
-
-
-def _check_names(option: str, value: object, *, reserved: Sequence[str] = ()) -> tuple[str, ...]:
-    if isinstance(value, str) or not isinstance(value, list | tuple):
-        raise _option_error(
-            option,
-            f"must be a list of key names, e.g. ['input_ids', 'token_type_ids'] (got "
-            f"{type(value).__name__} {value!r})",
-            type_error=True,
-        )
-    if not value:
-        raise _option_error(option, "must name at least one key (the first sets the lengths)")
-    names: list[str] = []
-    for i, name in enumerate(value):
-        if not isinstance(name, str) or not name:
-            raise _option_error(
-                option, f"item {i} must be a non-empty string (got {name!r})", type_error=True
-            )
-        if name in names:
-            raise _option_error(option, f"names {name!r} twice")
-        if name in reserved:
-            raise _option_error(
-                option,
-                f"{name!r} is padded automatically (with its own pad value); leave it out of "
-                f"{option}",
-            )
-        names.append(name)
-    return tuple(names)
-
-
-def _check_int_list(option: str, value: object, *, minimum: int) -> tuple[int, ...]:
-    if isinstance(value, str) or not isinstance(value, list | tuple):
-        raise _option_error(
-            option,
-            f"must be a list of ints (got {type(value).__name__} {value!r})",
-            type_error=True,
-        )
-    out = []
-    for i, item in enumerate(value):
-        if isinstance(item, bool) or not isinstance(item, int):
-            raise _option_error(option, f"item {i} must be an int (got {item!r})", type_error=True)
-        if item < minimum:
-            raise _option_error(option, f"item {i} must be >= {minimum} (got {item})")
-        out.append(item)
-    return tuple(out)
-
-
-def _check_pad_values(value: object) -> dict[str, int]:
-    if value is None:
-        return {}
-    if not isinstance(value, Mapping):
-        raise _option_error(
-            "pad_values",
-            f"must be a mapping of key name to pad value, e.g. {{'position_ids': 0}} (got "
-            f"{type(value).__name__} {value!r})",
-            type_error=True,
-        )
-    out: dict[str, int] = {}
-    for key, pad in value.items():
-        if not isinstance(key, str) or not key:
-            raise _option_error("pad_values", f"keys must be non-empty strings (got {key!r})")
-        if isinstance(pad, bool) or not isinstance(pad, int):
-            raise _option_error(
-                "pad_values",
-                f"the pad value of {key!r} must be an int (got {pad!r})",
-                type_error=True,
-            )
-        out[key] = pad
-    return out
-
-
 # -- the vectorized core -------------------------------------------------------------------------
 
 
@@ -174,10 +80,6 @@ class Layout(NamedTuple):
     width: int
     mask: npt.NDArray[np.bool_]
     """``(B, width)``: True at real tokens."""
-
-
-def _error(collator: str, message: str) -> DataError:
-    return DataError(f"collator {collator!r}: {message}", collator=collator)
 
 
 def _shape_of(value: Any) -> str:
@@ -194,7 +96,7 @@ def _shape_of(value: Any) -> str:
 
 
 def _not_1d(collator: str, key: str, position: int, value: Any) -> DataError:
-    return _error(
+    return data_error(
         collator,
         f"{key!r} at batch position {position} has shape {_shape_of(value)}; sequences must be "
         f"1-d (a list of numbers, a 1-d array or a 1-d tensor)",
@@ -225,11 +127,11 @@ def _diagnose_lists(rows: Sequence[Any], key: str, collator: str, exc: Exception
         if array.ndim != 1:
             return _not_1d(collator, key, position, row)
         if array.dtype.kind not in "biuf":
-            return _error(
+            return data_error(
                 collator,
                 f"{key!r} at batch position {position} holds {array.dtype} values, not numbers",
             )
-    return _error(collator, f"{key!r} could not be converted: {type(exc).__name__}: {exc}")
+    return data_error(collator, f"{key!r} could not be converted: {type(exc).__name__}: {exc}")
 
 
 def _truncate(row: Any, max_length: int, side: str) -> Any:
@@ -268,7 +170,7 @@ def gather(
                 except ValueError:  # a ragged nested list
                     raise _not_1d(collator, key, position, row) from None
             else:
-                raise _error(
+                raise data_error(
                     collator,
                     f"{key!r} at batch position {position} is a {type(row).__name__}, not a "
                     f"sequence (a list of numbers, a 1-d array or a 1-d tensor)",
@@ -295,7 +197,7 @@ def gather(
         flat = np.concatenate(kept)
         if flat.dtype.kind not in "biuf":
             position = next(i for i, r in enumerate(rows) if r.dtype.kind not in "biuf")
-            raise _error(
+            raise data_error(
                 collator,
                 f"{key!r} at batch position {position} holds {rows[position].dtype} values, "
                 f"not numbers",
@@ -344,14 +246,14 @@ def _check_pad_fits(pad: int, dtype: np.dtype[Any], key: str, collator: str) -> 
     if dtype.kind in "iu":
         info = np.iinfo(dtype)
         if not info.min <= pad <= info.max:
-            raise _error(
+            raise data_error(
                 collator,
                 f"cannot pad {key!r} ({dtype}) with {pad}: out of the dtype's range "
                 f"[{info.min}, {info.max}]; give the sequences a wider dtype or set "
                 f"pad_values={{{key!r}: ...}}",
             )
     elif dtype.kind == "b" and pad not in (0, 1):
-        raise _error(collator, f"cannot pad {key!r} (bool) with {pad}; use 0 or 1")
+        raise data_error(collator, f"cannot pad {key!r} (bool) with {pad}; use 0 or 1")
 
 
 def scatter(flat: Flat, where: Layout, pad: int, key: str, collator: str) -> torch.Tensor:
@@ -368,7 +270,7 @@ def scatter(flat: Flat, where: Layout, pad: int, key: str, collator: str) -> tor
     try:
         out_t = torch.full((rows, where.width), pad, dtype=flat.dtype, device=flat.device)
     except RuntimeError as exc:
-        raise _error(collator, f"cannot pad {key!r} ({flat.dtype}) with {pad}: {exc}") from exc
+        raise data_error(collator, f"cannot pad {key!r} ({flat.dtype}) with {pad}: {exc}") from exc
     out_t.masked_scatter_(torch.from_numpy(where.mask).to(flat.device), flat)
     return out_t
 
@@ -412,13 +314,22 @@ class _Padding(Collator):
         pad_values: object,
         reserved: Sequence[str] = ("labels",),
     ) -> None:
-        self.keys = _check_names("keys", keys, reserved=reserved)
-        self.pad_token_id = _check_int("pad_token_id", pad_token_id, minimum=0)
-        self.label_pad_token_id = _check_int("label_pad_token_id", label_pad_token_id)
+        self.keys = check_names_option(
+            "keys", keys, what="key names, e.g. ['input_ids', 'token_type_ids']"
+        )
+        for name in self.keys:
+            if name in reserved:
+                raise option_error(
+                    "keys",
+                    f"{name!r} is padded automatically (with its own pad value); leave it out "
+                    f"of keys",
+                )
+        self.pad_token_id = check_int_option("pad_token_id", pad_token_id, minimum=0)
+        self.label_pad_token_id = check_int_option("label_pad_token_id", label_pad_token_id)
         self.padding = check_choice_option("padding", padding, PADDINGS)
         self.max_length = check_int_option("max_length", max_length, minimum=1, allow_none=True)
         if self.padding == "max_length" and self.max_length is None:
-            raise _option_error(
+            raise option_error(
                 "padding", "'max_length' pads every batch to max_length: set max_length too"
             )
         self.truncation_side = check_choice_option("truncation_side", truncation_side, SIDES)
@@ -426,8 +337,19 @@ class _Padding(Collator):
         self.pad_to_multiple_of = check_int_option(
             "pad_to_multiple_of", pad_to_multiple_of, minimum=1, allow_none=True
         )
-        self.return_attention_mask = _check_bool("return_attention_mask", return_attention_mask)
-        self.pad_values = _check_pad_values(pad_values)
+        self.return_attention_mask = check_bool_option(
+            "return_attention_mask", return_attention_mask
+        )
+        self.pad_values = (
+            {}
+            if pad_values is None
+            else check_mapping_option(
+                "pad_values",
+                pad_values,
+                what="of key names to pad values, e.g. {'position_ids': 0}",
+                value_type=int,
+            )
+        )
 
     def _pad_value(self, key: str) -> int:
         if key in self.pad_values:
@@ -440,7 +362,7 @@ class _Padding(Collator):
         """The configured keys (all required), then the tokenizer outputs the samples carry."""
         for key in self.keys:
             if key not in keys:
-                raise _error(
+                raise data_error(
                     self.name,
                     f"the samples have no key {key!r} (batch position 0 has {keys}); keys="
                     f"{list(self.keys)} names it",
@@ -470,7 +392,7 @@ class _Padding(Collator):
                 reference = lengths
             elif not np.array_equal(lengths, reference):
                 position = int(np.flatnonzero(lengths != reference)[0])
-                raise _error(
+                raise data_error(
                     self.name,
                     f"{key!r} at batch position {position} has length {int(lengths[position])} "
                     f"but {group[0]!r} has {int(reference[position])}; {what}",
@@ -508,7 +430,7 @@ class _Padding(Collator):
                     f"; if {key!r} holds sequences to pad, add it to keys= (and to pad_values= "
                     f"if its pad value is not pad_token_id)"
                 )
-            raise _error(self.name, f"{exc.message}{hint}") from exc
+            raise data_error(self.name, f"{exc.message}{hint}") from exc
 
     def _assemble(
         self,
@@ -579,7 +501,7 @@ class TextCollator(_Padding):
             return_attention_mask=return_attention_mask,
             pad_values=pad_values,
         )
-        self.token_labels = _check_bool("token_labels", token_labels)
+        self.token_labels = check_bool_option("token_labels", token_labels)
 
     def __call__(self, samples: Sequence[Any], context: BatchContext | None = None) -> Any:
         """Pad ``samples`` into a dict of ``(B, L)`` tensors (other keys default-collated)."""
@@ -600,7 +522,7 @@ class TextCollator(_Padding):
         flat, lengths = gather([s[key] for s in samples], key, self.name, None, "right")
         if np.any(lengths != lengths[0]):
             position = int(np.flatnonzero(lengths != lengths[0])[0])
-            raise _error(
+            raise data_error(
                 self.name,
                 f"{key!r} at batch position {position} has length {int(lengths[position])}, "
                 f"position 0 has {int(lengths[0])}; with token_labels=False label vectors are "
@@ -650,7 +572,7 @@ class CausalLMCollator(_Padding):
             return_attention_mask=return_attention_mask,
             pad_values=pad_values,
         )
-        self.shift = _check_bool("shift", shift)
+        self.shift = check_bool_option("shift", shift)
 
     def __call__(self, samples: Sequence[Any], context: BatchContext | None = None) -> Any:
         """Pad ``samples`` and add ``labels`` (int64 unless the samples gave their own)."""
@@ -672,7 +594,9 @@ class CausalLMCollator(_Padding):
         else:
             ids = padded[self.keys[0]]
             if ids.is_floating_point() or ids.dtype == torch.bool:
-                raise _error(self.name, f"{self.keys[0]!r} must hold integer ids (got {ids.dtype})")
+                raise data_error(
+                    self.name, f"{self.keys[0]!r} must hold integer ids (got {ids.dtype})"
+                )
             labels = torch.where(mask, ids.to(torch.int64), pad)
         if self.shift:
             shifted = torch.full_like(labels, pad)
@@ -728,15 +652,24 @@ class MaskedLMCollator(_Padding):
             return_attention_mask=return_attention_mask,
             pad_values=pad_values,
         )
-        self.vocab_size = _check_int("vocab_size", vocab_size, minimum=1)
-        self.mask_token_id = _check_int("mask_token_id", mask_token_id, minimum=0)
+        self.vocab_size = check_int_option("vocab_size", vocab_size, minimum=1)
+        self.mask_token_id = check_int_option("mask_token_id", mask_token_id, minimum=0)
         if self.mask_token_id >= self.vocab_size:
-            raise _option_error(
+            raise option_error(
                 "mask_token_id",
                 f"must be < vocab_size={self.vocab_size} (got {self.mask_token_id})",
             )
-        self.mlm_probability = _check_probability("mlm_probability", mlm_probability)
-        self.special_token_ids = _check_int_list("special_token_ids", special_token_ids, minimum=0)
+        self.mlm_probability = check_number_option(
+            "mlm_probability",
+            mlm_probability,
+            minimum=0,
+            maximum=1,
+            exclusive_minimum=True,
+            exclusive_maximum=True,
+        )
+        self.special_token_ids = check_int_list_option(
+            "special_token_ids", special_token_ids, minimum=0
+        )
 
     def __call__(self, samples: Sequence[Any], context: BatchContext | None = None) -> Any:
         """Pad and mask ``samples``; ``context`` (given by the loader) keys the randomness."""
@@ -749,7 +682,7 @@ class MaskedLMCollator(_Padding):
             )
         keys = check_keys(samples, collator=self.name)
         if "labels" in keys:
-            raise _error(
+            raise data_error(
                 self.name,
                 "the samples have a 'labels' key, but masked_lm makes the labels itself; drop "
                 "that column (or use the 'text' collator)",
@@ -769,11 +702,11 @@ class MaskedLMCollator(_Padding):
         if not isinstance(ids, np.ndarray):
             ids = ids.cpu().numpy()
         if ids.dtype.kind not in "iu":
-            raise _error(self.name, f"{main!r} must hold integer ids (got {ids.dtype})")
+            raise data_error(self.name, f"{main!r} must hold integer ids (got {ids.dtype})")
         if ids.dtype.kind == "u" or ids.dtype.itemsize < 8:
             largest = int(np.iinfo(ids.dtype).max)
             if max(self.mask_token_id, self.vocab_size - 1) > largest:
-                raise _error(
+                raise data_error(
                     self.name,
                     f"{main!r} is {ids.dtype}, which cannot hold mask_token_id="
                     f"{self.mask_token_id} or random ids up to vocab_size-1={self.vocab_size - 1}",
@@ -857,13 +790,15 @@ class Seq2SeqCollator(_Padding):
             pad_values=pad_values,
             reserved=TARGET_KEYS,
         )
-        self.decoder_start_token_id = _check_int(
+        self.decoder_start_token_id = check_int_option(
             "decoder_start_token_id", decoder_start_token_id, minimum=0
         )
         self.max_target_length = check_int_option(
             "max_target_length", max_target_length, minimum=1, allow_none=True
         )
-        self.make_decoder_input_ids = _check_bool("make_decoder_input_ids", make_decoder_input_ids)
+        self.make_decoder_input_ids = check_bool_option(
+            "make_decoder_input_ids", make_decoder_input_ids
+        )
 
     def __call__(self, samples: Sequence[Any], context: BatchContext | None = None) -> Any:
         """Pad encoder and target sides; add ``decoder_input_ids`` from the labels."""

@@ -22,16 +22,24 @@ arrays are unambiguous whatever the option says.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from loaderkit._checks import did_you_mean
-from loaderkit.collators.base import BatchContext, Collator, check_choice_option, check_keys
+from loaderkit.collators.base import (
+    BatchContext,
+    Collator,
+    check_bool_option,
+    check_choice_option,
+    check_float_list_option,
+    check_keys,
+    check_name_option,
+    check_not_empty,
+    data_error,
+    option_error,
+)
 from loaderkit.collators.default import default_collate
-from loaderkit.errors import DataError, PlanError
 
 if TYPE_CHECKING:
     import torch
@@ -52,32 +60,6 @@ AUTO_CHANNELS = (1, 3, 4)
 _PIL_DIRECT = ("L", "RGB", "RGBA")
 _PIL_REFUSED = ("I", "F")  # and "I;16*": high bit depths have no uint8/[0, 1] reading
 _SHOWN_POSITIONS = 8
-
-
-def _error(option: str, message: str) -> PlanError:
-    return PlanError.single(f"collator.options.{option}", message)
-
-
-def _check_bool(option: str, value: object) -> bool:
-    if not isinstance(value, bool):
-        raise _error(option, f"must be True or False (got {type(value).__name__} {value!r})")
-    return value
-
-
-def _check_stats(option: str, value: object) -> tuple[float, ...]:
-    """A non-empty list of finite numbers (mean or std)."""
-    if isinstance(value, str) or not isinstance(value, Sequence) or not value:
-        raise _error(
-            option,
-            f"must be a non-empty list of numbers, one per channel (got "
-            f"{type(value).__name__} {value!r})",
-        )
-    numbers = []
-    for item in value:
-        if isinstance(item, bool) or not isinstance(item, int | float) or not math.isfinite(item):
-            raise _error(option, f"must hold finite numbers only (got {item!r} in {value!r})")
-        numbers.append(float(item))
-    return tuple(numbers)
 
 
 def _positions(positions: Sequence[int]) -> str:
@@ -120,45 +102,42 @@ class VisionCollator(Collator):
         dtype: str = "float32",
         normalize_on_device: bool = False,
     ) -> None:
-        if not isinstance(image_key, str) or not image_key:
-            raise _error(
-                "image_key",
-                f"must be a non-empty string (got {type(image_key).__name__} {image_key!r})",
-            )
-        self.image_key = image_key
+        self.image_key = check_name_option("image_key", image_key)
         self.layout = check_choice_option("layout", layout, LAYOUTS)
-        self.to_rgb = _check_bool("to_rgb", to_rgb)
-        if normalize is not None and (not isinstance(normalize, str) or normalize not in PRESETS):
-            listed = ", ".join(repr(p) for p in PRESETS)
-            hint = did_you_mean(normalize, PRESETS) if isinstance(normalize, str) else ""
-            raise _error(
-                "normalize",
-                f"must be one of {listed} or None (got {normalize!r}){hint}; for other "
-                f"statistics pass mean=[...] and std=[...]",
-            )
-        self.normalize = normalize
+        self.to_rgb = check_bool_option("to_rgb", to_rgb)
+        self.normalize = check_choice_option(
+            "normalize",
+            normalize,
+            list(PRESETS),
+            allow_none=True,
+            suggest=True,
+            fix="for other statistics pass mean=[...] and std=[...]",
+        )
         if normalize is not None and (mean is not None or std is not None):
-            raise _error(
+            raise option_error(
                 "mean" if mean is not None else "std",
                 f"normalize={normalize!r} already sets mean and std; pass either the preset or "
                 f"mean=[...] and std=[...]",
             )
         if (mean is None) != (std is None):
             missing = "std" if std is None else "mean"
-            raise _error(missing, f"mean and std go together: pass {missing}=[...] as well")
-        self.mean = None if mean is None else _check_stats("mean", mean)
-        self.std = None if std is None else _check_stats("std", std)
-        if self.mean is not None and self.std is not None:
-            if any(s <= 0 for s in self.std):
-                raise _error("std", f"must hold numbers > 0 (got {list(self.std)})")
+            raise option_error(missing, f"mean and std go together: pass {missing}=[...] as well")
+        self.mean: tuple[float, ...] | None = None
+        self.std: tuple[float, ...] | None = None
+        if mean is not None and std is not None:
+            what = "numbers, one per channel"
+            self.mean = check_float_list_option("mean", mean, nonempty=True, what=what)
+            self.std = check_float_list_option(
+                "std", std, minimum=0, exclusive_minimum=True, nonempty=True, what=what
+            )
             if len(self.mean) != len(self.std) and 1 not in (len(self.mean), len(self.std)):
-                raise _error(
+                raise option_error(
                     "std",
                     f"has {len(self.std)} numbers but mean has {len(self.mean)}; give one per "
                     f"channel (or one for all channels)",
                 )
         self.dtype = check_choice_option("dtype", dtype, DTYPES)
-        self.normalize_on_device = _check_bool("normalize_on_device", normalize_on_device)
+        self.normalize_on_device = check_bool_option("normalize_on_device", normalize_on_device)
 
     # -- the statistics ---------------------------------------------------------------------
 
@@ -178,27 +157,26 @@ class VisionCollator(Collator):
         if widths and widths != {channels}:
             source = f"normalize={self.normalize!r}" if self.normalize else "mean/std"
             fix = " or pass to_rgb=True" if channels == 1 and not self.to_rgb else ""
-            raise DataError(
-                f"collator 'vision': {where} have {channels} channel(s) but {source} has "
+            raise data_error(
+                self.name,
+                f"{where} have {channels} channel(s) but {source} has "
                 f"{widths.pop()}; give statistics for {channels} channel(s){fix}",
-                collator="vision",
             )
 
     # -- collating ---------------------------------------------------------------------------
 
     def __call__(self, samples: Sequence[Any], context: BatchContext | None = None) -> Any:
         """Stack the images of ``samples``; collate the other fields with ``default``."""
-        if not samples:
-            raise DataError("collator 'vision' got an empty batch", collator="vision")
+        check_not_empty(samples, collator=self.name)
         first = samples[0]
         if isinstance(first, Mapping):
             keys = check_keys(samples, collator="vision")
             key = self.image_key
             if key not in keys:
-                raise DataError(
-                    f"collator 'vision': the samples have no image under {key!r} (keys: "
+                raise data_error(
+                    self.name,
+                    f"the samples have no image under {key!r} (keys: "
                     f"{keys}); pass image_key=... naming the image field",
-                    collator="vision",
                 )
             images = self._stack([s[key] for s in samples], f"images under {key!r}")
             rest = [k for k in keys if k != key]
@@ -208,10 +186,10 @@ class VisionCollator(Collator):
             for position, sample in enumerate(samples):
                 if not isinstance(sample, tuple | list) or len(sample) != len(first):
                     got = len(sample) if isinstance(sample, tuple | list) else type(sample)
-                    raise DataError(
-                        f"collator 'vision': sample at batch position {position} is {got!r}, "
+                    raise data_error(
+                        self.name,
+                        f"sample at batch position {position} is {got!r}, "
                         f"position 0 a {type(first).__name__} of {len(first)}",
-                        collator="vision",
                     )
             images = self._stack([s[0] for s in samples], "images (element 0)")
             if len(first) == 1:
@@ -287,10 +265,10 @@ class VisionCollator(Collator):
             for position, shape in enumerate(chw_shapes):
                 groups.setdefault(tuple(shape), []).append(position)
             described = "; ".join(f"{shape} at {_positions(p)}" for shape, p in groups.items())
-            raise DataError(
-                f"collator 'vision': {where} differ in shape (C, H, W): {described}; resize or "
+            raise data_error(
+                self.name,
+                f"{where} differ in shape (C, H, W): {described}; resize or "
                 f"crop them to one size in a transform",
-                collator="vision",
             )
         self._check_channels(int(chw_shapes[0][0]), where)
         if all(a.dtype == np.uint8 for a in arrays):
@@ -325,35 +303,35 @@ class VisionCollator(Collator):
             array = self._pil_array(image, position, where)
             known = "hwc"
         else:
-            raise DataError(
-                f"collator 'vision': {where}: batch position {position} holds a "
+            raise data_error(
+                self.name,
+                f"{where}: batch position {position} holds a "
                 f"{type(image).__name__}; images are numpy arrays, torch tensors or PIL images",
-                collator="vision",
             )
         if array.dtype != np.uint8 and not np.issubdtype(array.dtype, np.floating):
-            raise DataError(
-                f"collator 'vision': {where}: batch position {position} has dtype {array.dtype}; "
+            raise data_error(
+                self.name,
+                f"{where}: batch position {position} has dtype {array.dtype}; "
                 f"images are uint8 (0..255) or floating point (0..1): convert them in a transform",
-                collator="vision",
             )
         if array.ndim == 2:
             array, known = array[:, :, None], "hwc"
         if array.ndim != 3:
-            raise DataError(
-                f"collator 'vision': {where}: batch position {position} has shape "
+            raise data_error(
+                self.name,
+                f"{where}: batch position {position} has shape "
                 f"{tuple(array.shape)}; an image is (H, W, C), (C, H, W) or (H, W)",
-                collator="vision",
             )
         layout = known or self._layout_of(array.shape, position, where)
         channel_axis = 2 if layout == "hwc" else 0
         channels = array.shape[channel_axis]
         if self.to_rgb and channels != 3:
             if channels not in (1, 4):
-                raise DataError(
-                    f"collator 'vision': {where}: batch position {position} has {channels} "
+                raise data_error(
+                    self.name,
+                    f"{where}: batch position {position} has {channels} "
                     f"channels (shape {tuple(array.shape)}, {layout.upper()}); to_rgb=True "
                     f"converts 1 (grayscale) or 4 (RGBA) channels",
-                    collator="vision",
                 )
             if channels == 4:
                 array = array[:, :, :3] if layout == "hwc" else array[:3]
@@ -371,12 +349,12 @@ class VisionCollator(Collator):
             return "hwc"
         if first and not last:
             return "chw"
-        raise DataError(
-            f"collator 'vision': {where}: cannot tell the layout of batch position {position}, "
+        raise data_error(
+            self.name,
+            f"{where}: cannot tell the layout of batch position {position}, "
             f"shape {tuple(shape)}: layout='auto' reads (H, W, C) when only the last dimension "
             f"is 1, 3 or 4 and (C, H, W) when only the first is; pass layout='hwc' or "
             f"layout='chw'",
-            collator="vision",
         )
 
     def _pil_array(self, image: Any, position: int, where: str) -> np.ndarray[Any, Any]:
@@ -384,11 +362,11 @@ class VisionCollator(Collator):
         if self.to_rgb and mode != "RGB":
             image = image.convert("RGB")
         elif mode.startswith(_PIL_REFUSED):
-            raise DataError(
-                f"collator 'vision': {where}: batch position {position} is a PIL image of mode "
+            raise data_error(
+                self.name,
+                f"{where}: batch position {position} is a PIL image of mode "
                 f"{mode!r} (high bit depth); convert it to 'L' or 'RGB' (or an array) in a "
                 f"transform",
-                collator="vision",
             )
         elif mode == "1":
             image = image.convert("L")

@@ -13,14 +13,29 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from loaderkit import DataError, DataLoaderBuilder, LoaderPlan, PlanError
+from loaderkit import DataError, DataLoaderBuilder, LoaderPlan, PlanError, PlanTypeError
+from loaderkit._checks import FrozenMap
 from loaderkit.collators import BatchContext, collators
+from loaderkit.collators.base import (
+    check_bool_option,
+    check_choice_option,
+    check_float_list_option,
+    check_int_list_option,
+    check_int_option,
+    check_mapping_option,
+    check_name_option,
+    check_names_option,
+    check_number_option,
+)
+from loaderkit.collators.multimodal import MultimodalCollator
+from loaderkit.collators.packed import PackedCollator
 from loaderkit.collators.text import (
     CausalLMCollator,
     MaskedLMCollator,
     Seq2SeqCollator,
     TextCollator,
 )
+from loaderkit.collators.vision import VisionCollator
 from loaderkit.testing import (
     assert_batches_equal,
     assert_resumable,
@@ -628,6 +643,150 @@ def test_bad_options_fail_at_with_collator_with_the_exact_path(name, options, pa
     with pytest.raises(PlanError) as info:
         builder.with_collator(name, **options)
     assert info.value.paths == (f"collator.options.{path}",), str(info.value)
+
+
+# -- the shared option checks (loaderkit.collators.base) -----------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("check", "value", "kwargs", "wrong_type", "message"),
+    [
+        (check_bool_option, 1, {}, True, "must be True or False (got int 1)"),
+        (check_int_option, True, {}, True, "must be an int (got bool True)"),
+        (check_int_option, -1, {"minimum": 0}, False, "must be >= 0 (got -1)"),
+        (check_int_option, None, {}, True, "must be an int (got NoneType None)"),
+        (check_number_option, "x", {}, True, "must be a number (got str 'x')"),
+        (check_number_option, float("inf"), {}, False, "must be finite (got inf)"),
+        (check_number_option, 0, {"minimum": 0, "exclusive_minimum": True}, False, "must be > 0"),
+        (check_number_option, 2, {"maximum": 1}, False, "must be <= 1 (got 2)"),
+        (
+            check_number_option,
+            1.0,
+            {"minimum": 0, "maximum": 1, "exclusive_maximum": True},
+            False,
+            "must be in [0, 1) (got 1.0)",
+        ),
+        (check_choice_option, 3, {"choices": ("a", "b")}, True, "must be one of 'a', 'b' (got 3)"),
+        (
+            check_choice_option,
+            "bb",
+            {"choices": ("a", "b"), "allow_none": True, "suggest": True, "fix": "do x"},
+            False,
+            "must be one of 'a', 'b' or None (got 'bb'); did you mean 'b'?; do x",
+        ),
+        (check_name_option, "", {}, False, "must be a non-empty string (got str '')"),
+        (check_name_option, 3, {}, True, "must be a non-empty string (got int 3)"),
+        (check_names_option, "a", {}, True, "must be a non-empty list of key names (got str 'a')"),
+        (check_names_option, (), {}, False, "non-empty list of key names (got an empty list)"),
+        (check_names_option, ["a", 1], {}, True, "item 1 must be a non-empty string (got int 1)"),
+        (check_names_option, ("a", "a"), {}, False, "names 'a' twice; list each key once"),
+        (check_int_list_option, (1, 2.0), {}, True, "item 1 must be an int (got float 2.0)"),
+        (check_int_list_option, [1, -1], {"minimum": 0}, False, "item 1 must be >= 0 (got -1)"),
+        (check_float_list_option, [0.5, None], {}, True, "item 1 must be a number"),
+        (check_float_list_option, (), {"nonempty": True}, False, "(got an empty list)"),
+        (check_mapping_option, [1], {"what": "of a to b"}, True, "must be a mapping of a to b"),
+        (
+            check_mapping_option,
+            {1: 2},
+            {},
+            True,
+            "every key must be a non-empty string (got int 1)",
+        ),
+        (
+            check_mapping_option,
+            FrozenMap({"k": 1.5}),
+            {"value_type": int},
+            True,
+            "the value of 'k' must be an int (got float 1.5)",
+        ),
+    ],
+)
+def test_the_shared_option_checks_raise_at_the_option_path(
+    check, value, kwargs, wrong_type, message
+):
+    choices = kwargs.pop("choices", None)
+    args = ("opt", value) if choices is None else ("opt", value, choices)
+    with pytest.raises(PlanError) as info:
+        check(*args, **kwargs)
+    assert info.value.paths == ("collator.options.opt",)
+    assert isinstance(info.value, PlanTypeError) is wrong_type
+    assert isinstance(info.value, TypeError) is wrong_type
+    assert message in str(info.value)
+
+
+def test_the_shared_option_checks_take_frozen_and_raw_options_alike():
+    for names in (["a", "b"], ("a", "b")):
+        assert check_names_option("keys", names) == ("a", "b")
+    for numbers in ([1, 0.5], (1, 0.5)):
+        assert check_float_list_option("mean", numbers) == (1.0, 0.5)
+    for ints in ([3, 4], (3, 4)):
+        assert check_int_list_option("ids", ints, minimum=0) == (3, 4)
+    for mapping in ({"b": 1, "a": 2}, FrozenMap({"b": 1, "a": 2})):
+        checked = check_mapping_option("pad_values", mapping, value_type=int)
+        assert type(checked) is dict
+        assert checked == {"a": 2, "b": 1}
+    assert check_int_option("n", None, allow_none=True) is None
+    assert check_choice_option("c", None, ("x",), allow_none=True) is None
+    assert check_number_option("p", 1, minimum=0, maximum=1) == 1.0
+    # a plan freezes the options before the constructor sees them
+    plan = (
+        DataLoaderBuilder()
+        .with_dataset([{"input_ids": [1]}])
+        .with_collator(
+            "masked_lm",
+            mask_token_id=3,
+            vocab_size=10,
+            special_token_ids=[1, 2],
+            keys=["input_ids"],
+            pad_values={"input_ids": 0},
+        )
+        .compile()
+    )
+    assert isinstance(plan.collator.options["pad_values"], FrozenMap)
+    assert isinstance(plan.collator.options["keys"], tuple)
+    frozen = MaskedLMCollator(**plan.collator.options)
+    assert frozen.keys == ("input_ids",)
+    assert frozen.special_token_ids == (1, 2)
+    assert frozen.pad_values == {"input_ids": 0}
+    assert frozen == MaskedLMCollator(
+        mask_token_id=3,
+        vocab_size=10,
+        special_token_ids=[1, 2],
+        keys=["input_ids"],
+        pad_values={"input_ids": 0},
+    )
+
+
+@pytest.mark.parametrize(
+    ("build", "path"),
+    [
+        (lambda: TextCollator(return_attention_mask=1), "return_attention_mask"),
+        (lambda: TextCollator(max_length="8"), "max_length"),
+        (lambda: TextCollator(padding_side=None), "padding_side"),
+        (lambda: TextCollator(pad_values={"x": 1.5}), "pad_values"),
+        (
+            lambda: MaskedLMCollator(mask_token_id=3, vocab_size=10, special_token_ids=5),
+            "special_token_ids",
+        ),
+        (lambda: PackedCollator(max_length=8, shift_labels=1), "shift_labels"),
+        (lambda: PackedCollator(max_length=8, attention_mask=True), "attention_mask"),
+        (lambda: VisionCollator(to_rgb="yes"), "to_rgb"),
+        (lambda: VisionCollator(mean="0.5", std=[0.5]), "mean"),
+        (lambda: VisionCollator(normalize=3), "normalize"),
+        (lambda: MultimodalCollator(collators=[1]), "collators"),
+        (lambda: MultimodalCollator(collators={"a": "vision"}), "collators.a"),
+        (
+            lambda: MultimodalCollator(
+                collators={"a": {"name": "vision", "options": {"to_rgb": 1}}}
+            ),
+            "collators.a.options.to_rgb",
+        ),
+    ],
+)
+def test_option_values_of_the_wrong_type_are_plan_type_errors(build, path):
+    with pytest.raises(PlanTypeError) as info:
+        build()
+    assert info.value.paths == (f"collator.options.{path}",)
 
 
 def test_the_registry_lists_the_text_collators():

@@ -627,12 +627,12 @@ def test_multimodal_ownership_defaults_and_explicit_keys():
         (
             {"a": {"name": "default", "keys": "a"}},
             "collator.options.collators.a.keys",
-            "list of distinct sample keys",
+            "must be a non-empty list of sample keys (got str 'a')",
         ),
         (
             {"a": {"name": "default", "keys": ["a", "a"]}},
             "collator.options.collators.a.keys",
-            "list of distinct sample keys",
+            "names 'a' twice",
         ),
         (
             {"a": {"name": "default", "keys": ["a", "b"]}, "b": {"name": "default"}},
