@@ -19,6 +19,8 @@ def _collate(samples: Sequence[Any], path: str) -> Any:
     from torch.utils.data import default_collate as torch_default_collate
 
     elem = samples[0]
+    if type(elem) in _LEAF_TYPES or _is_tensor(elem):
+        return _leaf(samples, path, torch_default_collate)
     if dataclasses.is_dataclass(elem) and not isinstance(elem, type):
         cls = type(elem)
         for position, sample in enumerate(samples):
@@ -37,7 +39,10 @@ def _collate(samples: Sequence[Any], path: str) -> Any:
         )
     if isinstance(elem, Mapping):
         keys = list(elem)
+        mapping_type, wanted = type(elem), elem.keys()
         for position, sample in enumerate(samples):
+            if type(sample) is mapping_type and sample.keys() == wanted:
+                continue  # the common case, without an isinstance check per sample
             if not isinstance(sample, Mapping) or set(sample) != set(keys):
                 got = sorted(sample) if isinstance(sample, Mapping) else type(sample).__name__
                 raise DataError(
@@ -70,8 +75,20 @@ def _collate(samples: Sequence[Any], path: str) -> Any:
             _collate(list(column), f"{path}[{i}]")
             for i, column in enumerate(zip(*samples, strict=True))
         ]
+    return _leaf(samples, path, torch_default_collate)
+
+
+_LEAF_TYPES = (int, float, bool, str, bytes)
+
+
+def _is_tensor(value: object) -> bool:
+    return type(value).__name__ in ("Tensor", "ndarray") and hasattr(value, "shape")
+
+
+def _leaf(samples: Sequence[Any], path: str, collate: Any) -> Any:
+    elem = samples[0]
     try:
-        return torch_default_collate(list(samples))
+        return collate(list(samples))
     except (RuntimeError, TypeError, ValueError) as exc:
         raise DataError(
             f"at {path or 'batch'}: cannot stack {type(elem).__name__} values "
