@@ -12,6 +12,7 @@ from loaderkit._checks import Bindings
 from loaderkit.errors import PlanError, Problem
 from loaderkit.plan.fields import (
     batch_spec,
+    bucketing_spec,
     collator_for_modality,
     collator_spec,
     dataset_spec,
@@ -27,6 +28,7 @@ from loaderkit.plan.specs import (
     DEFAULT_COLLATOR,
     DEFAULT_SEED,
     BatchSpec,
+    BucketingSpec,
     CallableSpec,
     DatasetSpec,
     DistributedSpec,
@@ -43,6 +45,15 @@ def _bindings(value: Mapping[str, object]) -> Mapping[str, object]:
 
 def _key(spec: CallableSpec | None) -> str | None:
     return None if spec is None or spec.source == "registry" else spec.name
+
+
+def _length_key(spec: BucketingSpec | None) -> str | None:
+    if spec is None:
+        return None
+    source = spec.length
+    if source.kind == "array":
+        return source.name
+    return _key(source.fn) if source.kind == "callable" else None
 
 
 @attrs.frozen(repr=False)
@@ -69,6 +80,7 @@ class DataLoaderBuilder:
     _workers: WorkersSpec = WorkersSpec()
     _device: str = "cpu"
     _distributed: DistributedSpec = DistributedSpec()
+    _bucketing: BucketingSpec | None = None
     _bound: Mapping[str, object] = attrs.field(
         factory=Bindings, eq=False, hash=False, converter=_bindings
     )
@@ -85,6 +97,7 @@ class DataLoaderBuilder:
             "dataset": self._dataset.binding if self._dataset else None,
             "collator": _key(self._collator),
             "transform": _key(self._transform),
+            "bucketing": _length_key(self._bucketing),
         }
         bound = dict(self._bound)
         old = keys.pop(section)
@@ -172,6 +185,38 @@ class DataLoaderBuilder:
         spec, live = transform_spec(fn)
         return attrs.evolve(
             self, transform=spec, bound=self._rebound("transform", _key(spec), live)
+        )
+
+    def with_bucketing(
+        self,
+        length: object,
+        *,
+        num_buckets: int | None = None,
+        max_tokens: int | None = None,
+        max_batch_size: int | None = None,
+        cost: str = "linear",
+    ) -> DataLoaderBuilder:
+        """Return a new builder whose batches hold samples of similar length.
+
+        ``length`` says how long a sample is: a column or sample key holding a sequence (HF
+        columns are measured in Arrow, without reading the data), a function of a sample
+        (called once per sample at build, then cached), or a sequence of precomputed lengths.
+        Each epoch, samples are shuffled within ``num_buckets`` buckets of similar length
+        (default: about four batches per bucket), cut into batches, and the batch order is
+        shuffled. With ``max_tokens``, batch sizes vary so that ``batch size x longest sample
+        <= max_tokens`` (``cost="quadratic"``: ``batch size x longest**2 <= max_tokens``), at
+        most ``max_batch_size`` samples. ``explain()`` estimates the padding. Replaces any
+        earlier bucketing.
+        """
+        spec, live = bucketing_spec(
+            length,
+            num_buckets=num_buckets,
+            max_tokens=max_tokens,
+            max_batch_size=max_batch_size,
+            cost=cost,
+        )
+        return attrs.evolve(
+            self, bucketing=spec, bound=self._rebound("bucketing", _length_key(spec), live)
         )
 
     def with_workers(
@@ -270,6 +315,7 @@ class DataLoaderBuilder:
                 workers=self._workers,
                 device=self._device,
                 distributed=self._distributed,
+                bucketing=self._bucketing,
                 bindings=bound,
             )
         except PlanError as exc:
@@ -291,6 +337,7 @@ class DataLoaderBuilder:
             workers=plan.workers,
             device=plan.device,
             distributed=plan.distributed,
+            bucketing=plan.bucketing,
             bound=plan.bindings or {},
         )
 
@@ -326,6 +373,8 @@ class DataLoaderBuilder:
             calls.append(f".with_workers({', '.join(args)})")
         if self._device != "cpu":
             calls.append(f".with_device({self._device!r})")
+        if self._bucketing is not None:
+            calls.append(f".with_bucketing({self._bucketing_args()})")
         if self._distributed.enabled:
             d = self._distributed
             args = [
@@ -337,6 +386,30 @@ class DataLoaderBuilder:
                 args.append("even_batches=False")
             calls.append(f".with_distributed({', '.join(args)})")
         return "".join(calls)
+
+    def _bucketing_args(self) -> str:
+        spec = self._bucketing
+        assert spec is not None
+        source = spec.length
+        if source.kind == "column":
+            args = [repr(source.name)]
+        elif source.kind == "array":
+            args = [f"<{len(self._bound.get(source.name, ()))} lengths>"]  # type: ignore[arg-type]
+        else:
+            assert source.fn is not None
+            args = [self._callable_arg(source.fn, False)]
+        defaults = {
+            "num_buckets": None,
+            "max_tokens": None,
+            "max_batch_size": None,
+            "cost": "linear",
+        }
+        args.extend(
+            f"{key}={getattr(spec, key)!r}"
+            for key, default in defaults.items()
+            if getattr(spec, key) != default
+        )
+        return ", ".join(args)
 
     def _callable_arg(self, spec: CallableSpec, with_options: bool) -> str:
         if spec.source == "registry":

@@ -177,6 +177,11 @@ class Loader:
                 f"dataset {plan.dataset.binding!r} is an iterable (streaming) source; loaders "
                 f"over iterable sources arrive with streaming support. Pass a map-style dataset"
             )
+        if plan.bucketing is not None:
+            raise NotBuiltYetError(
+                "with_bucketing plans compile, save and explain, but the loader does not build "
+                "them yet"
+            )
         self.plan = plan
         self.device = resolve_device(plan.device)
         self.world_size, self.rank, self.distributed_source = resolve_world(plan.distributed)

@@ -88,6 +88,31 @@ def _workers_line(plan: LoaderPlan) -> str:
     return f"{text}; pin memory {pin}"
 
 
+def _bucketing_line(plan: LoaderPlan) -> str:
+    spec = plan.bucketing
+    if spec is None:
+        return ""
+    n = plan.dataset.length or 0
+    size = plan.batch.batch_size if spec.max_tokens is None else spec.max_batch_size
+    buckets = spec.num_buckets or default_num_buckets(n, size or 64)
+    text = f"by {spec.length.describe()}, {buckets} buckets"
+    if spec.max_tokens is not None:
+        unit = "tokens" if spec.cost == "linear" else "token^2 (quadratic cost)"
+        text += f", token budget {spec.max_tokens:,} {unit} per batch"
+        if spec.max_batch_size:
+            text += f", at most {spec.max_batch_size} samples"
+    if spec.length.kind == "callable":
+        text += "; lengths measured at build by calling the function once per sample (cached)"
+    elif spec.length.kind == "column":
+        text += "; lengths read at build (HF: Arrow list lengths, no data decoded)"
+    return text + "; padding estimated by loader.explain()"
+
+
+def default_num_buckets(n: int, batch_size: int) -> int:
+    """Buckets when ``with_bucketing`` names none: about four batches per bucket."""
+    return max(1, min(n, n // max(1, 4 * batch_size)))
+
+
 def explain_plan(plan: LoaderPlan) -> str:
     """The multi-line report behind ``LoaderPlan.explain()``."""
     o, b, d = plan.order, plan.batch, plan.distributed
@@ -99,7 +124,12 @@ def explain_plan(plan: LoaderPlan) -> str:
     )
     if plan.dataset.iterable:
         order = f"stream order (iterable source), seed {o.seed}"
-    if batches is None:
+    if plan.bucketing is not None and plan.bucketing.max_tokens is not None:
+        batch_line = (
+            f"sizes vary under a token budget, drop_last={b.drop_last}; batches per epoch known "
+            f"when built"
+        )
+    elif batches is None:
         batch_line = f"{b.batch_size} per rank, drop_last={b.drop_last}; batches per epoch known "
         batch_line += "when built"
     else:
@@ -129,6 +159,7 @@ def explain_plan(plan: LoaderPlan) -> str:
         dist_line = f"rank {d.rank} of {d.world_size} (given explicitly)"
     if d.enabled and not d.even_batches:
         dist_line += "; uneven batches allowed"
+    bucketing = _bucketing_line(plan)
     transform = "none" if plan.transform is None else plan.transform.describe()
     if plan.transform is not None and plan.transform.accepts_rng:
         transform += " with a per-sample rng keyed by (seed, epoch, index)"
@@ -141,6 +172,7 @@ def explain_plan(plan: LoaderPlan) -> str:
         *(f"              {n}" for n in notes),
         f"  collator    {plan.collator.describe()}"
         + (f"  ({plan.collator.reason})" if plan.collator.reason else ""),
+        *([f"  bucketing   {bucketing}"] if bucketing else []),
         f"  transform   {transform}",
         f"  workers     {_workers_line(plan)}",
         f"  device      {plan.device}",

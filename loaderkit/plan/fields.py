@@ -7,6 +7,7 @@ that involve several sections live in :mod:`loaderkit.plan.rules`.
 
 from __future__ import annotations
 
+import hashlib
 import inspect
 import re
 from collections.abc import Callable, Mapping
@@ -26,12 +27,15 @@ from loaderkit._checks import (
 )
 from loaderkit.errors import PlanError, PlanTypeError, Problem
 from loaderkit.plan.specs import (
+    BUCKET_COSTS,
     DEVICES,
     START_METHODS,
     BatchSpec,
+    BucketingSpec,
     CallableSpec,
     DatasetSpec,
     DistributedSpec,
+    LengthSource,
     OrderSpec,
     WorkersSpec,
     describe_dataset,
@@ -41,6 +45,7 @@ from loaderkit.registry import callable_ref, resolve_ref
 __all__ = [
     "batch_spec",
     "binding_name",
+    "bucketing_spec",
     "collator_spec",
     "dataset_spec",
     "device_spec",
@@ -50,7 +55,7 @@ __all__ = [
     "workers_spec",
 ]
 
-RESERVED_BINDINGS = ("collator", "transform")
+RESERVED_BINDINGS = ("collator", "transform", "length", "lengths")
 """Binding names of callables given without an importable path; datasets cannot take them."""
 
 _BINDING = re.compile(r"^[A-Za-z_][A-Za-z0-9_.\-]*$")
@@ -315,6 +320,80 @@ def transform_spec(fn: object) -> tuple[CallableSpec, object | None]:
         f"must be a callable, a 'module:qualname' string or a registered transform name (got "
         f"{type(fn).__name__} {fn!r})",
     )
+
+
+def bucketing_spec(
+    length: object,
+    *,
+    num_buckets: object = None,
+    max_tokens: object = None,
+    max_batch_size: object = None,
+    cost: object = "linear",
+) -> tuple[BucketingSpec, object | None]:
+    """The bucketing spec and the live object to bind (lengths or a length function).
+
+    ``length`` is a column/sample key name, a ``"module:qualname"`` function, a callable taking
+    a sample, or a sequence of precomputed lengths (one int per sample).
+    """
+    path = "bucketing.length"
+    live: object | None = None
+    if isinstance(length, str):
+        if ":" in length:
+            target = _resolve(path, length)
+            fn = CallableSpec("ref", callable_ref(target) or length)
+            source = LengthSource("callable", fn=fn)
+            live = target
+        else:
+            source = LengthSource("column", check_str(path, length))
+    elif callable(length):
+        ref = callable_ref(length)
+        fn = (
+            CallableSpec("ref", ref)
+            if ref is not None
+            else CallableSpec("binding", "length", label=_label(length))
+        )
+        source, live = LengthSource("callable", fn=fn), length
+    else:
+        values = _lengths_array(path, length)
+        digest = hashlib.sha256(values.tobytes()).hexdigest()
+        source, live = LengthSource("array", "lengths", digest=digest), values
+    buckets = (
+        None if num_buckets is None else check_int("bucketing.num_buckets", num_buckets, minimum=1)
+    )
+    tokens = (
+        None
+        if max_tokens is None
+        else check_int("bucketing.max_tokens", max_tokens, minimum=1, fix="a token budget")
+    )
+    cap = (
+        None
+        if max_batch_size is None
+        else check_int("bucketing.max_batch_size", max_batch_size, minimum=1)
+    )
+    model = check_choice("bucketing.cost", cost, BUCKET_COSTS)
+    return BucketingSpec(source, buckets, tokens, cap, model), live
+
+
+def _lengths_array(path: str, values: object) -> Any:
+    import numpy as np
+
+    if isinstance(values, str | bytes) or not hasattr(values, "__len__"):
+        raise PlanTypeError.single(
+            path,
+            f"must be a column name, a function of a sample or a sequence of lengths (got "
+            f"{type(values).__name__})",
+        )
+    try:
+        array = np.asarray(values)
+    except (TypeError, ValueError) as exc:
+        raise PlanTypeError.single(path, f"cannot read lengths from it: {exc}") from None
+    if array.ndim != 1 or (array.size and array.dtype.kind not in "iu"):
+        raise PlanTypeError.single(
+            path, f"must be one int per sample (got an array of {array.dtype}, shape {array.shape})"
+        )
+    if array.size and int(array.min()) < 0:
+        raise PlanError.single(path, f"lengths must be >= 0 (got {int(array.min())})")
+    return np.ascontiguousarray(array, dtype=np.int64)
 
 
 def workers_spec(

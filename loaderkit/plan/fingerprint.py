@@ -20,6 +20,8 @@ distributed world / rank   stream    which shard this loader delivers (1 / 0 whe
 distributed.even_batches   stream    (only when sharded) whether the tail is wrapped around
 workers.num_workers        both      execution for map-style data (order is worker-invariant);
                                      stream for iterable data, whose order depends on it
+bucketing                  stream    length source (column / function / digest of the lengths),
+                                     num_buckets, max_tokens, max_batch_size, cost
 workers.* (the rest)       exec      prefetch_factor, persistent, pin_memory, start_method, timeout
 device                     exec      where batches are delivered, not what they hold
 =========================  ========  =============================================================
@@ -90,6 +92,10 @@ def stream_fields(plan: LoaderPlan) -> dict[str, Any]:
         data["distributed"] = {"world_size": 1, "rank": 0}
     if ds.iterable:
         data["workers"] = {"num_workers": plan.workers.num_workers}
+    if plan.bucketing is not None:
+        from loaderkit.plan.serde import bucketing_to_dict
+
+        data["bucketing"] = bucketing_to_dict(plan.bucketing)
     return data
 
 

@@ -15,6 +15,7 @@ from loaderkit.errors import PlanError
 from loaderkit.plan.specs import (
     DEFAULT_COLLATOR,
     BatchSpec,
+    BucketingSpec,
     CallableSpec,
     DatasetSpec,
     DistributedSpec,
@@ -58,6 +59,7 @@ class LoaderPlan:
     workers: WorkersSpec = WorkersSpec()
     device: str = "cpu"
     distributed: DistributedSpec = DistributedSpec()
+    bucketing: BucketingSpec | None = None
     bindings: Mapping[str, object] | None = attrs.field(
         factory=Bindings, eq=False, hash=False, converter=_freeze_bindings
     )
@@ -73,6 +75,7 @@ class LoaderPlan:
             transform=self.transform,
             workers=self.workers,
             distributed=self.distributed,
+            bucketing=self.bucketing,
             bindings=self.bindings,
         )
         if problems:

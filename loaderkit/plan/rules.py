@@ -11,10 +11,12 @@ import multiprocessing
 import pickle
 from collections.abc import Mapping
 
+from loaderkit._checks import did_you_mean
 from loaderkit.collators import collators
 from loaderkit.errors import Problem
 from loaderkit.plan.specs import (
     BatchSpec,
+    BucketingSpec,
     CallableSpec,
     DatasetSpec,
     DistributedSpec,
@@ -76,6 +78,85 @@ def _callable_problems(
     return problems
 
 
+def _bucketing_problems(
+    spec: BucketingSpec,
+    dataset: DatasetSpec | None,
+    batch: BatchSpec,
+    bindings: Mapping[str, object] | None,
+    needs_pickle: str | None,
+) -> list[Problem]:
+    problems: list[Problem] = []
+    if dataset is not None and dataset.iterable:
+        problems.append(
+            Problem(
+                "bucketing",
+                f"needs random access to group samples by length, and {dataset.binding!r} is an "
+                f"iterable dataset; pass a map-style dataset",
+            )
+        )
+    source = spec.length
+    if (
+        source.kind == "column"
+        and dataset is not None
+        and dataset.columns
+        and source.name not in dataset.columns
+    ):
+        problems.append(
+            Problem(
+                "bucketing.length",
+                f"column {source.name!r} is not in dataset {dataset.binding!r} (columns: "
+                f"{', '.join(dataset.columns)}){did_you_mean(source.name, dataset.columns)}",
+            )
+        )
+    if source.kind == "array" and bindings is not None:
+        if source.name not in bindings:
+            problems.append(
+                Problem(
+                    "bucketing.length",
+                    f"no object bound to {source.name!r}; give the lengths to the builder, or "
+                    f"pass bindings={{{source.name!r}: lengths}} when loading",
+                )
+            )
+        else:
+            size = len(bindings[source.name])  # type: ignore[arg-type]
+            if dataset is not None and dataset.length is not None and size != dataset.length:
+                problems.append(
+                    Problem(
+                        "bucketing.length",
+                        f"has {size} lengths but dataset {dataset.binding!r} has "
+                        f"{dataset.length} samples; pass one length per sample",
+                    )
+                )
+    if source.kind == "callable" and source.fn is not None:
+        problems.extend(_callable_problems("bucketing.length", source.fn, bindings, needs_pickle))
+    samples = dataset.length if dataset is not None else None
+    if samples and spec.num_buckets is not None and spec.num_buckets > samples:
+        problems.append(
+            Problem(
+                "bucketing.num_buckets",
+                f"must be <= the {samples} samples of the dataset (got {spec.num_buckets})",
+            )
+        )
+    if spec.max_tokens is not None and batch.batch_size != 1:
+        problems.append(
+            Problem(
+                "batch.batch_size",
+                f"with a token budget (max_tokens={spec.max_tokens}) the batch size varies (got "
+                f"batch_size={batch.batch_size}); drop with_batch_size, or cap samples per batch "
+                f"with with_bucketing(..., max_batch_size={batch.batch_size})",
+            )
+        )
+    if spec.max_tokens is None and spec.max_batch_size is not None:
+        problems.append(
+            Problem(
+                "bucketing.max_batch_size",
+                f"only applies with max_tokens (got {spec.max_batch_size}); set the batch size "
+                f"with with_batch_size",
+            )
+        )
+    return problems
+
+
 def plan_problems(
     *,
     dataset: DatasetSpec | None,
@@ -86,6 +167,7 @@ def plan_problems(
     workers: WorkersSpec,
     distributed: DistributedSpec,
     bindings: Mapping[str, object] | None,
+    bucketing: BucketingSpec | None = None,
 ) -> list[Problem]:
     """All problems of a plan, in section order. ``bindings=None`` skips binding checks."""
     problems: list[Problem] = []
@@ -210,6 +292,9 @@ def plan_problems(
     problems.extend(_callable_problems("collator", collator, bindings, needs_pickle))
     if transform is not None:
         problems.extend(_callable_problems("transform", transform, bindings, needs_pickle))
+
+    if bucketing is not None:
+        problems.extend(_bucketing_problems(bucketing, dataset, batch, bindings, needs_pickle))
 
     names: dict[str, str] = {}
     for path, name in (

@@ -27,6 +27,7 @@ from loaderkit.errors import PlanError, PlanTypeError, Problem
 from loaderkit.plan.fields import (
     batch_spec,
     binding_name,
+    bucketing_spec,
     collator_spec,
     dataset_spec,
     device_spec,
@@ -41,9 +42,11 @@ from loaderkit.plan.specs import (
     DATASET_KINDS,
     DEFAULT_COLLATOR,
     BatchSpec,
+    BucketingSpec,
     CallableSpec,
     DatasetSpec,
     DistributedSpec,
+    LengthSource,
     OrderSpec,
     WorkersSpec,
 )
@@ -66,6 +69,7 @@ SECTIONS = (
     "workers",
     "device",
     "distributed",
+    "bucketing",
 )
 
 
@@ -126,6 +130,26 @@ def plan_to_dict(plan: LoaderPlan) -> dict[str, Any]:
     }
     if plan.transform is not None:
         out["transform"] = _callable_to_dict(plan.transform, with_options=False)
+    if plan.bucketing is not None:
+        out["bucketing"] = bucketing_to_dict(plan.bucketing)
+    return out
+
+
+def bucketing_to_dict(spec: BucketingSpec) -> dict[str, Any]:
+    """The ``[bucketing]`` table of a plan file (also what the fingerprint hashes)."""
+    source = spec.length
+    if source.kind == "column":
+        length: dict[str, Any] = {"column": source.name}
+    elif source.kind == "array":
+        length = {"array": source.name, "digest": source.digest}
+    else:
+        assert source.fn is not None
+        length = _callable_to_dict(source.fn, with_options=False)
+        length.pop("accepts_rng", None)
+    out: dict[str, Any] = {"length": length, "cost": spec.cost}
+    for key in ("num_buckets", "max_tokens", "max_batch_size"):
+        if getattr(spec, key) is not None:
+            out[key] = getattr(spec, key)
     return out
 
 
@@ -332,6 +356,68 @@ class _Reader:
             return None
         return self._callable(data, "transform", transform_spec)
 
+    def bucketing(self, data: Mapping[str, Any]) -> BucketingSpec | None:
+        if "bucketing" not in data:
+            return None
+        sec = self.section(
+            data, "bucketing", ("length", "num_buckets", "max_tokens", "max_batch_size", "cost")
+        )
+        length = sec.get("length")
+        if not isinstance(length, Mapping):
+            self.problems.append(
+                Problem(
+                    "bucketing.length",
+                    f"must be a table with 'column', 'array', 'ref' or 'binding' (got "
+                    f"{type(length).__name__})",
+                )
+            )
+            return None
+        options = {
+            k: sec[k] for k in ("num_buckets", "max_tokens", "max_batch_size", "cost") if k in sec
+        }
+        if "column" in length:
+            self.problems.extend(unknown_keys("bucketing.length", length, ("column",)))
+            spec = self.attempt(lambda: bucketing_spec(length["column"], **options))
+            return None if spec is None else spec[0]
+        if "array" in length:
+            self.problems.extend(unknown_keys("bucketing.length", length, ("array", "digest")))
+            name = length["array"]
+            values = self.bind("bucketing.length", name) if isinstance(name, str) else None
+            if values is None:
+                return None
+            result = self.attempt(lambda: bucketing_spec(values, **options))
+            if result is None:
+                return None
+            spec = result[0]
+            if length.get("digest") not in (None, spec.length.digest):
+                self.problems.append(
+                    Problem(
+                        "bucketing.length",
+                        f"the lengths bound to {name!r} are not the ones the plan was made for "
+                        f"(digest {spec.length.digest[:12]}, plan {str(length['digest'])[:12]}); "
+                        f"bind the same lengths or compile a new plan",
+                    )
+                )
+            named: BucketingSpec = attrs.evolve(spec, length=attrs.evolve(spec.length, name=name))
+            return named
+        fn = self._callable({"bucketing.length": length}, "bucketing.length", _length_fn)
+        if fn is None:
+            return None
+        base = self.attempt(lambda: bucketing_spec("placeholder", **options))
+        if base is None:
+            return None
+        chosen: BucketingSpec = attrs.evolve(base[0], length=LengthSource("callable", fn=fn))
+        return chosen
+
+
+def _length_fn(fn: object) -> tuple[CallableSpec, object | None]:
+    """Check a length function read from a file: callable, taking one sample."""
+    if not callable(fn):
+        raise PlanTypeError.single(
+            "bucketing.length", f"must be a function of a sample (got {type(fn).__name__})"
+        )
+    return CallableSpec("binding", "length"), fn
+
 
 def _describe(spec: DatasetSpec) -> str:
     size = "?" if spec.length is None else str(spec.length)
@@ -396,6 +482,7 @@ def plan_from_dict(
 
     collator = reader.collator(data)
     transform = reader.transform(data)
+    bucketing = reader.bucketing(data)
 
     workers = WorkersSpec()
     sec_w = reader.section(
@@ -462,6 +549,7 @@ def plan_from_dict(
             workers=workers,
             device=device,
             distributed=distributed,
+            bucketing=bucketing,
             bindings=None if reader.unbound else reader.used,
         )
     except PlanError as exc:

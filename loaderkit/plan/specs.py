@@ -17,14 +17,17 @@ from loaderkit._checks import FrozenMap
 from loaderkit.errors import PlanError, PlanTypeError
 
 __all__ = [
+    "BUCKET_COSTS",
     "DATASET_KINDS",
     "DEFAULT_SEED",
     "DEVICES",
     "START_METHODS",
     "BatchSpec",
+    "BucketingSpec",
     "CallableSpec",
     "DatasetSpec",
     "DistributedSpec",
+    "LengthSource",
     "OrderSpec",
     "WorkersSpec",
     "describe_dataset",
@@ -120,6 +123,44 @@ class CallableSpec:
 
 
 DEFAULT_COLLATOR = CallableSpec("registry", "default")
+
+
+BUCKET_COSTS = ("linear", "quadratic")
+
+
+@attrs.frozen
+class LengthSource:
+    """Where bucketing reads sample lengths from.
+
+    ``kind`` is ``"column"`` (``name`` is a column or sample key whose values are sequences),
+    ``"callable"`` (``fn`` is called on every sample once, at build) or ``"array"`` (``name`` is
+    the binding of a precomputed sequence of lengths; ``digest`` is a sha256 of its values).
+    """
+
+    kind: Literal["column", "callable", "array"]
+    name: str = ""
+    fn: CallableSpec | None = None
+    digest: str = ""
+
+    def describe(self) -> str:
+        """``column 'input_ids'``, ``callable mymod:length`` or ``precomputed 'lengths'``."""
+        if self.kind == "column":
+            return f"column {self.name!r}"
+        if self.kind == "array":
+            return f"precomputed lengths {self.name!r}"
+        assert self.fn is not None
+        return f"callable {self.fn.describe()}"
+
+
+@attrs.frozen
+class BucketingSpec:
+    """Batches of samples of similar length (see ``DataLoaderBuilder.with_bucketing``)."""
+
+    length: LengthSource
+    num_buckets: int | None = None
+    max_tokens: int | None = None
+    max_batch_size: int | None = None
+    cost: str = "linear"
 
 
 @attrs.frozen
