@@ -10,10 +10,13 @@ from __future__ import annotations
 
 import copy
 import html
+import math
 import os
 from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+import numpy.typing as npt
 import torch
 from torch.utils.data import DataLoader, Dataset, Sampler
 
@@ -25,18 +28,21 @@ from loaderkit.build.fetch import (
     WorkerSeeder,
     failure_from,
 )
+from loaderkit.build.lengths import sample_lengths
 from loaderkit.build.sources import make_source
 from loaderkit.collators import collators
 from loaderkit.errors import DataError, NotBuiltYetError, PlanError, ResumeError
+from loaderkit.order.batches import EpochBatches
+from loaderkit.order.bucketing import bucket_ids, bucketed_batches, padding_stats
 from loaderkit.order.epoch import EpochOrder
 from loaderkit.order.keys import derive_key
 from loaderkit.order.shard import ShardLayout
-from loaderkit.plan.display import diff_dicts
+from loaderkit.plan.display import default_num_buckets, diff_dicts
 from loaderkit.transforms import transforms
 
 if TYPE_CHECKING:
     from loaderkit.plan.plan import LoaderPlan
-    from loaderkit.plan.specs import CallableSpec, DistributedSpec
+    from loaderkit.plan.specs import BatchSpec, BucketingSpec, CallableSpec, DistributedSpec
 
 __all__ = ["STATE_VERSION", "Loader", "build_loader", "resolve_world"]
 
@@ -97,7 +103,7 @@ def _resolve_callable(plan: LoaderPlan, spec: CallableSpec, kind: str) -> Callab
 
 
 class _Planner:
-    """The batch order of one rank: requests computed directly from (epoch, batch index)."""
+    """Fixed-size batches of one rank: requests computed directly from (epoch, batch)."""
 
     def __init__(self, layout: ShardLayout, n: int, seed: int, shuffle: bool) -> None:
         self.layout = layout
@@ -112,6 +118,16 @@ class _Planner:
             order = self._order = EpochOrder(self.n, self.seed, epoch, self.shuffle)
         return order
 
+    def num_batches(self, epoch: int) -> int:
+        return len(self.layout)
+
+    def indices(self, epoch: int, batch_index: int) -> npt.NDArray[np.int64]:
+        cached = self._order
+        order = cached if cached is not None and cached.epoch == epoch else None
+        if order is None:  # another epoch: do not evict the order iteration is using
+            order = EpochOrder(self.n, self.seed, epoch, self.shuffle)
+        return self.layout.indices(order, batch_index)
+
     def requests(self, epoch: int, start: int) -> Iterator[BatchRequest]:
         order = self.order(epoch)
         layout = self.layout
@@ -119,10 +135,86 @@ class _Planner:
             yield BatchRequest(epoch, b, layout.indices(order, b))
 
 
+class _BucketPlanner:
+    """Length-bucketed batches of one rank.
+
+    The epoch's batch list is computed once per epoch (O(n), vectorized) and kept, so any batch
+    of it is one slice.
+    """
+
+    def __init__(
+        self,
+        lengths: npt.NDArray[np.int64],
+        spec: BucketingSpec,
+        batch: BatchSpec,
+        seed: int,
+        world_size: int,
+        rank: int,
+        even: bool,
+    ) -> None:
+        self.lengths = lengths
+        self.spec = spec
+        n = len(lengths)
+        size = batch.batch_size if spec.max_tokens is None else spec.max_batch_size
+        self.num_buckets = spec.num_buckets or default_num_buckets(n, size or 64)
+        if spec.max_tokens is not None and len(lengths):
+            # the longest length one sample may have: budget (linear) or isqrt(budget)
+            limit = math.isqrt(spec.max_tokens) if spec.cost == "quadratic" else spec.max_tokens
+            if int(lengths.max()) > limit:
+                bad = int(np.argmax(lengths > limit))
+                raise DataError(
+                    f"sample {bad} has length {int(lengths[bad])}: alone it exceeds "
+                    f"max_tokens={spec.max_tokens} (cost={spec.cost}), so no batch can hold it; "
+                    f"raise max_tokens, truncate the sequences, or filter out samples longer "
+                    f"than {limit}",
+                    sample_index=bad,
+                )
+        self.bucket_ids = bucket_ids(lengths, self.num_buckets)
+        self.batch_size = size
+        self.drop_last = batch.drop_last
+        self.seed = seed
+        self.world_size = world_size
+        self.rank = rank
+        self.even = even
+        self._epoch: tuple[int, EpochBatches] | None = None
+
+    def global_batches(self, epoch: int) -> EpochBatches:
+        return bucketed_batches(
+            self.lengths,
+            bucket_ids=self.bucket_ids,
+            seed=self.seed,
+            epoch=epoch,
+            batch_size=self.batch_size,
+            max_tokens=self.spec.max_tokens,
+            cost=self.spec.cost,
+            drop_last=self.drop_last,
+        )
+
+    def batches(self, epoch: int) -> EpochBatches:
+        cached = self._epoch
+        if cached is None or cached[0] != epoch:
+            mine = self.global_batches(epoch)
+            if self.world_size > 1:
+                mine = mine.shard(self.world_size, self.rank, even=self.even)
+            cached = self._epoch = (epoch, mine)
+        return cached[1]
+
+    def num_batches(self, epoch: int) -> int:
+        return len(self.batches(epoch))
+
+    def indices(self, epoch: int, batch_index: int) -> npt.NDArray[np.int64]:
+        return self.batches(epoch).batch(batch_index)
+
+    def requests(self, epoch: int, start: int) -> Iterator[BatchRequest]:
+        batches = self.batches(epoch)
+        for b in range(start, len(batches)):
+            yield BatchRequest(epoch, b, batches.batch(b))
+
+
 class _RequestSampler(Sampler[BatchRequest]):
     """Yields the requests of one rank's epoch from the loader's cursor (main process)."""
 
-    def __init__(self, planner: _Planner) -> None:
+    def __init__(self, planner: _Planner | _BucketPlanner) -> None:
         self.planner = planner
         self.epoch = 0
         self.start = 0
@@ -131,7 +223,7 @@ class _RequestSampler(Sampler[BatchRequest]):
         return self.planner.requests(self.epoch, self.start)
 
     def __len__(self) -> int:
-        return len(self.planner.layout) - self.start
+        return self.planner.num_batches(self.epoch) - self.start
 
 
 class _BatchDataset(Dataset[Any]):
@@ -177,11 +269,6 @@ class Loader:
                 f"dataset {plan.dataset.binding!r} is an iterable (streaming) source; loaders "
                 f"over iterable sources arrive with streaming support. Pass a map-style dataset"
             )
-        if plan.bucketing is not None:
-            raise NotBuiltYetError(
-                "with_bucketing plans compile, save and explain, but the loader does not build "
-                "them yet"
-            )
         self.plan = plan
         self.device = resolve_device(plan.device)
         self.world_size, self.rank, self.distributed_source = resolve_world(plan.distributed)
@@ -195,8 +282,24 @@ class Loader:
             plan.batch.drop_last,
             plan.distributed.even_batches,
         )
-        self._planner = _Planner(layout, n, plan.order.seed, plan.order.shuffle)
-        if plan.batch.drop_last and len(layout) == 0:
+        self._planner: _Planner | _BucketPlanner = _Planner(
+            layout, n, plan.order.seed, plan.order.shuffle
+        )
+        self.lengths_cost = ""
+        if plan.bucketing is not None:
+            lengths, self.lengths_cost = sample_lengths(
+                plan.bucketing.length, plan.dataset, plan.bindings
+            )
+            self._planner = _BucketPlanner(
+                lengths,
+                plan.bucketing,
+                plan.batch,
+                plan.order.seed,
+                self.world_size,
+                self.rank,
+                plan.distributed.even_batches,
+            )
+        if plan.batch.drop_last and len(layout) == 0 and plan.bucketing is None:
             raise PlanError.single(
                 "batch.drop_last",
                 f"with batch_size {plan.batch.batch_size} on {self.world_size} ranks and {n} "
@@ -227,7 +330,11 @@ class Loader:
     # -- position ---------------------------------------------------------------------------
 
     def __len__(self) -> int:
-        return len(self._planner.layout)
+        """Batches in the current epoch on this rank.
+
+        Fixed, unless batches follow a token budget: then each epoch's shuffle can change it.
+        """
+        return self._planner.num_batches(self._epoch)
 
     @property
     def epoch(self) -> int:
@@ -253,12 +360,7 @@ class Loader:
 
     def batch_indices(self, epoch: int, batch_index: int) -> list[int]:
         """The sample indices of batch ``batch_index`` of ``epoch`` on this rank."""
-        planner = self._planner
-        cached = planner._order
-        order = cached if cached is not None and cached.epoch == epoch else None
-        if order is None:  # another epoch: do not evict the order iteration is using
-            order = EpochOrder(planner.n, planner.seed, epoch, planner.shuffle)
-        indices: list[int] = planner.layout.indices(order, batch_index).tolist()
+        indices: list[int] = self._planner.indices(epoch, batch_index).tolist()
         return indices
 
     # -- iteration --------------------------------------------------------------------------
@@ -415,8 +517,36 @@ class Loader:
             f"device={self.device})"
         )
 
+    def explain(self) -> str:
+        """The plan's report plus what was resolved on this machine.
+
+        Where rank and world size came from, the device, and for bucketed plans what measuring
+        the lengths cost and the padding of the current epoch (against random batching).
+        """
+        lines = [
+            self.plan.explain(),
+            f"  resolved    rank {self.rank} of {self.world_size} "
+            f"({self.distributed_source}); device {self.device}; pin memory "
+            f"{'on' if self.pin_memory else 'off'}",
+        ]
+        planner = self._planner
+        if isinstance(planner, _BucketPlanner):
+            spec = planner.spec
+            mine = planner.batches(self._epoch)
+            stats = padding_stats(planner.lengths, mine, max_tokens=spec.max_tokens, cost=spec.cost)
+            sizes = mine.sizes()
+            line = (
+                f"  bucketing   lengths: {self.lengths_cost}; epoch {self._epoch}: {len(mine):,} "
+                f"batches of {int(sizes.min())}-{int(sizes.max())} samples, padding "
+                f"{stats['waste']:.1%} of tokens"
+            )
+            if "utilization" in stats:
+                line += f", budget used {stats['utilization']:.1%}"
+            lines.append(line)
+        return "\n".join(lines)
+
     def _repr_html_(self) -> str:
-        return f"<pre>{html.escape(repr(self))}\n{html.escape(self.plan.explain())}</pre>"
+        return f"<pre>{html.escape(repr(self))}\n{html.escape(self.explain())}</pre>"
 
 
 def build_loader(plan: LoaderPlan) -> Loader:

@@ -337,7 +337,7 @@ def _hf_plain_feature(feature: Any) -> bool:
 
 def _pyarrow() -> Any:
     """The ``pyarrow`` module (imported only for HF datasets, which depend on it)."""
-    import pyarrow  # type: ignore[import-untyped]
+    import pyarrow
 
     return pyarrow
 

@@ -10,8 +10,12 @@ standard library, never torch.
 - :class:`EpochOrder`, :class:`BatchLayout`, :func:`epoch_batches` and
   :func:`batch_indices` turn an epoch into batches of sample indices.
 - :class:`ShardLayout` splits each global batch between ranks (the elastic layout).
+- :func:`bucketed_batches` makes length-bucketed batches (fixed size or a token budget) as an
+  :class:`EpochBatches`, which :meth:`EpochBatches.shard` deals out to ranks.
 """
 
+from loaderkit.order.batches import EpochBatches
+from loaderkit.order.bucketing import bucket_ids, bucketed_batches, padding_stats
 from loaderkit.order.epoch import BatchLayout, EpochOrder, batch_indices, epoch_batches
 from loaderkit.order.feistel import FeistelPermutation
 from loaderkit.order.keys import batch_rng, derive_key, sample_rng, sample_seed, worker_seed
@@ -19,13 +23,17 @@ from loaderkit.order.shard import ShardLayout
 
 __all__ = [
     "BatchLayout",
+    "EpochBatches",
     "EpochOrder",
     "FeistelPermutation",
     "ShardLayout",
     "batch_indices",
     "batch_rng",
+    "bucket_ids",
+    "bucketed_batches",
     "derive_key",
     "epoch_batches",
+    "padding_stats",
     "sample_rng",
     "sample_seed",
     "worker_seed",

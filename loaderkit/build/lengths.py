@@ -1,0 +1,139 @@
+"""Sample lengths for bucketing, measured once per (dataset, length source) and cached.
+
+- A **column** of an HF dataset is measured in Arrow (list lengths, no data decoded, the
+  dataset's indices mapping honoured); a column of a dict of columns or a key of list samples is
+  measured with ``len``; for any other map-style dataset the key is read from every sample once.
+- A **function** of a sample is called once per sample (the dataset is read once, outside the
+  loader); the result is cached in this process for the same dataset object and function.
+- **Precomputed** lengths are used as given.
+
+:func:`sample_lengths` returns the lengths and a sentence saying what they cost, which
+``Loader.explain()`` shows.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from loaderkit.errors import PlanError
+from loaderkit.plan.specs import DatasetSpec, LengthSource
+
+__all__ = ["sample_lengths"]
+
+Lengths = npt.NDArray[np.int64]
+
+_CACHE: OrderedDict[tuple[int, int, str], tuple[object, object, Lengths, str]] = OrderedDict()
+_CACHE_SIZE = 8
+
+
+def _hf_column(data: Any, name: str) -> Lengths | None:
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    table = data.data
+    if name not in table.column_names:
+        return None
+    column = table.column(name)
+    kind = column.type
+    if pa.types.is_list(kind) or pa.types.is_large_list(kind) or pa.types.is_fixed_size_list(kind):
+        counts = pc.list_value_length(column)
+    elif pa.types.is_string(kind) or pa.types.is_large_string(kind):
+        counts = pc.utf8_length(column)
+    elif pa.types.is_binary(kind) or pa.types.is_large_binary(kind):
+        counts = pc.binary_length(column)
+    else:
+        raise PlanError.single(
+            "bucketing.length",
+            f"column {name!r} holds {kind}, not sequences; name a column of lists or strings, "
+            f"or give a function of a sample",
+        )
+    lengths = counts.fill_null(0).to_numpy(zero_copy_only=False).astype(np.int64)
+    indices = getattr(data, "_indices", None)
+    if indices is not None:
+        lengths = lengths[indices.column(0).to_numpy()]
+    return lengths  # type: ignore[no-any-return]
+
+
+def _column(data: Any, spec: DatasetSpec, name: str) -> tuple[Lengths, str]:
+    started = time.perf_counter()
+    if spec.kind == "hf":
+        found = _hf_column(data, name)
+        if found is not None:
+            return found, f"Arrow list lengths of {name!r} in {_since(started)}"
+    if spec.kind == "columns" and isinstance(data, Mapping):
+        column = data[name]
+        shape = getattr(column, "shape", None)
+        if isinstance(shape, tuple) and len(shape) >= 2:
+            return np.full(shape[0], shape[1], dtype=np.int64), f"constant width of {name!r}"
+        lengths = np.fromiter((len(v) for v in column), dtype=np.int64, count=len(column))
+        return lengths, f"len() of the {len(column):,} values of {name!r} in {_since(started)}"
+    if spec.kind == "samples" and isinstance(data, Sequence):
+        lengths = np.fromiter((len(s[name]) for s in data), dtype=np.int64, count=len(data))
+        return lengths, f"len() of {name!r} in {len(data):,} samples in {_since(started)}"
+    return _call_each(data, lambda s: len(s[name]), f"{name!r} of every sample")
+
+
+def _call_each(data: Any, fn: Callable[[Any], Any], what: str) -> tuple[Lengths, str]:
+    started = time.perf_counter()
+    n = len(data)
+    out = np.empty(n, dtype=np.int64)
+    for i in range(n):
+        try:
+            value = fn(data[i])
+        except Exception as exc:
+            raise PlanError.single(
+                "bucketing.length",
+                f"measuring sample {i} failed: {type(exc).__name__}: {exc}",
+            ) from exc
+        if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < 0:
+            raise PlanError.single(
+                "bucketing.length",
+                f"the length of sample {i} must be an int >= 0 (got {value!r})",
+            )
+        out[i] = value
+    return out, f"read {what} once ({n:,} samples) in {_since(started)}, cached"
+
+
+def _since(started: float) -> str:
+    seconds = time.perf_counter() - started
+    return f"{seconds * 1e3:.1f} ms" if seconds < 1 else f"{seconds:.1f} s"
+
+
+def sample_lengths(
+    source: LengthSource, spec: DatasetSpec, bindings: Mapping[str, object]
+) -> tuple[Lengths, str]:
+    """The length of every sample of the bound dataset, and what measuring them cost."""
+    data = bindings[spec.binding]
+    if source.kind == "array":
+        values = np.asarray(bindings[source.name], dtype=np.int64)
+        return values, "precomputed"
+    key_name = source.name if source.kind == "column" else (source.fn.name if source.fn else "")
+    fn_obj = bindings.get(key_name) if source.kind == "callable" else None
+    key = (id(data), id(fn_obj), key_name)
+    hit = _CACHE.get(key)
+    if hit is not None and hit[0] is data and hit[1] is fn_obj:
+        _CACHE.move_to_end(key)
+        return hit[2], f"cached ({hit[3]})"
+    if source.kind == "column":
+        lengths, how = _column(data, spec, source.name)
+    else:
+        if not callable(fn_obj):
+            raise PlanError.single(
+                "bucketing.length", f"the object bound to {key_name!r} is not callable"
+            )
+        lengths, how = _call_each(data, fn_obj, f"{key_name} of every sample")
+    if len(lengths) != spec.length:
+        raise PlanError.single(
+            "bucketing.length",
+            f"measured {len(lengths)} lengths for {spec.length} samples",
+        )
+    _CACHE[key] = (data, fn_obj, lengths, how)
+    while len(_CACHE) > _CACHE_SIZE:
+        _CACHE.popitem(last=False)
+    return lengths, how

@@ -1,0 +1,584 @@
+"""Length bucketing: batches of samples of similar length, fixed-size or under a token budget.
+
+Padding a batch of sequences to its longest one wastes ``1 - real / padded`` of the compute:
+about 48 % for random batches of 64 sequences with lengths uniform in ``[16, 512]``. Grouping
+samples of similar length cuts that to about 1 % while keeping the epochs random:
+
+- :func:`bucket_ids` splits the dataset, once per loader, into ``num_buckets`` quantile
+  buckets of its lengths;
+- :func:`bucketed_batches` builds the batches of one epoch (an :class:`EpochBatches`): every
+  bucket's samples in a random order, buckets from short to long, cut into batches of a fixed
+  size or under a token budget, and the batches shuffled;
+- :func:`padding_stats` measures the padding of any batching.
+
+**The algorithm is part of the order contract** (``docs/order.md``): the batches are a pure
+function of ``(lengths, num_buckets, seed, epoch, batch_size, max_tokens, cost, drop_last)``,
+the same on every platform and with every numpy release, and never use a global RNG. Changing
+any step below is a breaking change. Notation as in ``docs/order.md``; ``n = len(lengths)``.
+
+1. **Buckets** (:func:`bucket_ids`, computed once). Let ``K = min(num_buckets, n)``. Rank the
+   samples by ``(lengths[i], i)`` ascending (ties broken by index): sample ``i`` has rank
+   ``r(i)`` in ``[0, n)``. Its bucket is ``floor(r(i) * K / n)``. So the buckets are quantiles
+   of the length ranking, of ``floor(n / K)`` or ``ceil(n / K)`` samples each, and bucket ids
+   grow with length. :func:`bucketed_batches` accepts any integer bucket ids; only their
+   order matters (bucket ``a`` comes before bucket ``b`` when ``a < b``).
+
+2. **Order of the epoch.** ``P = FeistelPermutation(n, derive_key(seed, "bucketing", epoch))``
+   (``docs/order.md`` §2; the component ``"bucketing"`` keeps it apart from the plain
+   shuffle). The sequence ``s`` is ``P(0), P(1), ..., P(n - 1)`` sorted *stably* by bucket id:
+   sample ``i`` comes before sample ``j`` when ``(bucket[i], P⁻¹(i)) < (bucket[j], P⁻¹(j))``.
+   Each bucket's samples are in a random order, buckets in ascending length order.
+
+3. **Cut** ``s`` into consecutive batches ``c_0, c_1, ..., c_{m-1}`` (in the order of ``s``):
+
+   - *Fixed size* (``max_tokens is None``): ``c_k = s[k*B : (k+1)*B]`` with ``B = batch_size``;
+     batches straddle adjacent buckets, so only the last batch can be partial. With
+     ``drop_last=True`` a partial last batch is dropped (``n % B`` samples, all from the
+     longest bucket(s), a different random subset of them each epoch).
+   - *Token budget* (``max_tokens = T``): every sample costs at least one token: let
+     ``λ(i) = max(lengths[i], 1)``. A batch of ``k`` samples whose longest has ``L = max λ``
+     costs
+
+     * ``cost="linear"``: ``k * L``, the tokens of the padded ``(k, L)`` batch, padding
+       included; ``T`` is a number of tokens;
+     * ``cost="quadratic"``: ``k * L * L``, the entries of the batch's padded ``(L, L)``
+       attention-score matrices (per head and layer): attention's cost; ``T`` is then a
+       number of *token² units*, e.g. ``T = 64 * 512**2`` admits 64 samples of 512 tokens or
+       256 of 256.
+
+     Greedy from the start of ``s``: each batch takes the next samples of ``s`` as long as the
+     batch's cost stays ``<= T`` and, when ``batch_size`` is given, it holds at most
+     ``batch_size`` samples. (The cost of a prefix never decreases as it grows, so each batch
+     is the longest prefix of the rest of ``s`` that fits.) A sample that alone costs more
+     than ``T`` (``λ > T``, or ``λ² > T`` for ``"quadratic"``) raises ``ValueError`` naming the
+     smallest such sample index, its length and the budget; it is never dropped silently.
+     Every batch but the last is *closed* by the budget or the cap; the last one by the end
+     of ``s``. With ``drop_last=True`` the last batch is dropped unless ``batch_size`` is
+     given and it holds exactly ``batch_size`` samples.
+
+4. **Shuffle the batches.** With ``m`` the number of batches kept,
+   ``Q = FeistelPermutation(m, derive_key(seed, "bucketing-batches", epoch))`` and batch
+   ``j`` of the epoch is ``c_{Q(j)}``: consecutive batches do not go from short to long.
+
+The number of batches is ``ceil(n / B)`` (``n // B`` with ``drop_last``) with a fixed size,
+but depends on the epoch under a token budget.
+
+**Implementation (not part of the contract: it changes the speed and memory, never the
+values).** No Python list of samples and no full-size int64 temporary: the permutation is
+evaluated in chunks of :data:`CHUNK` positions; each chunk is sorted stably by bucket (numpy's
+stable argsort on a uint8/uint16 key is a radix sort) and scattered to its place in ``s``
+through one cursor per bucket (a counting sort, chunk by chunk: each chunk's samples of a
+bucket follow the previous chunks' samples of that bucket). With a fixed size the place of
+sorted position ``q`` in the final, shuffled layout is known from ``q // B``, so every sample
+is written once, straight to its final place in the ``int32`` indices. Under a token budget
+the greedy needs the lengths in the order of ``s``: a first pass scatters them (as uint8,
+uint16 or uint32), the greedy cuts them with a Python loop over *batches* (per batch:
+``np.maximum.accumulate`` over a window of candidates, the allowed count ``T // cost unit``,
+and a count of the prefix that fits; the window adapts to the previous batch's size and grows
+when too small, so each sample is read a bounded number of times), then the lengths are
+freed and a second pass recomputes the chunks and writes the indices to their final places. A
+10M-sample epoch takes about 40 MB (the ``int32`` indices) plus about 8 MB, and 16 bytes per
+bucket. :func:`bucket_ids` ranks lengths below ``2**16`` with the same chunked counting sort
+(one cursor per length value), longer ones with numpy's stable argsort.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from loaderkit.order.batches import EpochBatches, index_dtype
+from loaderkit.order.epoch import CHUNK as ORDER_CHUNK
+from loaderkit.order.feistel import FeistelPermutation
+from loaderkit.order.keys import _as_int, derive_key
+
+__all__ = ["CHUNK", "COSTS", "bucket_ids", "bucketed_batches", "padding_stats"]
+
+#: The cost models of a token budget (see the module docstring).
+COSTS = ("linear", "quadratic")
+
+#: Positions of the epoch order sorted and scattered per step (an implementation detail: it
+#: changes the speed and the memory held, never the batches).
+CHUNK = 2 * ORDER_CHUNK
+
+#: Token budgets must be below this (they are int64).
+MAX_BUDGET = 2**63
+
+#: Lengths must be below this (so that ``length**2`` fits in an int64).
+MAX_LENGTH = 2**31
+
+_I64 = npt.NDArray[np.int64]
+_I32 = npt.NDArray[np.int32]
+_Int = npt.NDArray[Any]
+
+_FIRST_WINDOW = 64
+
+# bucket_ids ranks lengths below this by a counting sort (one cursor per length value)
+_COUNTING_SORT_LIMIT = 2**16
+
+
+# -- argument checks ---------------------------------------------------------------------------
+
+
+def _int_array(name: str, values: object) -> _Int:
+    """``values`` as a 1-d integer numpy array (not bool), without copying when possible."""
+    arr = np.asarray(values)
+    if arr.ndim != 1 or arr.dtype == np.bool_ or not np.issubdtype(arr.dtype, np.integer):
+        raise TypeError(
+            f"{name} must be a 1-d array of integers, got an array of dtype {arr.dtype} and "
+            f"shape {arr.shape}; pass numpy.asarray({name}, dtype=numpy.int64)"
+        )
+    return arr
+
+
+def _check_lengths(lengths: object) -> _Int:
+    """Validate sample lengths: a 1-d integer array with values in ``[0, 2**31)``."""
+    arr = _int_array("lengths", lengths)
+    if arr.size:
+        low, high = int(arr.min()), int(arr.max())
+        if low < 0 or high >= MAX_LENGTH:
+            bad = int(np.argmax(arr < 0)) if low < 0 else int(np.argmax(arr >= MAX_LENGTH))
+            raise ValueError(
+                f"lengths must lie in [0, 2**31), but sample {bad} has length {int(arr[bad])}; "
+                f"pass the number of tokens of every sample"
+            )
+    return arr
+
+
+def _check_cost(cost: object) -> bool:
+    """Validate the cost model; return whether it is quadratic."""
+    if cost not in COSTS:
+        raise ValueError(f"cost must be one of {COSTS}, got {cost!r}")
+    return cost == "quadratic"
+
+
+def _optional_int(name: str, value: object) -> int | None:
+    """``None`` or an int ``>= 1``."""
+    return None if value is None else _as_int(name, value, minimum=1)
+
+
+# -- 1. buckets -------------------------------------------------------------------------------
+
+
+def _narrow(values: _Int, high: int) -> _Int:
+    """``values`` (all in ``[0, high]``) in the smallest unsigned dtype of numpy's radix sort.
+
+    numpy's stable sort is a radix sort for integer types of at most 16 bits and a timsort
+    otherwise; the order is the same, only the speed differs.
+    """
+    if high < 2**8:
+        return values.astype(np.uint8)
+    if high < 2**16:
+        return values.astype(np.uint16)
+    return values
+
+
+def bucket_ids(lengths: npt.NDArray[np.integer[Any]], num_buckets: int) -> _I32:
+    """Quantile buckets of the length ranking: ``floor(rank * K / n)``, ``K = min(num_buckets, n)``.
+
+    The rank of sample ``i`` is its position when the samples are sorted by
+    ``(lengths[i], i)`` (ties broken by index, so the result is deterministic). Every bucket
+    holds ``floor(n / K)`` or ``ceil(n / K)`` samples and bucket ids grow with length. Meant to
+    be computed once per dataset and passed to every epoch's :func:`bucketed_batches`.
+
+    Args:
+        lengths: the length of every sample (a 1-d integer array, values in ``[0, 2**31)``).
+        num_buckets: the number of buckets, ``>= 1`` (more than ``n`` acts as ``n``). A good
+            default with a fixed batch size ``B`` is ``n // (4 * B)``: each bucket then
+            holds about four batches, so batches still mix samples at random within a narrow
+            range of lengths.
+
+    Returns:
+        An int32 array of ``n`` bucket ids in ``[0, K)``.
+
+    Raises:
+        TypeError / ValueError: an argument has the wrong type or range.
+
+    """
+    arr = _check_lengths(lengths)
+    buckets = _as_int("num_buckets", num_buckets, minimum=1)
+    n = int(arr.size)
+    if buckets >= 2**31:
+        raise ValueError(f"num_buckets must be < 2**31 (bucket ids are int32), got {buckets}")
+    k = min(buckets, n)
+    if n * k >= 2**63:
+        raise ValueError(
+            f"n * num_buckets must be < 2**63, got n={n}, num_buckets={buckets}; use fewer buckets"
+        )
+    out = np.empty(n, dtype=np.int32)
+    if n == 0:
+        return out
+    high = int(arr.max())
+    if high < _COUNTING_SORT_LIMIT:  # ranks by a counting sort over the length values
+        for samples, ranks in _sorted_chunks(_identity, n, arr, high + 1):
+            ranks *= k
+            ranks //= n
+            out[samples] = ranks
+        return out
+    ranking = np.argsort(arr, kind="stable")
+    for lo in range(0, n, CHUNK):
+        hi = min(lo + CHUNK, n)
+        ranks = np.arange(lo, hi, dtype=np.int64)
+        ranks *= k
+        ranks //= n
+        out[ranking[lo:hi]] = ranks
+    return out
+
+
+def _identity(lo: int, hi: int) -> _I64:
+    """The positions ``[lo, hi)`` of the identity order."""
+    return np.arange(lo, hi, dtype=np.int64)
+
+
+# -- 2. the stable sort of the epoch order by bucket ------------------------------------------
+
+
+def _bucket_keys(ids: object, n: int) -> tuple[_Int, int]:
+    """Validate bucket ids; return them (remapped to ``[0, K)`` if sparse) and ``K``."""
+    arr = _int_array("bucket_ids", ids)
+    if arr.size != n:
+        raise ValueError(
+            f"bucket_ids must have one entry per sample (len(lengths) = {n}), got {arr.size}; "
+            f"compute them with bucket_ids(lengths, num_buckets)"
+        )
+    if n == 0:
+        return arr, 0
+    low, high = int(arr.min()), int(arr.max())
+    if low < 0 or high >= 2**31:
+        raise ValueError(f"bucket ids must lie in [0, 2**31), got values in [{low}, {high}]")
+    if high >= 2 * n + 1024:  # sparse ids: only their order matters, make them dense
+        unique, dense = np.unique(arr, return_inverse=True)
+        return dense.reshape(-1).astype(np.int32), int(unique.size)
+    return arr, high + 1
+
+
+def _bincount(keys: _Int, buckets: int) -> _I64:
+    """``np.bincount(keys, minlength=buckets)`` without an int64 copy of all the keys."""
+    step = max(CHUNK, buckets // 8)  # bincount casts to intp: count a slice at a time
+    counts = np.zeros(buckets, dtype=np.int64)
+    for lo in range(0, int(keys.size), step):
+        counts += np.bincount(keys[lo : lo + step], minlength=buckets)
+    return counts
+
+
+def _sorted_chunks(
+    order: Callable[[int, int], _I64], n: int, keys: _Int, buckets: int
+) -> Iterator[tuple[_I64, _I64]]:
+    """Yield ``(samples, sorted_positions)`` chunk by chunk: ``order`` sorted stably by key.
+
+    ``order(lo, hi)`` gives the samples at positions ``[lo, hi)`` of an order of ``[0, n)``
+    and ``keys`` (values in ``[0, buckets)``) the key of every sample. Each step yields one
+    chunk's samples sorted stably by key and their positions in the whole order sorted stably
+    by key (every position of ``[0, n)`` exactly once over all chunks): step 2 with the
+    epoch's permutation and the bucket ids, or the length ranking of :func:`bucket_ids` with
+    the identity and the lengths.
+    """
+    cursor = np.zeros(buckets, dtype=np.int64)  # next free position of each bucket in s
+    np.cumsum(_bincount(keys, buckets)[:-1], out=cursor[1:])
+    for lo in range(0, n, CHUNK):
+        hi = min(lo + CHUNK, n)
+        samples = order(lo, hi)
+        chunk_keys = _narrow(keys[samples], buckets - 1)
+        by_bucket = np.argsort(chunk_keys, kind="stable")
+        samples = samples[by_bucket]
+        chunk_keys = chunk_keys[by_bucket]
+        size = hi - lo
+        run_starts = np.flatnonzero(chunk_keys[1:] != chunk_keys[:-1])
+        run_starts += 1
+        run_starts = np.concatenate(([0], run_starts))
+        run_sizes = np.diff(run_starts, append=size)
+        run_keys = chunk_keys[run_starts].astype(np.intp)
+        # the j-th sorted sample of the chunk goes to cursor[its bucket] + (j - its run's start)
+        positions = np.repeat(cursor[run_keys] - run_starts, run_sizes)
+        positions += np.arange(size, dtype=np.int64)
+        cursor[run_keys] += run_sizes
+        yield samples, positions
+
+
+# -- 3. cutting -------------------------------------------------------------------------------
+
+
+def _length_dtype(high: int) -> type[np.unsignedinteger[Any]]:
+    """The smallest unsigned dtype that holds lengths up to ``high``."""
+    if high < 2**8:
+        return np.uint8
+    if high < 2**16:
+        return np.uint16
+    return np.uint32
+
+
+def _isqrt(value: int) -> int:
+    """``floor(sqrt(value))`` for ``0 <= value < 2**63``, exactly."""
+    root = int(value**0.5)
+    while root * root > value:
+        root -= 1
+    while (root + 1) * (root + 1) <= value:
+        root += 1
+    return root
+
+
+def _check_budget(lengths: _Int, budget: int, quadratic: bool) -> None:
+    """Raise if a sample alone costs more than the budget (names the smallest such index)."""
+    if lengths.size == 0:
+        return
+    # lambda = max(length, 1); it fits iff lambda <= limit (budget >= 1, so lambda=1 always fits)
+    limit = _isqrt(budget) if quadratic else budget
+    if int(lengths.max()) <= limit:
+        return
+    bad = int(np.argmax(lengths > limit))
+    length = int(lengths[bad])
+    alone = f"{length}² = {length * length}" if quadratic else f"{length}"
+    raise ValueError(
+        f"sample {bad} has length {length}: alone it costs {alone} > max_tokens={budget} "
+        f"(cost={'quadratic' if quadratic else 'linear'}); no batch can hold it. Raise "
+        f"max_tokens, truncate the sequences, or filter out samples longer than {limit}"
+    )
+
+
+def _cut_budget(ordered: _Int, budget: int, quadratic: bool, cap: int | None) -> tuple[_I64, bool]:
+    """The greedy cut of step 3: batch start offsets (plus ``n``), and if the last batch is full.
+
+    ``ordered`` holds ``max(length, 1)`` in the order of ``s``; every value fits the budget
+    alone (checked before).
+    """
+    n = int(ordered.size)
+    limit = n if cap is None else cap
+    top = np.int64(budget)
+    steps = np.arange(1, _FIRST_WINDOW + 1, dtype=np.int64)  # candidate counts 1, 2, 3, ...
+    starts = np.empty(1024, dtype=np.int64)  # batch start offsets, grown by doubling
+    batches = 0
+    guess = _FIRST_WINDOW
+    p = 0
+    count = 0
+    while p < n:
+        if batches == starts.size:
+            starts = np.concatenate((starts, np.empty_like(starts)))
+        starts[batches] = p
+        batches += 1
+        width = min(guess, limit, n - p)
+        while True:
+            if width > steps.size:
+                steps = np.arange(1, 2 * width + 1, dtype=np.int64)
+            unit = np.maximum.accumulate(ordered[p : p + width], dtype=np.int64)
+            if quadratic:
+                unit *= unit
+            allowed = np.floor_divide(top, unit, out=unit)  # non-increasing in the count
+            count = int(np.count_nonzero(allowed >= steps[:width]))  # a prefix fits, then none
+            if count < width:
+                break
+            # all fit: widen up to what the first sample allows (allowed[0] >= width)
+            bound = min(int(allowed[0]), limit, n - p)
+            if width == bound:
+                break
+            width = min(4 * width, bound)
+        p += count
+        guess = count + (count >> 1) + 8
+    offsets = np.empty(batches + 1, dtype=np.int64)
+    offsets[:-1] = starts[:batches]
+    offsets[-1] = n
+    return offsets, cap is not None and count == cap
+
+
+# -- 4. the final layout ----------------------------------------------------------------------
+
+
+def _shuffled_layout(cut: _I64, seed: int, epoch: int) -> tuple[_I64, _I64]:
+    """Shuffle the batches of ``cut`` (offsets in the order of ``s``), step 4.
+
+    Returns the offsets of the shuffled layout and, per batch of ``cut``, the shift from a
+    position in ``s`` to its position in the shuffled indices.
+    """
+    count = int(cut.size) - 1
+    order = FeistelPermutation(count, derive_key(seed, "bucketing-batches", epoch)).slice(0, count)
+    sizes = np.diff(cut)
+    offsets = np.zeros(count + 1, dtype=np.int64)
+    np.cumsum(sizes[order], out=offsets[1:])
+    slot = np.empty(count, dtype=np.int64)
+    slot[order] = np.arange(count, dtype=np.int64)  # batch c of the cut is batch slot[c]
+    shift = offsets[slot]
+    shift -= cut[:-1]
+    return offsets, shift
+
+
+def bucketed_batches(
+    lengths: npt.NDArray[np.integer[Any]],
+    *,
+    bucket_ids: npt.NDArray[np.integer[Any]],
+    seed: int,
+    epoch: int,
+    batch_size: int | None,
+    max_tokens: int | None = None,
+    cost: str = "linear",
+    drop_last: bool = False,
+) -> EpochBatches:
+    """The length-bucketed batches of one epoch (the algorithm of the module docstring).
+
+    Args:
+        lengths: the length (tokens) of every sample, a 1-d integer array with values in
+            ``[0, 2**31)``.
+        bucket_ids: the bucket of every sample, usually ``bucket_ids(lengths, num_buckets)``
+            computed once; only their order matters.
+        seed: the user's seed (``>= 0``).
+        epoch: the epoch number (``>= 0``).
+        batch_size: samples per batch with a fixed size; under a token budget, the largest
+            number of samples per batch (``None``: no cap). ``>= 1``.
+        max_tokens: the token budget per batch, ``>= 1``; ``None`` for fixed-size batches.
+        cost: ``"linear"`` (a batch costs ``count * max_len`` tokens, padding included) or
+            ``"quadratic"`` (``count * max_len**2`` token² units, attention's cost); only
+            used with ``max_tokens``.
+        drop_last: drop the last batch when it is partial (see the module docstring).
+
+    Returns:
+        The batches, in their shuffled order (``int32`` indices for datasets of at most
+        ``2**31`` samples).
+
+    Raises:
+        TypeError / ValueError: an argument has the wrong type or range, both ``batch_size``
+            and ``max_tokens`` are ``None``, or a sample alone exceeds the token budget.
+
+    """
+    arr = _check_lengths(lengths)
+    n = int(arr.size)
+    keys, buckets = _bucket_keys(bucket_ids, n)
+    seed_int = _as_int("seed", seed)
+    epoch_int = _as_int("epoch", epoch)
+    size = _optional_int("batch_size", batch_size)
+    budget = _optional_int("max_tokens", max_tokens)
+    if budget is not None and budget >= MAX_BUDGET:
+        raise ValueError(f"max_tokens must be < 2**63, got {budget}")
+    quadratic = _check_cost(cost)
+    if not isinstance(drop_last, (bool, np.bool_)):
+        raise TypeError(f"drop_last must be a bool, got {type(drop_last).__name__} {drop_last!r}")
+    if size is None and budget is None:
+        raise ValueError(
+            "pass batch_size (fixed-size batches), max_tokens (a token budget per batch), "
+            "or both (a budget with a cap on the samples per batch)"
+        )
+    if budget is not None:
+        _check_budget(arr, budget, quadratic)
+
+    dtype = index_dtype(n)
+    perm = FeistelPermutation(n, derive_key(seed_int, "bucketing", epoch_int))
+    if n == 0:
+        return _frozen(np.empty(0, dtype=dtype), np.zeros(1, dtype=np.int64))
+    if budget is None:
+        assert size is not None
+        full, rest = divmod(n, size)
+        count = full + (1 if rest and not drop_last else 0)
+        cut = np.arange(count + 1, dtype=np.int64) * size
+        cut[-1] = min(int(cut[-1]), n)
+    else:
+        ordered = np.empty(n, dtype=_length_dtype(int(arr.max())))
+        for samples, positions in _sorted_chunks(perm.slice, n, keys, buckets):
+            ordered[positions] = arr[samples]
+        np.maximum(ordered, 1, out=ordered)
+        cut, last_full = _cut_budget(ordered, budget, quadratic, size)
+        del ordered
+        if drop_last and not last_full:
+            cut = cut[:-1]
+
+    offsets, shift = _shuffled_layout(cut, seed_int, epoch_int)
+    kept = int(cut[-1])
+    out = np.empty(kept, dtype=dtype)
+    for samples, positions in _sorted_chunks(perm.slice, n, keys, buckets) if kept else ():
+        if kept < n:
+            inside = positions < kept
+            samples, positions = samples[inside], positions[inside]
+        if budget is None:
+            assert size is not None
+            batch = positions // size
+        else:
+            batch = np.searchsorted(cut, positions, side="right")
+            batch -= 1
+        positions += shift[batch]
+        out[positions] = samples
+    return _frozen(out, offsets)
+
+
+def _frozen(indices: npt.NDArray[Any], offsets: _I64) -> EpochBatches:
+    """An :class:`EpochBatches` over read-only arrays."""
+    indices.flags.writeable = False
+    offsets.flags.writeable = False
+    return EpochBatches(indices, offsets)
+
+
+# -- statistics -------------------------------------------------------------------------------
+
+
+def padding_stats(
+    lengths: npt.NDArray[np.integer[Any]],
+    batches: EpochBatches,
+    *,
+    max_tokens: int | None = None,
+    cost: str = "linear",
+) -> dict[str, float]:
+    """How much padding a batching wastes, and how well it fills a token budget.
+
+    Keys (all floats):
+
+    - ``num_batches``, ``num_samples``;
+    - ``real_tokens``: the sum of the lengths of the batched samples;
+    - ``padded_tokens``: the sum over batches of ``size * max_len`` (batches padded to their
+      longest sample);
+    - ``waste``: ``1 - real_tokens / padded_tokens`` (0 when nothing is padded);
+    - ``batch_size_min``, ``batch_size_median``, ``batch_size_max``, ``batch_size_mean``;
+    - with ``max_tokens``: ``utilization``, the real cost over the budget of all batches
+      (``real_tokens / (num_batches * max_tokens)`` for ``"linear"``, ``sum(length**2) /
+      (num_batches * max_tokens)`` for ``"quadratic"``); ``fill``, the same with the padded
+      cost (how full the budget is, padding included); ``max_batch_cost`` and
+      ``mean_batch_cost`` in the units of the cost model (lengths taken as at least 1, as in
+      :func:`bucketed_batches`).
+
+    Empty batches count in the batch sizes and cost nothing.
+    """
+    arr = _check_lengths(lengths)
+    quadratic = _check_cost(cost)
+    budget = _optional_int("max_tokens", max_tokens)
+    indices = batches.indices
+    if indices.size and int(indices.max()) >= arr.size:
+        raise ValueError(
+            f"the batches hold sample {int(indices.max())} but lengths has only {arr.size} "
+            f"entries; pass the lengths of the dataset the batches were built for"
+        )
+    sizes = batches.sizes()
+    count = int(sizes.size)
+    batched = arr[indices].astype(np.int64)
+    longest = _batch_max(batched, batches.offsets)
+    real = float(batched.sum())
+    padded = float((sizes * longest).sum())
+    stats = {
+        "num_batches": float(count),
+        "num_samples": float(indices.size),
+        "real_tokens": real,
+        "padded_tokens": padded,
+        "waste": 1.0 - real / padded if padded > 0 else 0.0,
+        "batch_size_min": float(sizes.min()) if count else 0.0,
+        "batch_size_median": float(np.median(sizes)) if count else 0.0,
+        "batch_size_max": float(sizes.max()) if count else 0.0,
+        "batch_size_mean": float(sizes.mean()) if count else 0.0,
+    }
+    if budget is not None:
+        unit_longest = np.where(sizes > 0, np.maximum(longest, 1), 0)
+        if quadratic:
+            unit_longest *= unit_longest
+        costs = sizes * unit_longest
+        total = float(count * budget)
+        real_cost = float(batched.astype(np.float64) @ batched) if quadratic else real
+        stats["utilization"] = real_cost / total if count else 0.0
+        stats["fill"] = float(costs.sum()) / total if count else 0.0
+        stats["max_batch_cost"] = float(costs.max()) if count else 0.0
+        stats["mean_batch_cost"] = float(costs.mean()) if count else 0.0
+    return stats
+
+
+def _batch_max(values: _I64, offsets: _I64) -> _I64:
+    """The maximum of every batch's values (0 for an empty batch)."""
+    count = int(offsets.size) - 1
+    out = np.zeros(count, dtype=np.int64)
+    nonempty = np.flatnonzero(offsets[1:] > offsets[:-1])
+    if nonempty.size:
+        out[nonempty] = np.maximum.reduceat(values, offsets[nonempty])
+    return out
