@@ -89,9 +89,19 @@ class BatchFetcher:
         self.transform = transform
         self.transform_rng = transform_rng
         self.seed = seed
+        hook = getattr(source.data, "set_epoch", None)
+        self.epoch_hook: Callable[[int], Any] | None = hook if callable(hook) else None
+        self.seen_epoch: int | None = None
 
     def __call__(self, request: BatchRequest) -> Any:
-        """The batch for ``request``; raises :class:`DataError` naming the sample."""
+        """The batch for ``request``; raises :class:`DataError` naming the sample.
+
+        A dataset defining ``set_epoch(epoch)`` hears of each new epoch before its first
+        sample is fetched, in whichever process fetches it (persistent workers included).
+        """
+        if self.epoch_hook is not None and request.epoch != self.seen_epoch:
+            self.epoch_hook(request.epoch)
+            self.seen_epoch = request.epoch
         if self.fast:
             try:
                 batch = self.source.default_batch(request.indices)

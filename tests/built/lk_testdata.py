@@ -52,3 +52,19 @@ def global_draws(sample: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
     out["torch"] = torch.rand(())
     out["pid"] = torch.tensor(os.getpid())
     return out
+
+
+class EpochAwareDataset(IndexDataset):
+    """A dataset with a curriculum of its own: samples carry the epoch set on this copy."""
+
+    def __init__(self, n: int) -> None:
+        super().__init__(n)
+        self.epoch = -1
+
+    def set_epoch(self, epoch: int) -> None:
+        self.epoch = epoch
+
+    def __getitem__(self, i: int) -> dict[str, torch.Tensor]:
+        out = super().__getitem__(i)
+        out["epoch"] = torch.tensor(self.epoch)
+        return out

@@ -407,3 +407,29 @@ def test_plans_equal_in_fingerprint_give_equal_streams(plan, pin, auto):
     a, b = plan.build(), other.build()
     for epoch in range(2):
         assert_batches_equal(collect(a), collect(b), label=f"epoch {epoch}")
+
+
+@pytest.mark.parametrize(("workers", "persistent"), [(0, None), (2, True), (2, False)])
+def test_datasets_with_set_epoch_hear_every_epoch_even_in_persistent_workers(workers, persistent):
+    from lk_testdata import EpochAwareDataset
+
+    plan = (
+        DataLoaderBuilder()
+        .with_dataset(EpochAwareDataset(12))
+        .with_batch_size(4)
+        .with_shuffle()
+        .with_workers(workers, persistent=persistent)
+        .compile()
+    )
+    with plan.build() as loader:
+        for epoch in (0, 1, 5):
+            loader.set_epoch(epoch)
+            seen = {int(e) for batch in loader for e in batch["epoch"]}
+            assert seen == {epoch}
+        loader.set_epoch(2)
+        it = iter(loader)
+        next(it)
+        state = loader.state_dict()
+    with plan.build() as resumed:
+        resumed.load_state_dict(state)
+        assert {int(e) for batch in resumed for e in batch["epoch"]} == {2}
