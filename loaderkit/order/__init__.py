@@ -10,6 +10,8 @@ standard library, never torch.
 - :class:`EpochOrder`, :class:`BatchLayout`, :func:`epoch_batches` and
   :func:`batch_indices` turn an epoch into batches of sample indices.
 - :class:`ShardLayout` splits each global batch between ranks (the elastic layout).
+- :func:`weighted_sample` / :func:`weighted_batches` draw samples by weight, with or without
+  replacement, from counter-based uniforms (:func:`uniform_draws`).
 - :func:`bucketed_batches` makes length-bucketed batches (fixed size or a token budget) as an
   :class:`EpochBatches`, which :meth:`EpochBatches.shard` deals out to ranks.
 """
@@ -20,6 +22,7 @@ from loaderkit.order.epoch import BatchLayout, EpochOrder, batch_indices, epoch_
 from loaderkit.order.feistel import FeistelPermutation
 from loaderkit.order.keys import batch_rng, derive_key, sample_rng, sample_seed, worker_seed
 from loaderkit.order.shard import ShardLayout
+from loaderkit.order.weighted import uniform_draws, weighted_batches, weighted_sample
 
 __all__ = [
     "BatchLayout",
@@ -36,5 +39,8 @@ __all__ = [
     "padding_stats",
     "sample_rng",
     "sample_seed",
+    "uniform_draws",
+    "weighted_batches",
+    "weighted_sample",
     "worker_seed",
 ]
