@@ -50,6 +50,14 @@ def examples(session: nox.Session) -> None:
 
 
 @nox.session(python=PYTHON)
+def docs(session: nox.Session) -> None:
+    """Redraw the guide's plots and run every code block of the docs."""
+    session.install("-e", ".[dev]")
+    session.run("python", "docs/plots/sampling_plots.py")
+    session.run("pytest", "tests/test_docs.py")
+
+
+@nox.session(python=PYTHON)
 def bench(session: nox.Session) -> None:
     """All benchmarks, with ratios against plain torch measured in the same run."""
     session.install("-e", ".[test]")

@@ -21,6 +21,7 @@ from loaderkit.plan.fields import (
     order_spec,
     resolve_auto,
     transform_spec,
+    weights_spec,
     workers_spec,
 )
 from loaderkit.plan.plan import LoaderPlan
@@ -32,7 +33,9 @@ from loaderkit.plan.specs import (
     CallableSpec,
     DatasetSpec,
     DistributedSpec,
+    LengthSource,
     OrderSpec,
+    WeightsSpec,
     WorkersSpec,
 )
 
@@ -47,10 +50,9 @@ def _key(spec: CallableSpec | None) -> str | None:
     return None if spec is None or spec.source == "registry" else spec.name
 
 
-def _length_key(spec: BucketingSpec | None) -> str | None:
-    if spec is None:
+def _source_key(source: LengthSource | None) -> str | None:
+    if source is None:
         return None
-    source = spec.length
     if source.kind == "array":
         return source.name
     return _key(source.fn) if source.kind == "callable" else None
@@ -81,6 +83,7 @@ class DataLoaderBuilder:
     _device: str = "cpu"
     _distributed: DistributedSpec = DistributedSpec()
     _bucketing: BucketingSpec | None = None
+    _sampling_weights: WeightsSpec | None = None
     _bound: Mapping[str, object] = attrs.field(
         factory=Bindings, eq=False, hash=False, converter=_bindings
     )
@@ -97,7 +100,10 @@ class DataLoaderBuilder:
             "dataset": self._dataset.binding if self._dataset else None,
             "collator": _key(self._collator),
             "transform": _key(self._transform),
-            "bucketing": _length_key(self._bucketing),
+            "bucketing": _source_key(self._bucketing.length if self._bucketing else None),
+            "sampling_weights": _source_key(
+                self._sampling_weights.source if self._sampling_weights else None
+            ),
         }
         bound = dict(self._bound)
         old = keys.pop(section)
@@ -216,7 +222,31 @@ class DataLoaderBuilder:
             cost=cost,
         )
         return attrs.evolve(
-            self, bucketing=spec, bound=self._rebound("bucketing", _length_key(spec), live)
+            self, bucketing=spec, bound=self._rebound("bucketing", _source_key(spec.length), live)
+        )
+
+    def with_sampling_weights(
+        self,
+        weights: object,
+        *,
+        replacement: bool = True,
+        num_samples: int | None = None,
+    ) -> DataLoaderBuilder:
+        """Return a new builder drawing each epoch's samples by weight.
+
+        ``weights`` gives one number >= 0 per sample: a column or sample key, a function of a
+        sample (called once per sample at build, then cached), or a sequence of precomputed
+        weights. With ``replacement`` (the default) an epoch is ``num_samples`` (default: the
+        dataset's size) independent draws with probability proportional to the weight; without,
+        a weighted random order of ``num_samples`` distinct samples (default: every sample of
+        positive weight). The draws are a pure function of (seed, epoch): identical for any
+        number of workers and after a resume. Replaces any earlier weights.
+        """
+        spec, live = weights_spec(weights, replacement=replacement, num_samples=num_samples)
+        return attrs.evolve(
+            self,
+            sampling_weights=spec,
+            bound=self._rebound("sampling_weights", _source_key(spec.source), live),
         )
 
     def with_workers(
@@ -316,6 +346,7 @@ class DataLoaderBuilder:
                 device=self._device,
                 distributed=self._distributed,
                 bucketing=self._bucketing,
+                sampling_weights=self._sampling_weights,
                 bindings=bound,
             )
         except PlanError as exc:
@@ -338,6 +369,7 @@ class DataLoaderBuilder:
             device=plan.device,
             distributed=plan.distributed,
             bucketing=plan.bucketing,
+            sampling_weights=plan.sampling_weights,
             bound=plan.bindings or {},
         )
 
@@ -375,6 +407,14 @@ class DataLoaderBuilder:
             calls.append(f".with_device({self._device!r})")
         if self._bucketing is not None:
             calls.append(f".with_bucketing({self._bucketing_args()})")
+        if self._sampling_weights is not None:
+            spec_w = self._sampling_weights
+            args = [self._source_arg(spec_w.source, "weights")]
+            if not spec_w.replacement:
+                args.append("replacement=False")
+            if spec_w.num_samples is not None:
+                args.append(f"num_samples={spec_w.num_samples}")
+            calls.append(f".with_sampling_weights({', '.join(args)})")
         if self._distributed.enabled:
             d = self._distributed
             args = [
@@ -390,14 +430,7 @@ class DataLoaderBuilder:
     def _bucketing_args(self) -> str:
         spec = self._bucketing
         assert spec is not None
-        source = spec.length
-        if source.kind == "column":
-            args = [repr(source.name)]
-        elif source.kind == "array":
-            args = [f"<{len(self._bound.get(source.name, ()))} lengths>"]  # type: ignore[arg-type]
-        else:
-            assert source.fn is not None
-            args = [self._callable_arg(source.fn, False)]
+        args = [self._source_arg(spec.length, "lengths")]
         defaults = {
             "num_buckets": None,
             "max_tokens": None,
@@ -410,6 +443,14 @@ class DataLoaderBuilder:
             if getattr(spec, key) != default
         )
         return ", ".join(args)
+
+    def _source_arg(self, source: LengthSource, what: str) -> str:
+        if source.kind == "column":
+            return repr(source.name)
+        if source.kind == "array":
+            return f"<{len(self._bound.get(source.name, ()))} {what}>"  # type: ignore[arg-type]
+        assert source.fn is not None
+        return self._callable_arg(source.fn, False)
 
     def _callable_arg(self, spec: CallableSpec, with_options: bool) -> str:
         if spec.source == "registry":

@@ -4,7 +4,9 @@
   dataset's indices mapping honoured); a column of a dict of columns or a key of list samples is
   measured with ``len``; for any other map-style dataset the key is read from every sample once.
 - A **function** of a sample is called once per sample (the dataset is read once, outside the
-  loader); the result is cached in this process for the same dataset object and function.
+  loader); the result is cached in this process for the same dataset object, function and
+  size. A dataset changed in place (same object, same size) after a build is not re-measured:
+  build from a new object.
 - **Precomputed** lengths are used as given.
 
 :func:`sample_lengths` returns the lengths and a sentence saying what they cost, which
@@ -24,11 +26,11 @@ import numpy.typing as npt
 from loaderkit.errors import PlanError
 from loaderkit.plan.specs import DatasetSpec, LengthSource
 
-__all__ = ["sample_lengths"]
+__all__ = ["sample_lengths", "sample_weights"]
 
 Lengths = npt.NDArray[np.int64]
 
-_CACHE: OrderedDict[tuple[int, int, str], tuple[object, object, Lengths, str]] = OrderedDict()
+_CACHE: OrderedDict[tuple[int, int, str], tuple[object, object, Any, str]] = OrderedDict()
 _CACHE_SIZE = 8
 
 
@@ -79,22 +81,26 @@ def _column(data: Any, spec: DatasetSpec, name: str) -> tuple[Lengths, str]:
     return _call_each(data, lambda s: len(s[name]), f"{name!r} of every sample")
 
 
-def _call_each(data: Any, fn: Callable[[Any], Any], what: str) -> tuple[Lengths, str]:
+def _call_each(
+    data: Any, fn: Callable[[Any], Any], what: str, path: str = "bucketing.length"
+) -> tuple[Any, str]:
+    """Call ``fn`` on every sample once: int lengths, or float weights for ``sampling_weights``."""
     started = time.perf_counter()
     n = len(data)
-    out = np.empty(n, dtype=np.int64)
+    weights = path.startswith("sampling_weights")
+    out = np.empty(n, dtype=np.float64 if weights else np.int64)
     for i in range(n):
         try:
             value = fn(data[i])
         except Exception as exc:
             raise PlanError.single(
-                "bucketing.length",
-                f"measuring sample {i} failed: {type(exc).__name__}: {exc}",
+                path, f"reading sample {i} failed: {type(exc).__name__}: {exc}"
             ) from exc
-        if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < 0:
+        kinds = (int, float, np.integer, np.floating) if weights else (int, np.integer)
+        if isinstance(value, bool) or not isinstance(value, kinds) or not value >= 0:
+            wanted = "a number >= 0" if weights else "an int >= 0"
             raise PlanError.single(
-                "bucketing.length",
-                f"the length of sample {i} must be an int >= 0 (got {value!r})",
+                path, f"the value of sample {i} must be {wanted} (got {value!r})"
             )
         out[i] = value
     return out, f"read {what} once ({n:,} samples) in {_since(started)}, cached"
@@ -103,6 +109,70 @@ def _call_each(data: Any, fn: Callable[[Any], Any], what: str) -> tuple[Lengths,
 def _since(started: float) -> str:
     seconds = time.perf_counter() - started
     return f"{seconds * 1e3:.1f} ms" if seconds < 1 else f"{seconds:.1f} s"
+
+
+def sample_weights(
+    source: LengthSource, spec: DatasetSpec, bindings: Mapping[str, object]
+) -> tuple[npt.NDArray[np.float64], str]:
+    """The weight of every sample (float64, finite, >= 0, not all 0) and what reading cost."""
+    path = "sampling_weights.weights"
+    data: Any = bindings[spec.binding]
+    started = time.perf_counter()
+    if source.kind == "array":
+        weights, how = np.asarray(bindings[source.name], dtype=np.float64), "precomputed"
+    elif source.kind == "callable":
+        fn = bindings.get(source.fn.name if source.fn else "")
+        if not callable(fn):
+            raise PlanError.single(path, "the weight function is not bound to a callable")
+        weights, how = _cached(
+            data,
+            fn,
+            source.fn.name if source.fn else "",
+            lambda: _call_each(data, fn, "the weight of every sample", path),
+        )
+    else:
+        name = source.name
+
+        def read() -> tuple[Any, str]:
+            if spec.kind == "hf" and name in data.data.column_names:
+                column = data.data.column(name).to_numpy()
+                indices = getattr(data, "_indices", None)
+                if indices is not None:
+                    column = column[indices.column(0).to_numpy()]
+                return np.asarray(column, dtype=np.float64), f"Arrow column {name!r}"
+            if spec.kind == "columns" and isinstance(data, Mapping):
+                return np.asarray(data[name], dtype=np.float64), f"column {name!r}"
+            if spec.kind == "samples" and isinstance(data, Sequence):
+                return (
+                    np.fromiter((float(s[name]) for s in data), np.float64, len(data)),
+                    f"{name!r} of {len(data):,} samples in {_since(started)}",
+                )
+            return _call_each(data, lambda s: s[name], f"{name!r} of every sample", path)
+
+        weights, how = _cached(data, None, name, read)
+    if len(weights) != spec.length:
+        raise PlanError.single(path, f"read {len(weights)} weights for {spec.length} samples")
+    if not np.isfinite(weights).all() or (weights.size and weights.min() < 0):
+        raise PlanError.single(path, "weights must be finite and >= 0")
+    if weights.size and not weights.any():
+        raise PlanError.single(path, "all weights are 0; give some sample a positive weight")
+    return weights, how
+
+
+def _cached(
+    data: object, fn: object, name: str, compute: Callable[[], tuple[Any, str]]
+) -> tuple[Any, str]:
+    key = (id(data), id(fn), name)
+    hit = _CACHE.get(key)
+    size = len(data)  # type: ignore[arg-type]
+    if hit is not None and hit[0] is data and hit[1] is fn and len(hit[2]) == size:
+        _CACHE.move_to_end(key)
+        return hit[2], f"cached ({hit[3]})"
+    values, how = compute()
+    _CACHE[key] = (data, fn, values, how)
+    while len(_CACHE) > _CACHE_SIZE:
+        _CACHE.popitem(last=False)
+    return values, how
 
 
 def sample_lengths(
@@ -115,25 +185,22 @@ def sample_lengths(
         return values, "precomputed"
     key_name = source.name if source.kind == "column" else (source.fn.name if source.fn else "")
     fn_obj = bindings.get(key_name) if source.kind == "callable" else None
-    key = (id(data), id(fn_obj), key_name)
-    hit = _CACHE.get(key)
-    if hit is not None and hit[0] is data and hit[1] is fn_obj:
-        _CACHE.move_to_end(key)
-        return hit[2], f"cached ({hit[3]})"
     if source.kind == "column":
-        lengths, how = _column(data, spec, source.name)
+        lengths, how = _cached(data, None, key_name, lambda: _column(data, spec, source.name))
     else:
         if not callable(fn_obj):
             raise PlanError.single(
                 "bucketing.length", f"the object bound to {key_name!r} is not callable"
             )
-        lengths, how = _call_each(data, fn_obj, f"{key_name} of every sample")
+        lengths, how = _cached(
+            data,
+            fn_obj,
+            key_name,
+            lambda: _call_each(data, fn_obj, f"{key_name} of every sample"),
+        )
     if len(lengths) != spec.length:
         raise PlanError.single(
             "bucketing.length",
             f"measured {len(lengths)} lengths for {spec.length} samples",
         )
-    _CACHE[key] = (data, fn_obj, lengths, how)
-    while len(_CACHE) > _CACHE_SIZE:
-        _CACHE.popitem(last=False)
     return lengths, how

@@ -28,7 +28,7 @@ from loaderkit.build.fetch import (
     WorkerSeeder,
     failure_from,
 )
-from loaderkit.build.lengths import sample_lengths
+from loaderkit.build.lengths import sample_lengths, sample_weights
 from loaderkit.build.sources import make_source
 from loaderkit.collators import collators
 from loaderkit.errors import DataError, NotBuiltYetError, PlanError, ResumeError
@@ -37,12 +37,19 @@ from loaderkit.order.bucketing import bucket_ids, bucketed_batches, padding_stat
 from loaderkit.order.epoch import EpochOrder
 from loaderkit.order.keys import derive_key
 from loaderkit.order.shard import ShardLayout
+from loaderkit.order.weighted import weighted_batches
 from loaderkit.plan.display import default_num_buckets, diff_dicts
 from loaderkit.transforms import transforms
 
 if TYPE_CHECKING:
     from loaderkit.plan.plan import LoaderPlan
-    from loaderkit.plan.specs import BatchSpec, BucketingSpec, CallableSpec, DistributedSpec
+    from loaderkit.plan.specs import (
+        BatchSpec,
+        BucketingSpec,
+        CallableSpec,
+        DistributedSpec,
+        WeightsSpec,
+    )
 
 __all__ = ["STATE_VERSION", "Loader", "build_loader", "resolve_world"]
 
@@ -135,43 +142,14 @@ class _Planner:
             yield BatchRequest(epoch, b, layout.indices(order, b))
 
 
-class _BucketPlanner:
-    """Length-bucketed batches of one rank.
+class _ListPlanner:
+    """Epochs made as a list of batches (bucketing, weights) and dealt round-robin to ranks.
 
-    The epoch's batch list is computed once per epoch (O(n), vectorized) and kept, so any batch
-    of it is one slice.
+    The epoch's batch list is computed once per epoch (O(n), vectorized) and kept, so any
+    batch of it is one slice.
     """
 
-    def __init__(
-        self,
-        lengths: npt.NDArray[np.int64],
-        spec: BucketingSpec,
-        batch: BatchSpec,
-        seed: int,
-        world_size: int,
-        rank: int,
-        even: bool,
-    ) -> None:
-        self.lengths = lengths
-        self.spec = spec
-        n = len(lengths)
-        size = batch.batch_size if spec.max_tokens is None else spec.max_batch_size
-        self.num_buckets = spec.num_buckets or default_num_buckets(n, size or 64)
-        if spec.max_tokens is not None and len(lengths):
-            # the longest length one sample may have: budget (linear) or isqrt(budget)
-            limit = math.isqrt(spec.max_tokens) if spec.cost == "quadratic" else spec.max_tokens
-            if int(lengths.max()) > limit:
-                bad = int(np.argmax(lengths > limit))
-                raise DataError(
-                    f"sample {bad} has length {int(lengths[bad])}: alone it exceeds "
-                    f"max_tokens={spec.max_tokens} (cost={spec.cost}), so no batch can hold it; "
-                    f"raise max_tokens, truncate the sequences, or filter out samples longer "
-                    f"than {limit}",
-                    sample_index=bad,
-                )
-        self.bucket_ids = bucket_ids(lengths, self.num_buckets)
-        self.batch_size = size
-        self.drop_last = batch.drop_last
+    def __init__(self, seed: int, world_size: int, rank: int, even: bool) -> None:
         self.seed = seed
         self.world_size = world_size
         self.rank = rank
@@ -179,16 +157,7 @@ class _BucketPlanner:
         self._epoch: tuple[int, EpochBatches] | None = None
 
     def global_batches(self, epoch: int) -> EpochBatches:
-        return bucketed_batches(
-            self.lengths,
-            bucket_ids=self.bucket_ids,
-            seed=self.seed,
-            epoch=epoch,
-            batch_size=self.batch_size,
-            max_tokens=self.spec.max_tokens,
-            cost=self.spec.cost,
-            drop_last=self.drop_last,
-        )
+        raise NotImplementedError
 
     def batches(self, epoch: int) -> EpochBatches:
         cached = self._epoch
@@ -211,10 +180,91 @@ class _BucketPlanner:
             yield BatchRequest(epoch, b, batches.batch(b))
 
 
+class _BucketPlanner(_ListPlanner):
+    """Length-bucketed batches of one rank."""
+
+    def __init__(
+        self,
+        lengths: npt.NDArray[np.int64],
+        spec: BucketingSpec,
+        batch: BatchSpec,
+        seed: int,
+        world_size: int,
+        rank: int,
+        even: bool,
+    ) -> None:
+        super().__init__(seed, world_size, rank, even)
+        self.lengths = lengths
+        self.spec = spec
+        n = len(lengths)
+        size = batch.batch_size if spec.max_tokens is None else spec.max_batch_size
+        self.num_buckets = spec.num_buckets or default_num_buckets(n, size or 64)
+        if spec.max_tokens is not None and len(lengths):
+            # the longest length one sample may have: budget (linear) or isqrt(budget)
+            limit = math.isqrt(spec.max_tokens) if spec.cost == "quadratic" else spec.max_tokens
+            if int(lengths.max()) > limit:
+                bad = int(np.argmax(lengths > limit))
+                raise DataError(
+                    f"sample {bad} has length {int(lengths[bad])}: alone it exceeds "
+                    f"max_tokens={spec.max_tokens} (cost={spec.cost}), so no batch can hold it; "
+                    f"raise max_tokens, truncate the sequences, or filter out samples longer "
+                    f"than {limit}",
+                    sample_index=bad,
+                )
+        self.bucket_ids = bucket_ids(lengths, self.num_buckets)
+        self.batch_size = size
+        self.drop_last = batch.drop_last
+
+    def global_batches(self, epoch: int) -> EpochBatches:
+        return bucketed_batches(
+            self.lengths,
+            bucket_ids=self.bucket_ids,
+            seed=self.seed,
+            epoch=epoch,
+            batch_size=self.batch_size,
+            max_tokens=self.spec.max_tokens,
+            cost=self.spec.cost,
+            drop_last=self.drop_last,
+        )
+
+
+class _WeightedPlanner(_ListPlanner):
+    """Batches of weighted draws (with or without replacement), keyed by (seed, epoch)."""
+
+    def __init__(
+        self,
+        weights: npt.NDArray[np.float64],
+        spec: WeightsSpec,
+        batch: BatchSpec,
+        seed: int,
+        world_size: int,
+        rank: int,
+        even: bool,
+    ) -> None:
+        super().__init__(seed, world_size, rank, even)
+        self.weights = weights
+        self.spec = spec
+        self.batch = batch
+
+    def global_batches(self, epoch: int) -> EpochBatches:
+        try:
+            return weighted_batches(
+                self.weights,
+                seed=self.seed,
+                epoch=epoch,
+                batch_size=self.batch.batch_size,
+                num_samples=self.spec.num_samples,
+                replacement=self.spec.replacement,
+                drop_last=self.batch.drop_last,
+            )
+        except (TypeError, ValueError) as exc:
+            raise PlanError.single("sampling_weights", str(exc)) from exc
+
+
 class _RequestSampler(Sampler[BatchRequest]):
     """Yields the requests of one rank's epoch from the loader's cursor (main process)."""
 
-    def __init__(self, planner: _Planner | _BucketPlanner) -> None:
+    def __init__(self, planner: _Planner | _ListPlanner) -> None:
         self.planner = planner
         self.epoch = 0
         self.start = 0
@@ -282,7 +332,7 @@ class Loader:
             plan.batch.drop_last,
             plan.distributed.even_batches,
         )
-        self._planner: _Planner | _BucketPlanner = _Planner(
+        self._planner: _Planner | _ListPlanner = _Planner(
             layout, n, plan.order.seed, plan.order.shuffle
         )
         self.lengths_cost = ""
@@ -299,7 +349,21 @@ class Loader:
                 self.rank,
                 plan.distributed.even_batches,
             )
-        if plan.batch.drop_last and len(layout) == 0 and plan.bucketing is None:
+        if plan.sampling_weights is not None:
+            weights, self.lengths_cost = sample_weights(
+                plan.sampling_weights.source, plan.dataset, plan.bindings
+            )
+            self._planner = _WeightedPlanner(
+                weights,
+                plan.sampling_weights,
+                plan.batch,
+                plan.order.seed,
+                self.world_size,
+                self.rank,
+                plan.distributed.even_batches,
+            )
+        listed = plan.bucketing is not None or plan.sampling_weights is not None
+        if plan.batch.drop_last and len(layout) == 0 and not listed:
             raise PlanError.single(
                 "batch.drop_last",
                 f"with batch_size {plan.batch.batch_size} on {self.world_size} ranks and {n} "
@@ -332,9 +396,10 @@ class Loader:
     def __len__(self) -> int:
         """Batches in the current epoch on this rank.
 
-        Fixed, unless batches follow a token budget: then each epoch's shuffle can change it.
+        Fixed, unless batches follow a token budget or weights: then each epoch can differ.
+        After an epoch was delivered completely this is the next epoch's count.
         """
-        return self._planner.num_batches(self._epoch)
+        return self._planner.num_batches(self._cursor()[0])
 
     @property
     def epoch(self) -> int:
@@ -347,7 +412,7 @@ class Loader:
         return self._cursor()[1]
 
     def _cursor(self) -> tuple[int, int]:
-        if self._delivered >= len(self):
+        if self._delivered >= self._planner.num_batches(self._epoch):
             return self._epoch + 1, 0
         return self._epoch, self._delivered
 
@@ -499,10 +564,10 @@ class Loader:
                 f"own state"
             )
         epoch, delivered = state["epoch"], state["batches_delivered"]
-        if delivered > len(self):
+        if delivered and delivered > self._planner.num_batches(epoch):
             raise ResumeError(
-                f"the state has {delivered} batches delivered but an epoch of this loader has "
-                f"{len(self)}"
+                f"the state has {delivered} batches of epoch {epoch} delivered but that epoch "
+                f"of this loader has {self._planner.num_batches(epoch)}"
             )
         self._epoch, self._delivered = epoch, delivered
         self._generation += 1
@@ -521,7 +586,7 @@ class Loader:
         """The plan's report plus what was resolved on this machine.
 
         Where rank and world size came from, the device, and for bucketed plans what measuring
-        the lengths cost and the padding of the current epoch (against random batching).
+        the lengths cost and the padding of the current epoch on this rank.
         """
         lines = [
             self.plan.explain(),
@@ -534,7 +599,7 @@ class Loader:
             spec = planner.spec
             mine = planner.batches(self._epoch)
             stats = padding_stats(planner.lengths, mine, max_tokens=spec.max_tokens, cost=spec.cost)
-            sizes = mine.sizes()
+            sizes = mine.sizes() if len(mine) else np.zeros(1, dtype=np.int64)
             line = (
                 f"  bucketing   lengths: {self.lengths_cost}; epoch {self._epoch}: {len(mine):,} "
                 f"batches of {int(sizes.min())}-{int(sizes.max())} samples, padding "

@@ -60,6 +60,8 @@ def epoch_shape(plan: LoaderPlan) -> tuple[int | None, int | None, int, int]:
     world = dist.world_size if dist.enabled else 1
     if n is None or world is None:
         return None, None, 0, 0
+    if plan.bucketing is not None or plan.sampling_weights is not None:
+        return _dealt_shape(plan, n, world)
     layout = ShardLayout(
         n,
         plan.batch.batch_size,
@@ -69,6 +71,20 @@ def epoch_shape(plan: LoaderPlan) -> tuple[int | None, int | None, int, int]:
         dist.even_batches,
     )
     return layout.samples, len(layout), layout.dropped, layout.repeated
+
+
+def _dealt_shape(plan: LoaderPlan, n: int, world: int) -> tuple[int | None, int | None, int, int]:
+    """Epochs made as a list of batches and dealt round-robin to ranks (bucketing, weights)."""
+    weights = plan.sampling_weights
+    if weights is not None and weights.num_samples is not None:
+        n = weights.num_samples
+    b = plan.batch.batch_size
+    total = n // b if plan.batch.drop_last else -(-n // b)
+    dropped = n - total * b if plan.batch.drop_last else 0
+    if world == 1:
+        return n - dropped, total, dropped, 0
+    per_rank = total // world if plan.distributed.even_batches else -(-total // world)
+    return None, per_rank, dropped, 0
 
 
 def _workers_line(plan: LoaderPlan) -> str:
@@ -104,8 +120,19 @@ def _bucketing_line(plan: LoaderPlan) -> str:
     if spec.length.kind == "callable":
         text += "; lengths measured at build by calling the function once per sample (cached)"
     elif spec.length.kind == "column":
-        text += "; lengths read at build (HF: Arrow list lengths, no data decoded)"
+        text += "; lengths read at build (for HF columns: Arrow list lengths, nothing decoded)"
     return text + "; padding estimated by loader.explain()"
+
+
+def _weights_line(plan: LoaderPlan) -> str:
+    spec = plan.sampling_weights
+    assert spec is not None
+    draws = f"{spec.num_samples:,}" if spec.num_samples else "dataset-size"
+    how = "with replacement" if spec.replacement else "without replacement (a weighted order)"
+    return (
+        f"weighted by {spec.source.describe()}, {draws} draws per epoch {how}; keyed by "
+        f"(seed, epoch)"
+    )
 
 
 def default_num_buckets(n: int, batch_size: int) -> int:
@@ -124,6 +151,10 @@ def explain_plan(plan: LoaderPlan) -> str:
     )
     if plan.dataset.iterable:
         order = f"stream order (iterable source), seed {o.seed}"
+    if plan.bucketing is not None:
+        order = f"shuffled within length buckets, batch order shuffled, seed {o.seed}"
+    if plan.sampling_weights is not None:
+        order = f"weighted draws (see sampling), seed {o.seed}"
     if plan.bucketing is not None and plan.bucketing.max_tokens is not None:
         batch_line = (
             f"sizes vary under a token budget, drop_last={b.drop_last}; batches per epoch known "
@@ -139,6 +170,8 @@ def explain_plan(plan: LoaderPlan) -> str:
         )
         if (
             per_rank is not None
+            and plan.bucketing is None
+            and plan.sampling_weights is None
             and not b.drop_last
             and d.world_size in (None, 1)
             and per_rank % b.batch_size
@@ -173,6 +206,7 @@ def explain_plan(plan: LoaderPlan) -> str:
         f"  collator    {plan.collator.describe()}"
         + (f"  ({plan.collator.reason})" if plan.collator.reason else ""),
         *([f"  bucketing   {bucketing}"] if bucketing else []),
+        *([f"  sampling    {_weights_line(plan)}"] if plan.sampling_weights else []),
         f"  transform   {transform}",
         f"  workers     {_workers_line(plan)}",
         f"  device      {plan.device}",

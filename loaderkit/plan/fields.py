@@ -37,6 +37,7 @@ from loaderkit.plan.specs import (
     DistributedSpec,
     LengthSource,
     OrderSpec,
+    WeightsSpec,
     WorkersSpec,
     describe_dataset,
 )
@@ -52,10 +53,11 @@ __all__ = [
     "distributed_spec",
     "order_spec",
     "transform_spec",
+    "weights_spec",
     "workers_spec",
 ]
 
-RESERVED_BINDINGS = ("collator", "transform", "length", "lengths")
+RESERVED_BINDINGS = ("collator", "transform", "length", "lengths", "weight", "weights")
 """Binding names of callables given without an importable path; datasets cannot take them."""
 
 _BINDING = re.compile(r"^[A-Za-z_][A-Za-z0-9_.\-]*$")
@@ -80,7 +82,8 @@ def dataset_spec(dataset: object, name: object = None) -> DatasetSpec:
     if binding in RESERVED_BINDINGS:
         raise PlanError.single(
             "dataset.name",
-            f"{binding!r} is the binding name of the {binding} given as a callable; name the "
+            f"{binding!r} is reserved for an object the builder binds itself (collator, "
+            f"transform, length or weight functions, precomputed lengths or weights); name the "
             f"dataset something else",
         )
     if dataset is None:
@@ -335,28 +338,7 @@ def bucketing_spec(
     ``length`` is a column/sample key name, a ``"module:qualname"`` function, a callable taking
     a sample, or a sequence of precomputed lengths (one int per sample).
     """
-    path = "bucketing.length"
-    live: object | None = None
-    if isinstance(length, str):
-        if ":" in length:
-            target = _resolve(path, length)
-            fn = CallableSpec("ref", callable_ref(target) or length)
-            source = LengthSource("callable", fn=fn)
-            live = target
-        else:
-            source = LengthSource("column", check_str(path, length))
-    elif callable(length):
-        ref = callable_ref(length)
-        fn = (
-            CallableSpec("ref", ref)
-            if ref is not None
-            else CallableSpec("binding", "length", label=_label(length))
-        )
-        source, live = LengthSource("callable", fn=fn), length
-    else:
-        values = _lengths_array(path, length)
-        digest = hashlib.sha256(values.tobytes()).hexdigest()
-        source, live = LengthSource("array", "lengths", digest=digest), values
+    source, live = _values_source("bucketing.length", length, "lengths", "length", _lengths_array)
     buckets = (
         None if num_buckets is None else check_int("bucketing.num_buckets", num_buckets, minimum=1)
     )
@@ -372,6 +354,73 @@ def bucketing_spec(
     )
     model = check_choice("bucketing.cost", cost, BUCKET_COSTS)
     return BucketingSpec(source, buckets, tokens, cap, model), live
+
+
+def _values_source(
+    path: str, value: object, array_name: str, fn_binding: str, read_array: Callable[..., Any]
+) -> tuple[LengthSource, object | None]:
+    """A per-sample value source (column, function or precomputed array) and its live object."""
+    if isinstance(value, str):
+        if ":" in value:
+            target = _resolve(path, value)
+            fn = CallableSpec("ref", callable_ref(target) or value)
+            return LengthSource("callable", fn=fn), target
+        return LengthSource("column", check_str(path, value)), None
+    if callable(value):
+        ref = callable_ref(value)
+        spec = (
+            CallableSpec("ref", ref)
+            if ref is not None
+            else CallableSpec("binding", fn_binding, label=_label(value))
+        )
+        return LengthSource("callable", fn=spec), value
+    values = read_array(path, value)
+    digest = hashlib.sha256(values.tobytes()).hexdigest()
+    return LengthSource("array", array_name, digest=digest), values
+
+
+def weights_spec(
+    weights: object, *, replacement: object = True, num_samples: object = None
+) -> tuple[WeightsSpec, object | None]:
+    """The sampling-weights spec and the live object to bind (weights or a weight function)."""
+    source, live = _values_source(
+        "sampling_weights.weights", weights, "weights", "weight", _weights_array
+    )
+    draws = (
+        None
+        if num_samples is None
+        else check_int(
+            "sampling_weights.num_samples", num_samples, minimum=1, fix="samples drawn per epoch"
+        )
+    )
+    return (
+        WeightsSpec(source, check_bool("sampling_weights.replacement", replacement), draws),
+        live,
+    )
+
+
+def _weights_array(path: str, values: object) -> Any:
+    import numpy as np
+
+    if isinstance(values, str | bytes) or not hasattr(values, "__len__"):
+        raise PlanTypeError.single(
+            path,
+            f"must be a column name, a function of a sample or a sequence of weights (got "
+            f"{type(values).__name__})",
+        )
+    try:
+        array = np.asarray(values, dtype=np.float64)
+    except (TypeError, ValueError) as exc:
+        raise PlanTypeError.single(path, f"cannot read weights from it: {exc}") from None
+    if array.ndim != 1:
+        raise PlanTypeError.single(path, f"must be one number per sample (got shape {array.shape})")
+    if array.size and not np.isfinite(array).all():
+        raise PlanError.single(path, "weights must be finite (got NaN or inf)")
+    if array.size and float(array.min()) < 0:
+        raise PlanError.single(path, f"weights must be >= 0 (got {float(array.min())})")
+    if array.size and not array.any():
+        raise PlanError.single(path, "all weights are 0; give some sample a positive weight")
+    return np.ascontiguousarray(array)
 
 
 def _lengths_array(path: str, values: object) -> Any:

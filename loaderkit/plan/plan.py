@@ -20,6 +20,7 @@ from loaderkit.plan.specs import (
     DatasetSpec,
     DistributedSpec,
     OrderSpec,
+    WeightsSpec,
     WorkersSpec,
 )
 
@@ -60,6 +61,7 @@ class LoaderPlan:
     device: str = "cpu"
     distributed: DistributedSpec = DistributedSpec()
     bucketing: BucketingSpec | None = None
+    sampling_weights: WeightsSpec | None = None
     bindings: Mapping[str, object] | None = attrs.field(
         factory=Bindings, eq=False, hash=False, converter=_freeze_bindings
     )
@@ -76,6 +78,7 @@ class LoaderPlan:
             workers=self.workers,
             distributed=self.distributed,
             bucketing=self.bucketing,
+            sampling_weights=self.sampling_weights,
             bindings=self.bindings,
         )
         if problems:

@@ -20,7 +20,9 @@ from loaderkit.plan.specs import (
     CallableSpec,
     DatasetSpec,
     DistributedSpec,
+    LengthSource,
     OrderSpec,
+    WeightsSpec,
     WorkersSpec,
 )
 from loaderkit.transforms import transforms
@@ -78,6 +80,89 @@ def _callable_problems(
     return problems
 
 
+def _source_problems(
+    path: str,
+    source: LengthSource,
+    dataset: DatasetSpec | None,
+    bindings: Mapping[str, object] | None,
+    needs_pickle: str | None,
+) -> list[Problem]:
+    """Problems of a per-sample value source (column, values, function)."""
+    problems: list[Problem] = []
+    if (
+        source.kind == "column"
+        and dataset is not None
+        and dataset.columns
+        and source.name not in dataset.columns
+    ):
+        problems.append(
+            Problem(
+                path,
+                f"column {source.name!r} is not in dataset {dataset.binding!r} (columns: "
+                f"{', '.join(dataset.columns)}){did_you_mean(source.name, dataset.columns)}",
+            )
+        )
+    if source.kind == "array" and bindings is not None:
+        if source.name not in bindings:
+            problems.append(
+                Problem(
+                    path,
+                    f"no object bound to {source.name!r}; give the values to the builder, or "
+                    f"pass bindings={{{source.name!r}: values}} when loading",
+                )
+            )
+        else:
+            size = len(bindings[source.name])  # type: ignore[arg-type]
+            if dataset is not None and dataset.length is not None and size != dataset.length:
+                problems.append(
+                    Problem(
+                        path,
+                        f"has {size} values but dataset {dataset.binding!r} has "
+                        f"{dataset.length} samples; pass one value per sample",
+                    )
+                )
+    if source.kind == "callable" and source.fn is not None:
+        problems.extend(_callable_problems(path, source.fn, bindings, needs_pickle))
+    return problems
+
+
+def _weights_problems(
+    spec: WeightsSpec,
+    dataset: DatasetSpec | None,
+    bindings: Mapping[str, object] | None,
+    needs_pickle: str | None,
+    bucketing: BucketingSpec | None,
+) -> list[Problem]:
+    problems = _source_problems(
+        "sampling_weights.weights", spec.source, dataset, bindings, needs_pickle
+    )
+    if dataset is not None and dataset.iterable:
+        problems.append(
+            Problem(
+                "sampling_weights",
+                f"needs random access to draw samples, and {dataset.binding!r} is an iterable "
+                f"dataset; pass a map-style dataset",
+            )
+        )
+    if bucketing is not None:
+        problems.append(
+            Problem(
+                "sampling_weights",
+                "cannot be combined with with_bucketing yet; choose one of them",
+            )
+        )
+    size = dataset.length if dataset is not None else None
+    if not spec.replacement and size and spec.num_samples is not None and spec.num_samples > size:
+        problems.append(
+            Problem(
+                "sampling_weights.num_samples",
+                f"draws {spec.num_samples} samples without replacement from {size}; lower "
+                f"num_samples or set replacement=True",
+            )
+        )
+    return problems
+
+
 def _bucketing_problems(
     spec: BucketingSpec,
     dataset: DatasetSpec | None,
@@ -94,41 +179,9 @@ def _bucketing_problems(
                 f"iterable dataset; pass a map-style dataset",
             )
         )
-    source = spec.length
-    if (
-        source.kind == "column"
-        and dataset is not None
-        and dataset.columns
-        and source.name not in dataset.columns
-    ):
-        problems.append(
-            Problem(
-                "bucketing.length",
-                f"column {source.name!r} is not in dataset {dataset.binding!r} (columns: "
-                f"{', '.join(dataset.columns)}){did_you_mean(source.name, dataset.columns)}",
-            )
-        )
-    if source.kind == "array" and bindings is not None:
-        if source.name not in bindings:
-            problems.append(
-                Problem(
-                    "bucketing.length",
-                    f"no object bound to {source.name!r}; give the lengths to the builder, or "
-                    f"pass bindings={{{source.name!r}: lengths}} when loading",
-                )
-            )
-        else:
-            size = len(bindings[source.name])  # type: ignore[arg-type]
-            if dataset is not None and dataset.length is not None and size != dataset.length:
-                problems.append(
-                    Problem(
-                        "bucketing.length",
-                        f"has {size} lengths but dataset {dataset.binding!r} has "
-                        f"{dataset.length} samples; pass one length per sample",
-                    )
-                )
-    if source.kind == "callable" and source.fn is not None:
-        problems.extend(_callable_problems("bucketing.length", source.fn, bindings, needs_pickle))
+    problems.extend(
+        _source_problems("bucketing.length", spec.length, dataset, bindings, needs_pickle)
+    )
     samples = dataset.length if dataset is not None else None
     if samples and spec.num_buckets is not None and spec.num_buckets > samples:
         problems.append(
@@ -168,6 +221,7 @@ def plan_problems(
     distributed: DistributedSpec,
     bindings: Mapping[str, object] | None,
     bucketing: BucketingSpec | None = None,
+    sampling_weights: WeightsSpec | None = None,
 ) -> list[Problem]:
     """All problems of a plan, in section order. ``bindings=None`` skips binding checks."""
     problems: list[Problem] = []
@@ -295,6 +349,10 @@ def plan_problems(
 
     if bucketing is not None:
         problems.extend(_bucketing_problems(bucketing, dataset, batch, bindings, needs_pickle))
+    if sampling_weights is not None:
+        problems.extend(
+            _weights_problems(sampling_weights, dataset, bindings, needs_pickle, bucketing)
+        )
 
     names: dict[str, str] = {}
     for path, name in (

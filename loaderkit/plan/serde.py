@@ -35,6 +35,7 @@ from loaderkit.plan.fields import (
     order_spec,
     resolve_auto,
     transform_spec,
+    weights_spec,
     workers_spec,
 )
 from loaderkit.plan.plan import SCHEMA_VERSION, LoaderPlan
@@ -48,6 +49,7 @@ from loaderkit.plan.specs import (
     DistributedSpec,
     LengthSource,
     OrderSpec,
+    WeightsSpec,
     WorkersSpec,
 )
 from loaderkit.registry import resolve_ref
@@ -70,6 +72,7 @@ SECTIONS = (
     "device",
     "distributed",
     "bucketing",
+    "sampling_weights",
 )
 
 
@@ -132,21 +135,34 @@ def plan_to_dict(plan: LoaderPlan) -> dict[str, Any]:
         out["transform"] = _callable_to_dict(plan.transform, with_options=False)
     if plan.bucketing is not None:
         out["bucketing"] = bucketing_to_dict(plan.bucketing)
+    if plan.sampling_weights is not None:
+        out["sampling_weights"] = weights_to_dict(plan.sampling_weights)
+    return out
+
+
+def source_to_dict(source: LengthSource) -> dict[str, Any]:
+    """A per-sample value source as a file table: column, array + digest, ref or binding."""
+    if source.kind == "column":
+        return {"column": source.name}
+    if source.kind == "array":
+        return {"array": source.name, "digest": source.digest}
+    assert source.fn is not None
+    table = _callable_to_dict(source.fn, with_options=False)
+    table.pop("accepts_rng", None)
+    return table
+
+
+def weights_to_dict(spec: WeightsSpec) -> dict[str, Any]:
+    """The ``[sampling_weights]`` table of a plan file (also what the fingerprint hashes)."""
+    out: dict[str, Any] = {"weights": source_to_dict(spec.source), "replacement": spec.replacement}
+    if spec.num_samples is not None:
+        out["num_samples"] = spec.num_samples
     return out
 
 
 def bucketing_to_dict(spec: BucketingSpec) -> dict[str, Any]:
     """The ``[bucketing]`` table of a plan file (also what the fingerprint hashes)."""
-    source = spec.length
-    if source.kind == "column":
-        length: dict[str, Any] = {"column": source.name}
-    elif source.kind == "array":
-        length = {"array": source.name, "digest": source.digest}
-    else:
-        assert source.fn is not None
-        length = _callable_to_dict(source.fn, with_options=False)
-        length.pop("accepts_rng", None)
-    out: dict[str, Any] = {"length": length, "cost": spec.cost}
+    out: dict[str, Any] = {"length": source_to_dict(spec.length), "cost": spec.cost}
     for key in ("num_buckets", "max_tokens", "max_batch_size"):
         if getattr(spec, key) is not None:
             out[key] = getattr(spec, key)
@@ -356,67 +372,91 @@ class _Reader:
             return None
         return self._callable(data, "transform", transform_spec)
 
+    def values_source(
+        self, table: object, path: str, make: Callable[[object], LengthSource]
+    ) -> LengthSource | None:
+        """Read a per-sample value source: ``column``, ``array`` + ``digest``, ``ref``, ``binding``.
+
+        ``make(value)`` checks a column name or bound values the way the builder does.
+        """
+        if not isinstance(table, Mapping):
+            self.problems.append(
+                Problem(
+                    path,
+                    f"must be a table with 'column', 'array', 'ref' or 'binding' (got "
+                    f"{type(table).__name__})",
+                )
+            )
+            return None
+        if "column" in table:
+            self.problems.extend(unknown_keys(path, table, ("column",)))
+            column: LengthSource | None = self.attempt(lambda: make(table["column"]))
+            return column
+        if "array" in table:
+            self.problems.extend(unknown_keys(path, table, ("array", "digest")))
+            name = table["array"]
+            values = self.bind(path, name) if isinstance(name, str) else None
+            if values is None:
+                digest = table.get("digest")
+                if isinstance(name, str) and isinstance(digest, str) and not self.require_bindings:
+                    return LengthSource("array", name, digest=digest)  # unbound: data only
+                return None
+            source: LengthSource | None = self.attempt(lambda: make(values))
+            if source is None:
+                return None
+            if table.get("digest") not in (None, source.digest):
+                self.problems.append(
+                    Problem(
+                        path,
+                        f"the values bound to {name!r} are not the ones the plan was made for "
+                        f"(digest {source.digest[:12]}, plan {str(table['digest'])[:12]}); bind "
+                        f"the same values or compile a new plan",
+                    )
+                )
+            return attrs.evolve(source, name=name)
+        fn = self._callable({path: table}, path, _value_fn)
+        return None if fn is None else LengthSource("callable", fn=fn)
+
     def bucketing(self, data: Mapping[str, Any]) -> BucketingSpec | None:
         if "bucketing" not in data:
             return None
         sec = self.section(
             data, "bucketing", ("length", "num_buckets", "max_tokens", "max_batch_size", "cost")
         )
-        length = sec.get("length")
-        if not isinstance(length, Mapping):
-            self.problems.append(
-                Problem(
-                    "bucketing.length",
-                    f"must be a table with 'column', 'array', 'ref' or 'binding' (got "
-                    f"{type(length).__name__})",
-                )
-            )
-            return None
         options = {
             k: sec[k] for k in ("num_buckets", "max_tokens", "max_batch_size", "cost") if k in sec
         }
-        if "column" in length:
-            self.problems.extend(unknown_keys("bucketing.length", length, ("column",)))
-            spec = self.attempt(lambda: bucketing_spec(length["column"], **options))
-            return None if spec is None else spec[0]
-        if "array" in length:
-            self.problems.extend(unknown_keys("bucketing.length", length, ("array", "digest")))
-            name = length["array"]
-            values = self.bind("bucketing.length", name) if isinstance(name, str) else None
-            if values is None:
-                return None
-            result = self.attempt(lambda: bucketing_spec(values, **options))
-            if result is None:
-                return None
-            spec = result[0]
-            if length.get("digest") not in (None, spec.length.digest):
-                self.problems.append(
-                    Problem(
-                        "bucketing.length",
-                        f"the lengths bound to {name!r} are not the ones the plan was made for "
-                        f"(digest {spec.length.digest[:12]}, plan {str(length['digest'])[:12]}); "
-                        f"bind the same lengths or compile a new plan",
-                    )
-                )
-            named: BucketingSpec = attrs.evolve(spec, length=attrs.evolve(spec.length, name=name))
-            return named
-        fn = self._callable({"bucketing.length": length}, "bucketing.length", _length_fn)
-        if fn is None:
-            return None
         base = self.attempt(lambda: bucketing_spec("placeholder", **options))
-        if base is None:
+        source = self.values_source(
+            sec.get("length"), "bucketing.length", lambda v: bucketing_spec(v)[0].length
+        )
+        if base is None or source is None:
             return None
-        chosen: BucketingSpec = attrs.evolve(base[0], length=LengthSource("callable", fn=fn))
+        chosen: BucketingSpec = attrs.evolve(base[0], length=source)
+        return chosen
+
+    def sampling_weights(self, data: Mapping[str, Any]) -> WeightsSpec | None:
+        if "sampling_weights" not in data:
+            return None
+        sec = self.section(data, "sampling_weights", ("weights", "replacement", "num_samples"))
+        options = {k: sec[k] for k in ("replacement", "num_samples") if k in sec}
+        base = self.attempt(lambda: weights_spec("placeholder", **options))
+        source = self.values_source(
+            sec.get("weights"), "sampling_weights.weights", lambda v: weights_spec(v)[0].source
+        )
+        if base is None or source is None:
+            return None
+        chosen: WeightsSpec = attrs.evolve(base[0], source=source)
         return chosen
 
 
-def _length_fn(fn: object) -> tuple[CallableSpec, object | None]:
-    """Check a length function read from a file: callable, taking one sample."""
+def _value_fn(fn: object) -> tuple[CallableSpec, object | None]:
+    """Check a per-sample function read from a file: it must be callable."""
     if not callable(fn):
         raise PlanTypeError.single(
-            "bucketing.length", f"must be a function of a sample (got {type(fn).__name__})"
+            "plan", f"a per-sample function must be callable (got {type(fn).__name__})"
         )
-    return CallableSpec("binding", "length"), fn
+    return CallableSpec("binding", "value"), fn
 
 
 def _describe(spec: DatasetSpec) -> str:
@@ -483,6 +523,7 @@ def plan_from_dict(
     collator = reader.collator(data)
     transform = reader.transform(data)
     bucketing = reader.bucketing(data)
+    sampling_weights = reader.sampling_weights(data)
 
     workers = WorkersSpec()
     sec_w = reader.section(
@@ -550,6 +591,7 @@ def plan_from_dict(
             device=device,
             distributed=distributed,
             bucketing=bucketing,
+            sampling_weights=sampling_weights,
             bindings=None if reader.unbound else reader.used,
         )
     except PlanError as exc:

@@ -29,6 +29,7 @@ __all__ = [
     "DistributedSpec",
     "LengthSource",
     "OrderSpec",
+    "WeightsSpec",
     "WorkersSpec",
     "describe_dataset",
 ]
@@ -147,7 +148,7 @@ class LengthSource:
         if self.kind == "column":
             return f"column {self.name!r}"
         if self.kind == "array":
-            return f"precomputed lengths {self.name!r}"
+            return f"precomputed values {self.name!r}"
         assert self.fn is not None
         return f"callable {self.fn.describe()}"
 
@@ -161,6 +162,19 @@ class BucketingSpec:
     max_tokens: int | None = None
     max_batch_size: int | None = None
     cost: str = "linear"
+
+
+@attrs.frozen
+class WeightsSpec:
+    """Per-sample sampling weights (see ``DataLoaderBuilder.with_sampling_weights``).
+
+    ``source`` reads one number per sample, the same ways bucketing reads lengths (a column, a
+    function of a sample, or precomputed values bound as ``"weights"``).
+    """
+
+    source: LengthSource
+    replacement: bool = True
+    num_samples: int | None = None
 
 
 @attrs.frozen
