@@ -18,6 +18,14 @@ standard library, never torch.
 
 from loaderkit.order.batches import EpochBatches
 from loaderkit.order.bucketing import bucket_ids, bucketed_batches, padding_stats
+from loaderkit.order.curriculum import (
+    competence,
+    curriculum_epoch_batches,
+    curriculum_step_batch,
+    curriculum_step_batches,
+    difficulty_order,
+    eligible_count,
+)
 from loaderkit.order.epoch import BatchLayout, EpochOrder, batch_indices, epoch_batches
 from loaderkit.order.feistel import FeistelPermutation
 from loaderkit.order.keys import batch_rng, derive_key, sample_rng, sample_seed, worker_seed
@@ -34,7 +42,13 @@ __all__ = [
     "batch_rng",
     "bucket_ids",
     "bucketed_batches",
+    "competence",
+    "curriculum_epoch_batches",
+    "curriculum_step_batch",
+    "curriculum_step_batches",
     "derive_key",
+    "difficulty_order",
+    "eligible_count",
     "epoch_batches",
     "padding_stats",
     "sample_rng",

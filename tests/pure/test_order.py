@@ -590,6 +590,7 @@ def test_order_package_never_imports_torch() -> None:
             for name in names:
                 assert name.split(".")[0] in {"__future__", "numpy", "loaderkit"} or name in {
                     "hashlib",
+                    "math",
                     "collections.abc",
                     "dataclasses",
                     "typing",
