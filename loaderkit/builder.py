@@ -15,6 +15,7 @@ from loaderkit.plan.fields import (
     bucketing_spec,
     collator_for_modality,
     collator_spec,
+    curriculum_spec,
     dataset_spec,
     device_spec,
     distributed_spec,
@@ -31,6 +32,7 @@ from loaderkit.plan.specs import (
     BatchSpec,
     BucketingSpec,
     CallableSpec,
+    CurriculumSpec,
     DatasetSpec,
     DistributedSpec,
     LengthSource,
@@ -84,6 +86,7 @@ class DataLoaderBuilder:
     _distributed: DistributedSpec = DistributedSpec()
     _bucketing: BucketingSpec | None = None
     _sampling_weights: WeightsSpec | None = None
+    _curriculum: CurriculumSpec | None = None
     _bound: Mapping[str, object] = attrs.field(
         factory=Bindings, eq=False, hash=False, converter=_bindings
     )
@@ -104,6 +107,8 @@ class DataLoaderBuilder:
             "sampling_weights": _source_key(
                 self._sampling_weights.source if self._sampling_weights else None
             ),
+            "curriculum": _source_key(self._curriculum.difficulty if self._curriculum else None),
+            "curriculum.schedule": _key(self._curriculum.fn if self._curriculum else None),
         }
         bound = dict(self._bound)
         old = keys.pop(section)
@@ -249,6 +254,46 @@ class DataLoaderBuilder:
             bound=self._rebound("sampling_weights", _source_key(spec.source), live),
         )
 
+    def with_curriculum(
+        self,
+        difficulty: object,
+        schedule: object = "linear",
+        *,
+        by: str = "epoch",
+        horizon: float | None = None,
+        start: float = 0.1,
+        degree: float = 2.0,
+        steps: object = (),
+    ) -> DataLoaderBuilder:
+        """Return a new builder that serves the easiest samples first and widens over time.
+
+        ``difficulty`` gives one number per sample (a column, a function of a sample, or
+        precomputed values; lower is easier). At competence ``c`` only the easiest
+        ``ceil(c * n)`` samples (by difficulty, ties by index) are eligible. ``schedule`` maps
+        the epoch (``by="epoch"``: each epoch visits the eligible set once, shuffled) or the
+        global step (``by="step"``: every batch draws distinct eligible samples) to ``c``:
+        ``"linear"`` grows from ``start`` to 1 over ``horizon``; ``"root"`` follows
+        Platanios et al. (2019) with ``degree``; ``"discrete"`` takes ``steps=[(until, c),
+        ...]``; or a function of the epoch/step returning ``c`` in (0, 1]. Replaces any
+        earlier curriculum.
+        """
+        spec, bound = curriculum_spec(
+            difficulty,
+            schedule,
+            by=by,
+            horizon=horizon,
+            start=start,
+            degree=degree,
+            steps=steps,
+        )
+        bindings = self._rebound("curriculum", _source_key(spec.difficulty), None)
+        if spec.fn is None and self._curriculum is not None:
+            old_fn = _key(self._curriculum.fn)
+            if old_fn is not None:
+                bindings.pop(old_fn, None)
+        bindings.update(bound)
+        return attrs.evolve(self, curriculum=spec, bound=bindings)
+
     def with_workers(
         self,
         num_workers: int,
@@ -347,6 +392,7 @@ class DataLoaderBuilder:
                 distributed=self._distributed,
                 bucketing=self._bucketing,
                 sampling_weights=self._sampling_weights,
+                curriculum=self._curriculum,
                 bindings=bound,
             )
         except PlanError as exc:
@@ -370,6 +416,7 @@ class DataLoaderBuilder:
             distributed=plan.distributed,
             bucketing=plan.bucketing,
             sampling_weights=plan.sampling_weights,
+            curriculum=plan.curriculum,
             bound=plan.bindings or {},
         )
 
@@ -415,6 +462,20 @@ class DataLoaderBuilder:
             if spec_w.num_samples is not None:
                 args.append(f"num_samples={spec_w.num_samples}")
             calls.append(f".with_sampling_weights({', '.join(args)})")
+        if self._curriculum is not None:
+            cur = self._curriculum
+            args = [self._source_arg(cur.difficulty, "difficulties")]
+            if cur.fn is not None:
+                args.append(self._callable_arg(cur.fn, False))
+            elif cur.schedule != "linear":
+                args.append(repr(cur.schedule))
+            defaults = {"by": "epoch", "horizon": None, "start": 0.1, "degree": 2.0, "steps": ()}
+            args.extend(
+                f"{key}={getattr(cur, key)!r}"
+                for key, default in defaults.items()
+                if getattr(cur, key) != default
+            )
+            calls.append(f".with_curriculum({', '.join(args)})")
         if self._distributed.enabled:
             d = self._distributed
             args = [

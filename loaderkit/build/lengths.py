@@ -87,7 +87,7 @@ def _call_each(
     """Call ``fn`` on every sample once: int lengths, or float weights for ``sampling_weights``."""
     started = time.perf_counter()
     n = len(data)
-    weights = path.startswith("sampling_weights")
+    weights = not path.startswith("bucketing")
     out = np.empty(n, dtype=np.float64 if weights else np.int64)
     for i in range(n):
         try:
@@ -97,7 +97,8 @@ def _call_each(
                 path, f"reading sample {i} failed: {type(exc).__name__}: {exc}"
             ) from exc
         kinds = (int, float, np.integer, np.floating) if weights else (int, np.integer)
-        if isinstance(value, bool) or not isinstance(value, kinds) or not value >= 0:
+        signed = path.startswith("curriculum")
+        if isinstance(value, bool) or not isinstance(value, kinds) or not (signed or value >= 0):
             wanted = "a number >= 0" if weights else "an int >= 0"
             raise PlanError.single(
                 path, f"the value of sample {i} must be {wanted} (got {value!r})"
@@ -112,10 +113,15 @@ def _since(started: float) -> str:
 
 
 def sample_weights(
-    source: LengthSource, spec: DatasetSpec, bindings: Mapping[str, object]
+    source: LengthSource,
+    spec: DatasetSpec,
+    bindings: Mapping[str, object],
+    path: str = "sampling_weights.weights",
 ) -> tuple[npt.NDArray[np.float64], str]:
-    """The weight of every sample (float64, finite, >= 0, not all 0) and what reading cost."""
-    path = "sampling_weights.weights"
+    """The weight of every sample (float64, finite, >= 0, not all 0) and what reading cost.
+
+    With ``path="curriculum.difficulty"`` it reads difficulties instead: any finite number.
+    """
     data: Any = bindings[spec.binding]
     started = time.perf_counter()
     if source.kind == "array":
@@ -151,7 +157,11 @@ def sample_weights(
 
         weights, how = _cached(data, None, name, read)
     if len(weights) != spec.length:
-        raise PlanError.single(path, f"read {len(weights)} weights for {spec.length} samples")
+        raise PlanError.single(path, f"read {len(weights)} values for {spec.length} samples")
+    if path.startswith("curriculum"):
+        if np.isnan(weights).any():
+            raise PlanError.single(path, "difficulties must not be NaN")
+        return weights, how
     if not np.isfinite(weights).all() or (weights.size and weights.min() < 0):
         raise PlanError.single(path, "weights must be finite and >= 0")
     if weights.size and not weights.any():

@@ -34,6 +34,13 @@ from loaderkit.collators import collators
 from loaderkit.errors import DataError, NotBuiltYetError, PlanError, ResumeError
 from loaderkit.order.batches import EpochBatches
 from loaderkit.order.bucketing import bucket_ids, bucketed_batches, padding_stats
+from loaderkit.order.curriculum import (
+    competence,
+    curriculum_epoch_batches,
+    curriculum_step_batches,
+    difficulty_order,
+    eligible_count,
+)
 from loaderkit.order.epoch import EpochOrder
 from loaderkit.order.keys import derive_key
 from loaderkit.order.shard import ShardLayout
@@ -47,6 +54,7 @@ if TYPE_CHECKING:
         BatchSpec,
         BucketingSpec,
         CallableSpec,
+        CurriculumSpec,
         DistributedSpec,
         WeightsSpec,
     )
@@ -261,6 +269,72 @@ class _WeightedPlanner(_ListPlanner):
             raise PlanError.single("sampling_weights", str(exc)) from exc
 
 
+class _CurriculumPlanner(_ListPlanner):
+    """Easiest-first batches: the eligible set follows the competence of the epoch or step."""
+
+    def __init__(
+        self,
+        difficulty: npt.NDArray[np.float64],
+        spec: CurriculumSpec,
+        schedule: Callable[[int], Any] | None,
+        batch: BatchSpec,
+        seed: int,
+        world_size: int,
+        rank: int,
+        even: bool,
+    ) -> None:
+        super().__init__(seed, world_size, rank, even)
+        self.order = difficulty_order(difficulty)
+        self.spec = spec
+        self.schedule = schedule
+        self.batch = batch
+        n = len(difficulty)
+        b = batch.batch_size
+        self.steps_per_epoch = n // b if batch.drop_last else -(-n // b)
+
+    def competence(self, t: int) -> float:
+        spec = self.spec
+        if self.schedule is not None:
+            value = self.schedule(t)
+            if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value <= 1:
+                raise PlanError.single(
+                    "curriculum.schedule",
+                    f"the schedule returned {value!r} for {spec.by} {t}; it must return a "
+                    f"competence in (0, 1]",
+                )
+            return float(value)
+        return competence(
+            spec.schedule,
+            t,
+            horizon=spec.horizon or 1.0,
+            start=spec.start,
+            degree=spec.degree,
+            steps=spec.steps,
+        )
+
+    def global_batches(self, epoch: int) -> EpochBatches:
+        b = self.batch.batch_size
+        if self.spec.by == "epoch":
+            return curriculum_epoch_batches(
+                self.order,
+                self.competence(epoch),
+                seed=self.seed,
+                epoch=epoch,
+                batch_size=b,
+                drop_last=self.batch.drop_last,
+            )
+        first = epoch * self.steps_per_epoch
+        levels = [self.competence(first + s) for s in range(self.steps_per_epoch)]
+        return curriculum_step_batches(
+            self.order, levels, seed=self.seed, first_step=first, batch_size=b
+        )
+
+    def eligible(self, epoch: int) -> int:
+        """How many samples are eligible at the start of ``epoch``."""
+        t = epoch if self.spec.by == "epoch" else epoch * self.steps_per_epoch
+        return eligible_count(len(self.order), self.competence(t))
+
+
 class _RequestSampler(Sampler[BatchRequest]):
     """Yields the requests of one rank's epoch from the loader's cursor (main process)."""
 
@@ -362,7 +436,30 @@ class Loader:
                 self.rank,
                 plan.distributed.even_batches,
             )
-        listed = plan.bucketing is not None or plan.sampling_weights is not None
+        if plan.curriculum is not None:
+            difficulty, self.lengths_cost = sample_weights(
+                plan.curriculum.difficulty, plan.dataset, plan.bindings, "curriculum.difficulty"
+            )
+            schedule = (
+                None
+                if plan.curriculum.fn is None
+                else _resolve_callable(plan, plan.curriculum.fn, "curriculum.schedule")
+            )
+            self._planner = _CurriculumPlanner(
+                difficulty,
+                plan.curriculum,
+                schedule,
+                plan.batch,
+                plan.order.seed,
+                self.world_size,
+                self.rank,
+                plan.distributed.even_batches,
+            )
+        listed = (
+            plan.bucketing is not None
+            or plan.sampling_weights is not None
+            or plan.curriculum is not None
+        )
         if plan.batch.drop_last and len(layout) == 0 and not listed:
             raise PlanError.single(
                 "batch.drop_last",
@@ -595,6 +692,12 @@ class Loader:
             f"{'on' if self.pin_memory else 'off'}",
         ]
         planner = self._planner
+        if isinstance(planner, _CurriculumPlanner):
+            lines.append(
+                f"  curriculum  difficulties: {self.lengths_cost}; epoch {self._epoch}: "
+                f"{planner.eligible(self._epoch):,} of {len(planner.order):,} samples eligible, "
+                f"{planner.num_batches(self._epoch):,} batches on this rank"
+            )
         if isinstance(planner, _BucketPlanner):
             spec = planner.spec
             mine = planner.batches(self._epoch)

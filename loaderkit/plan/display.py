@@ -60,7 +60,13 @@ def epoch_shape(plan: LoaderPlan) -> tuple[int | None, int | None, int, int]:
     world = dist.world_size if dist.enabled else 1
     if n is None or world is None:
         return None, None, 0, 0
-    if plan.bucketing is not None or plan.sampling_weights is not None:
+    if plan.curriculum is not None and plan.curriculum.by == "epoch":
+        return None, None, 0, 0  # the eligible set grows with the epoch
+    if (
+        plan.bucketing is not None
+        or plan.sampling_weights is not None
+        or plan.curriculum is not None
+    ):
         return _dealt_shape(plan, n, world)
     layout = ShardLayout(
         n,
@@ -135,6 +141,20 @@ def _weights_line(plan: LoaderPlan) -> str:
     )
 
 
+def _curriculum_line(plan: LoaderPlan) -> str:
+    spec = plan.curriculum
+    assert spec is not None
+    if spec.fn is not None:
+        how = f"competence from {spec.fn.describe()}"
+    elif spec.schedule == "discrete":
+        table = ", ".join(f"{c:g} until {u:g}" for u, c in spec.steps)
+        how = f"competence {table}, then 1"
+    else:
+        shape = "linear" if spec.schedule == "linear" else f"root (degree {spec.degree:g})"
+        how = f"{shape} competence from {spec.start:g} to 1 over {spec.horizon:g} {spec.by}s"
+    return f"easiest first by {spec.difficulty.describe()}, {how}, per {spec.by}"
+
+
 def default_num_buckets(n: int, batch_size: int) -> int:
     """Buckets when ``with_bucketing`` names none: about four batches per bucket."""
     return max(1, min(n, n // max(1, 4 * batch_size)))
@@ -155,6 +175,8 @@ def explain_plan(plan: LoaderPlan) -> str:
         order = f"shuffled within length buckets, batch order shuffled, seed {o.seed}"
     if plan.sampling_weights is not None:
         order = f"weighted draws (see sampling), seed {o.seed}"
+    if plan.curriculum is not None:
+        order = f"shuffled within the eligible easiest samples (see curriculum), seed {o.seed}"
     if plan.bucketing is not None and plan.bucketing.max_tokens is not None:
         batch_line = (
             f"sizes vary under a token budget, drop_last={b.drop_last}; batches per epoch known "
@@ -207,6 +229,7 @@ def explain_plan(plan: LoaderPlan) -> str:
         + (f"  ({plan.collator.reason})" if plan.collator.reason else ""),
         *([f"  bucketing   {bucketing}"] if bucketing else []),
         *([f"  sampling    {_weights_line(plan)}"] if plan.sampling_weights else []),
+        *([f"  curriculum  {_curriculum_line(plan)}"] if plan.curriculum else []),
         f"  transform   {transform}",
         f"  workers     {_workers_line(plan)}",
         f"  device      {plan.device}",

@@ -28,11 +28,14 @@ from loaderkit._checks import (
 from loaderkit.errors import PlanError, PlanTypeError, Problem
 from loaderkit.plan.specs import (
     BUCKET_COSTS,
+    CURRICULUM_UNITS,
     DEVICES,
+    SCHEDULES,
     START_METHODS,
     BatchSpec,
     BucketingSpec,
     CallableSpec,
+    CurriculumSpec,
     DatasetSpec,
     DistributedSpec,
     LengthSource,
@@ -57,7 +60,17 @@ __all__ = [
     "workers_spec",
 ]
 
-RESERVED_BINDINGS = ("collator", "transform", "length", "lengths", "weight", "weights")
+RESERVED_BINDINGS = (
+    "collator",
+    "transform",
+    "length",
+    "lengths",
+    "weight",
+    "weights",
+    "difficulty",
+    "difficulty_fn",
+    "schedule",
+)
 """Binding names of callables given without an importable path; datasets cannot take them."""
 
 _BINDING = re.compile(r"^[A-Za-z_][A-Za-z0-9_.\-]*$")
@@ -397,6 +410,105 @@ def weights_spec(
         WeightsSpec(source, check_bool("sampling_weights.replacement", replacement), draws),
         live,
     )
+
+
+def curriculum_spec(
+    difficulty: object,
+    schedule: object = "linear",
+    *,
+    by: object = "epoch",
+    horizon: object = None,
+    start: object = 0.1,
+    degree: object = 2.0,
+    steps: object = (),
+) -> tuple[CurriculumSpec, list[tuple[str, object]]]:
+    """The curriculum spec and the live objects to bind ``(name, object)``."""
+    source, live = _values_source(
+        "curriculum.difficulty", difficulty, "difficulty", "difficulty_fn", _difficulty_array
+    )
+    bound: list[tuple[str, object]] = []
+    if live is not None and source.kind != "column":
+        key = source.name if source.kind == "array" else (source.fn.name if source.fn else "")
+        bound.append((key, live))
+    fn: CallableSpec | None = None
+    if callable(schedule) or (isinstance(schedule, str) and ":" in schedule):
+        if isinstance(schedule, str):
+            target = _resolve("curriculum.schedule", schedule)
+            fn = CallableSpec("ref", callable_ref(target) or schedule)
+        else:
+            target = schedule
+            ref = callable_ref(schedule)
+            fn = (
+                CallableSpec("ref", ref)
+                if ref is not None
+                else CallableSpec("binding", "schedule", label=_label(schedule))
+            )
+        bound.append((fn.name, target))
+        kind = "callable"
+    else:
+        kind = check_choice("curriculum.schedule", schedule, SCHEDULES)
+    unit = check_choice("curriculum.by", by, CURRICULUM_UNITS)
+    span = None if horizon is None else check_number("curriculum.horizon", horizon, minimum=0.0)
+    if span is not None and span <= 0:
+        raise PlanError.single("curriculum.horizon", f"must be > 0 (got {horizon})")
+    if kind in ("linear", "root") and span is None:
+        raise PlanError.single(
+            "curriculum.horizon",
+            f"the {kind!r} schedule needs horizon= (the {unit}s until every sample is eligible)",
+        )
+    first = check_number("curriculum.start", start, minimum=0.0)
+    if not 0 < first <= 1:
+        raise PlanError.single("curriculum.start", f"must be in (0, 1] (got {start})")
+    power = check_number("curriculum.degree", degree, minimum=1.0)
+    table = _steps("curriculum.steps", steps)
+    if kind == "discrete" and not table:
+        raise PlanError.single(
+            "curriculum.steps",
+            "the 'discrete' schedule needs steps=[(until, competence), ...]",
+        )
+    spec = CurriculumSpec(source, kind, fn, unit, span, first, power, table)
+    return spec, bound
+
+
+def _steps(path: str, steps: object) -> tuple[tuple[float, float], ...]:
+    if not isinstance(steps, list | tuple):
+        raise PlanTypeError.single(
+            path, f"must be a list of (until, competence) pairs (got {steps!r})"
+        )
+    out: list[tuple[float, float]] = []
+    for i, pair in enumerate(steps):
+        if not isinstance(pair, list | tuple) or len(pair) != 2:
+            raise PlanTypeError.single(
+                f"{path}[{i}]", f"must be an (until, competence) pair (got {pair!r})"
+            )
+        until = check_number(f"{path}[{i}]", pair[0], minimum=0.0)
+        level = check_number(f"{path}[{i}]", pair[1], minimum=0.0)
+        if not 0 < level <= 1:
+            raise PlanError.single(f"{path}[{i}]", f"competence must be in (0, 1] (got {pair[1]})")
+        if out and until <= out[-1][0]:
+            raise PlanError.single(f"{path}[{i}]", "the 'until' values must increase")
+        out.append((until, level))
+    return tuple(out)
+
+
+def _difficulty_array(path: str, values: object) -> Any:
+    import numpy as np
+
+    if isinstance(values, str | bytes) or not hasattr(values, "__len__"):
+        raise PlanTypeError.single(
+            path,
+            f"must be a column name, a function of a sample or a sequence of difficulties "
+            f"(got {type(values).__name__})",
+        )
+    try:
+        array = np.asarray(values, dtype=np.float64)
+    except (TypeError, ValueError) as exc:
+        raise PlanTypeError.single(path, f"cannot read difficulties from it: {exc}") from None
+    if array.ndim != 1:
+        raise PlanTypeError.single(path, f"must be one number per sample (got shape {array.shape})")
+    if array.size and np.isnan(array).any():
+        raise PlanError.single(path, "difficulties must not be NaN")
+    return np.ascontiguousarray(array)
 
 
 def _weights_array(path: str, values: object) -> Any:

@@ -22,6 +22,8 @@ workers.num_workers        both      execution for map-style data (order is work
                                      stream for iterable data, whose order depends on it
 bucketing                  stream    length source (column / function / digest of the lengths),
                                      num_buckets, max_tokens, max_batch_size, cost
+curriculum                 stream    difficulty source, schedule (name or function), by, horizon,
+                                     start, degree, steps
 sampling_weights           stream    weight source (column / function / digest), replacement,
                                      num_samples
 workers.* (the rest)       exec      prefetch_factor, persistent, pin_memory, start_method, timeout
@@ -98,6 +100,10 @@ def stream_fields(plan: LoaderPlan) -> dict[str, Any]:
         from loaderkit.plan.serde import bucketing_to_dict
 
         data["bucketing"] = bucketing_to_dict(plan.bucketing)
+    if plan.curriculum is not None:
+        from loaderkit.plan.serde import curriculum_to_dict
+
+        data["curriculum"] = curriculum_to_dict(plan.curriculum)
     if plan.sampling_weights is not None:
         from loaderkit.plan.serde import weights_to_dict
 

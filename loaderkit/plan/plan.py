@@ -17,6 +17,7 @@ from loaderkit.plan.specs import (
     BatchSpec,
     BucketingSpec,
     CallableSpec,
+    CurriculumSpec,
     DatasetSpec,
     DistributedSpec,
     OrderSpec,
@@ -62,6 +63,7 @@ class LoaderPlan:
     distributed: DistributedSpec = DistributedSpec()
     bucketing: BucketingSpec | None = None
     sampling_weights: WeightsSpec | None = None
+    curriculum: CurriculumSpec | None = None
     bindings: Mapping[str, object] | None = attrs.field(
         factory=Bindings, eq=False, hash=False, converter=_freeze_bindings
     )
@@ -79,6 +81,7 @@ class LoaderPlan:
             distributed=self.distributed,
             bucketing=self.bucketing,
             sampling_weights=self.sampling_weights,
+            curriculum=self.curriculum,
             bindings=self.bindings,
         )
         if problems:

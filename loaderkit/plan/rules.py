@@ -18,6 +18,7 @@ from loaderkit.plan.specs import (
     BatchSpec,
     BucketingSpec,
     CallableSpec,
+    CurriculumSpec,
     DatasetSpec,
     DistributedSpec,
     LengthSource,
@@ -222,6 +223,7 @@ def plan_problems(
     bindings: Mapping[str, object] | None,
     bucketing: BucketingSpec | None = None,
     sampling_weights: WeightsSpec | None = None,
+    curriculum: CurriculumSpec | None = None,
 ) -> list[Problem]:
     """All problems of a plan, in section order. ``bindings=None`` skips binding checks."""
     problems: list[Problem] = []
@@ -353,6 +355,29 @@ def plan_problems(
         problems.extend(
             _weights_problems(sampling_weights, dataset, bindings, needs_pickle, bucketing)
         )
+    if curriculum is not None:
+        problems.extend(
+            _source_problems(
+                "curriculum.difficulty", curriculum.difficulty, dataset, bindings, needs_pickle
+            )
+        )
+        if curriculum.fn is not None:
+            problems.extend(
+                _callable_problems("curriculum.schedule", curriculum.fn, bindings, needs_pickle)
+            )
+        if dataset is not None and dataset.iterable:
+            problems.append(
+                Problem(
+                    "curriculum",
+                    f"needs random access to pick the easiest samples, and {dataset.binding!r} "
+                    f"is an iterable dataset; pass a map-style dataset",
+                )
+            )
+        if bucketing is not None or sampling_weights is not None:
+            other = "with_bucketing" if bucketing is not None else "with_sampling_weights"
+            problems.append(
+                Problem("curriculum", f"cannot be combined with {other} yet; choose one of them")
+            )
 
     names: dict[str, str] = {}
     for path, name in (

@@ -29,6 +29,7 @@ from loaderkit.plan.fields import (
     binding_name,
     bucketing_spec,
     collator_spec,
+    curriculum_spec,
     dataset_spec,
     device_spec,
     distributed_spec,
@@ -45,6 +46,7 @@ from loaderkit.plan.specs import (
     BatchSpec,
     BucketingSpec,
     CallableSpec,
+    CurriculumSpec,
     DatasetSpec,
     DistributedSpec,
     LengthSource,
@@ -73,6 +75,7 @@ SECTIONS = (
     "distributed",
     "bucketing",
     "sampling_weights",
+    "curriculum",
 )
 
 
@@ -137,6 +140,8 @@ def plan_to_dict(plan: LoaderPlan) -> dict[str, Any]:
         out["bucketing"] = bucketing_to_dict(plan.bucketing)
     if plan.sampling_weights is not None:
         out["sampling_weights"] = weights_to_dict(plan.sampling_weights)
+    if plan.curriculum is not None:
+        out["curriculum"] = curriculum_to_dict(plan.curriculum)
     return out
 
 
@@ -157,6 +162,26 @@ def weights_to_dict(spec: WeightsSpec) -> dict[str, Any]:
     out: dict[str, Any] = {"weights": source_to_dict(spec.source), "replacement": spec.replacement}
     if spec.num_samples is not None:
         out["num_samples"] = spec.num_samples
+    return out
+
+
+def curriculum_to_dict(spec: CurriculumSpec) -> dict[str, Any]:
+    """The ``[curriculum]`` table of a plan file (also what the fingerprint hashes)."""
+    schedule: Any = spec.schedule
+    if spec.fn is not None:
+        schedule = _callable_to_dict(spec.fn, with_options=False)
+        schedule.pop("accepts_rng", None)
+    out: dict[str, Any] = {
+        "difficulty": source_to_dict(spec.difficulty),
+        "schedule": schedule,
+        "by": spec.by,
+        "start": spec.start,
+        "degree": spec.degree,
+    }
+    if spec.horizon is not None:
+        out["horizon"] = spec.horizon
+    if spec.steps:
+        out["steps"] = [list(pair) for pair in spec.steps]
     return out
 
 
@@ -435,6 +460,32 @@ class _Reader:
         chosen: BucketingSpec = attrs.evolve(base[0], length=source)
         return chosen
 
+    def curriculum(self, data: Mapping[str, Any]) -> CurriculumSpec | None:
+        if "curriculum" not in data:
+            return None
+        names = ("difficulty", "schedule", "by", "horizon", "start", "degree", "steps")
+        sec = self.section(data, "curriculum", names)
+        options = {k: sec[k] for k in ("by", "horizon", "start", "degree", "steps") if k in sec}
+        schedule = sec.get("schedule", "linear")
+        fn: CallableSpec | None = None
+        if isinstance(schedule, Mapping):
+            fn = self._callable({"curriculum.schedule": schedule}, "curriculum.schedule", _value_fn)
+            if fn is None:
+                return None
+            schedule = _full_competence  # stands in while the other options are checked
+        base = self.attempt(lambda: curriculum_spec("placeholder", schedule, **options))
+        source = self.values_source(
+            sec.get("difficulty"),
+            "curriculum.difficulty",
+            lambda v: curriculum_spec(v, "discrete", steps=[(1, 1.0)])[0].difficulty,
+        )
+        if base is None or source is None:
+            return None
+        chosen: CurriculumSpec = attrs.evolve(base[0], difficulty=source)
+        if fn is not None:
+            chosen = attrs.evolve(chosen, fn=fn, schedule="callable")
+        return chosen
+
     def sampling_weights(self, data: Mapping[str, Any]) -> WeightsSpec | None:
         if "sampling_weights" not in data:
             return None
@@ -448,6 +499,11 @@ class _Reader:
             return None
         chosen: WeightsSpec = attrs.evolve(base[0], source=source)
         return chosen
+
+
+def _full_competence(t: float) -> float:
+    """A schedule stand-in used while a file's curriculum options are checked."""
+    return 1.0
 
 
 def _value_fn(fn: object) -> tuple[CallableSpec, object | None]:
@@ -524,6 +580,7 @@ def plan_from_dict(
     transform = reader.transform(data)
     bucketing = reader.bucketing(data)
     sampling_weights = reader.sampling_weights(data)
+    curriculum = reader.curriculum(data)
 
     workers = WorkersSpec()
     sec_w = reader.section(
@@ -592,6 +649,7 @@ def plan_from_dict(
             distributed=distributed,
             bucketing=bucketing,
             sampling_weights=sampling_weights,
+            curriculum=curriculum,
             bindings=None if reader.unbound else reader.used,
         )
     except PlanError as exc:

@@ -18,13 +18,16 @@ from loaderkit.errors import PlanError, PlanTypeError
 
 __all__ = [
     "BUCKET_COSTS",
+    "CURRICULUM_UNITS",
     "DATASET_KINDS",
     "DEFAULT_SEED",
     "DEVICES",
+    "SCHEDULES",
     "START_METHODS",
     "BatchSpec",
     "BucketingSpec",
     "CallableSpec",
+    "CurriculumSpec",
     "DatasetSpec",
     "DistributedSpec",
     "LengthSource",
@@ -175,6 +178,28 @@ class WeightsSpec:
     source: LengthSource
     replacement: bool = True
     num_samples: int | None = None
+
+
+SCHEDULES = ("linear", "root", "discrete")
+CURRICULUM_UNITS = ("epoch", "step")
+
+
+@attrs.frozen
+class CurriculumSpec:
+    """Easiest-first sampling (see ``DataLoaderBuilder.with_curriculum``).
+
+    ``schedule`` is ``"linear"``, ``"root"``, ``"discrete"`` or ``"callable"`` (then ``fn``
+    maps the epoch or step to a competence in (0, 1]).
+    """
+
+    difficulty: LengthSource
+    schedule: str = "linear"
+    fn: CallableSpec | None = None
+    by: str = "epoch"
+    horizon: float | None = None
+    start: float = 0.1
+    degree: float = 2.0
+    steps: tuple[tuple[float, float], ...] = ()
 
 
 @attrs.frozen
