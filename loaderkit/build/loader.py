@@ -410,57 +410,10 @@ class Loader:
             layout, n, plan.order.seed, plan.order.shuffle
         )
         self.lengths_cost = ""
-        if plan.bucketing is not None:
-            lengths, self.lengths_cost = sample_lengths(
-                plan.bucketing.length, plan.dataset, plan.bindings
-            )
-            self._planner = _BucketPlanner(
-                lengths,
-                plan.bucketing,
-                plan.batch,
-                plan.order.seed,
-                self.world_size,
-                self.rank,
-                plan.distributed.even_batches,
-            )
-        if plan.sampling_weights is not None:
-            weights, self.lengths_cost = sample_weights(
-                plan.sampling_weights.source, plan.dataset, plan.bindings
-            )
-            self._planner = _WeightedPlanner(
-                weights,
-                plan.sampling_weights,
-                plan.batch,
-                plan.order.seed,
-                self.world_size,
-                self.rank,
-                plan.distributed.even_batches,
-            )
-        if plan.curriculum is not None:
-            difficulty, self.lengths_cost = sample_weights(
-                plan.curriculum.difficulty, plan.dataset, plan.bindings, "curriculum.difficulty"
-            )
-            schedule = (
-                None
-                if plan.curriculum.fn is None
-                else _resolve_callable(plan, plan.curriculum.fn, "curriculum.schedule")
-            )
-            self._planner = _CurriculumPlanner(
-                difficulty,
-                plan.curriculum,
-                schedule,
-                plan.batch,
-                plan.order.seed,
-                self.world_size,
-                self.rank,
-                plan.distributed.even_batches,
-            )
-        listed = (
-            plan.bucketing is not None
-            or plan.sampling_weights is not None
-            or plan.curriculum is not None
-        )
-        if plan.batch.drop_last and len(layout) == 0 and not listed:
+        listed = self._list_planner(plan)
+        if listed is not None:
+            self._planner, self.lengths_cost = listed
+        if plan.batch.drop_last and len(layout) == 0 and listed is None:
             raise PlanError.single(
                 "batch.drop_last",
                 f"with batch_size {plan.batch.batch_size} on {self.world_size} ranks and {n} "
@@ -487,6 +440,31 @@ class Loader:
         self._generation = 0
         self._torch_loader: DataLoader[Any] | None = None
         self._sampler: _RequestSampler | None = None
+
+    def _list_planner(self, plan: LoaderPlan) -> tuple[_ListPlanner, str] | None:
+        """The planner for bucketing, weights or a curriculum, with what its values cost.
+
+        ``None`` for plain fixed-size batches.
+        """
+        assert plan.bindings is not None
+        shard = (plan.order.seed, self.world_size, self.rank, plan.distributed.even_batches)
+        if plan.bucketing is not None:
+            lengths, cost = sample_lengths(plan.bucketing.length, plan.dataset, plan.bindings)
+            return _BucketPlanner(lengths, plan.bucketing, plan.batch, *shard), cost
+        if plan.sampling_weights is not None:
+            weights, cost = sample_weights(
+                plan.sampling_weights.source, plan.dataset, plan.bindings
+            )
+            return _WeightedPlanner(weights, plan.sampling_weights, plan.batch, *shard), cost
+        if plan.curriculum is not None:
+            difficulty, cost = sample_weights(
+                plan.curriculum.difficulty, plan.dataset, plan.bindings, "curriculum.difficulty"
+            )
+            fn = plan.curriculum.fn
+            schedule = None if fn is None else _resolve_callable(plan, fn, "curriculum.schedule")
+            planner = _CurriculumPlanner(difficulty, plan.curriculum, schedule, plan.batch, *shard)
+            return planner, cost
+        return None
 
     # -- position ---------------------------------------------------------------------------
 

@@ -491,48 +491,43 @@ def _steps(path: str, steps: object) -> tuple[tuple[float, float], ...]:
     return tuple(out)
 
 
-def _difficulty_array(path: str, values: object) -> Any:
+def _float_array(path: str, values: object, what: str) -> Any:
+    """One float64 per sample from a sequence; the type problems named at ``path``."""
     import numpy as np
 
     if isinstance(values, str | bytes) or not hasattr(values, "__len__"):
         raise PlanTypeError.single(
             path,
-            f"must be a column name, a function of a sample or a sequence of difficulties "
-            f"(got {type(values).__name__})",
-        )
-    try:
-        array = np.asarray(values, dtype=np.float64)
-    except (TypeError, ValueError) as exc:
-        raise PlanTypeError.single(path, f"cannot read difficulties from it: {exc}") from None
-    if array.ndim != 1:
-        raise PlanTypeError.single(path, f"must be one number per sample (got shape {array.shape})")
-    if array.size and np.isnan(array).any():
-        raise PlanError.single(path, "difficulties must not be NaN")
-    return np.ascontiguousarray(array)
-
-
-def _weights_array(path: str, values: object) -> Any:
-    import numpy as np
-
-    if isinstance(values, str | bytes) or not hasattr(values, "__len__"):
-        raise PlanTypeError.single(
-            path,
-            f"must be a column name, a function of a sample or a sequence of weights (got "
+            f"must be a column name, a function of a sample or a sequence of {what} (got "
             f"{type(values).__name__})",
         )
     try:
         array = np.asarray(values, dtype=np.float64)
     except (TypeError, ValueError) as exc:
-        raise PlanTypeError.single(path, f"cannot read weights from it: {exc}") from None
+        raise PlanTypeError.single(path, f"cannot read {what} from it: {exc}") from None
     if array.ndim != 1:
         raise PlanTypeError.single(path, f"must be one number per sample (got shape {array.shape})")
+    return np.ascontiguousarray(array)
+
+
+def _difficulty_array(path: str, values: object) -> Any:
+    array = _float_array(path, values, "difficulties")
+    if array.size and (array != array).any():  # NaN
+        raise PlanError.single(path, "difficulties must not be NaN")
+    return array
+
+
+def _weights_array(path: str, values: object) -> Any:
+    import numpy as np
+
+    array = _float_array(path, values, "weights")
     if array.size and not np.isfinite(array).all():
         raise PlanError.single(path, "weights must be finite (got NaN or inf)")
     if array.size and float(array.min()) < 0:
         raise PlanError.single(path, f"weights must be >= 0 (got {float(array.min())})")
     if array.size and not array.any():
         raise PlanError.single(path, "all weights are 0; give some sample a positive weight")
-    return np.ascontiguousarray(array)
+    return array
 
 
 def _lengths_array(path: str, values: object) -> Any:
