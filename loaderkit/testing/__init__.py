@@ -9,7 +9,8 @@ loaderkit's own tests use it, and so can yours::
     def test_my_plans_compile(builder):
         builder.compile()
 
-The strategies need ``hypothesis`` (``pip install 'loaderkit[test]'``).
+The strategies need ``hypothesis`` (``pip install 'loaderkit[test]'``); the ``assert_*``
+helpers work without it.
 """
 
 from loaderkit.testing.assertions import (
@@ -20,7 +21,19 @@ from loaderkit.testing.assertions import (
     batches_differ,
     collect,
 )
-from loaderkit.testing.strategies import builder_calls, builders, plans
+
+_STRATEGIES = ("builder_calls", "builders", "plans")
+
+
+def __getattr__(name: str) -> object:
+    # the strategies need hypothesis (the test extra); the assert_* helpers do not, so they
+    # import without it and the strategies load on first use
+    if name in _STRATEGIES:
+        from loaderkit.testing import strategies
+
+        return getattr(strategies, name)
+    raise AttributeError(f"module 'loaderkit.testing' has no attribute {name!r}")
+
 
 __all__ = [
     "assert_batches_equal",

@@ -33,3 +33,19 @@ def test_public_names_are_exported_and_documented():
         obj = getattr(loaderkit, name)
         if callable(obj) and not isinstance(obj, str):
             assert obj.__doc__, f"loaderkit.{name} has no docstring"
+
+
+def test_the_assert_helpers_import_without_hypothesis():
+    code = (
+        "import sys\n"
+        "sys.modules['hypothesis'] = None  # as if it were not installed\n"
+        "from loaderkit.testing import assert_batches_equal, assert_resumable\n"
+        "try:\n"
+        "    from loaderkit.testing import plans\n"
+        "except ImportError as exc:\n"
+        "    print('hint' if 'loaderkit[test]' in str(exc) else exc)\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True
+    )
+    assert out.stdout.strip() == "hint"
