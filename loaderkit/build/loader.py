@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import copy
 import html
-import math
 import os
 from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
@@ -33,7 +32,12 @@ from loaderkit.build.sources import make_source
 from loaderkit.collators import collators
 from loaderkit.errors import DataError, NotBuiltYetError, PlanError, ResumeError
 from loaderkit.order.batches import EpochBatches
-from loaderkit.order.bucketing import bucket_ids, bucketed_batches, padding_stats
+from loaderkit.order.bucketing import (
+    bucket_ids,
+    bucketed_batches,
+    oversize_sample,
+    padding_stats,
+)
 from loaderkit.order.curriculum import (
     competence,
     curriculum_epoch_batches,
@@ -207,18 +211,20 @@ class _BucketPlanner(_ListPlanner):
         n = len(lengths)
         size = batch.batch_size if spec.max_tokens is None else spec.max_batch_size
         self.num_buckets = spec.num_buckets or default_num_buckets(n, size or 64)
-        if spec.max_tokens is not None and len(lengths):
-            # the longest length one sample may have: budget (linear) or isqrt(budget)
-            limit = math.isqrt(spec.max_tokens) if spec.cost == "quadratic" else spec.max_tokens
-            if int(lengths.max()) > limit:
-                bad = int(np.argmax(lengths > limit))
-                raise DataError(
-                    f"sample {bad} has length {int(lengths[bad])}: alone it exceeds "
-                    f"max_tokens={spec.max_tokens} (cost={spec.cost}), so no batch can hold it; "
-                    f"raise max_tokens, truncate the sequences, or filter out samples longer "
-                    f"than {limit}",
-                    sample_index=bad,
-                )
+        found = (
+            None
+            if spec.max_tokens is None
+            else oversize_sample(lengths, spec.max_tokens, spec.cost)
+        )
+        if found is not None:  # fail at build, naming the sample, not at some epoch's first batch
+            bad, limit = found
+            raise DataError(
+                f"sample {bad} has length {int(lengths[bad])}: alone it exceeds "
+                f"max_tokens={spec.max_tokens} (cost={spec.cost}), so no batch can hold it; "
+                f"raise max_tokens, truncate the sequences, or filter out samples longer "
+                f"than {limit}",
+                sample_index=bad,
+            )
         self.bucket_ids = bucket_ids(lengths, self.num_buckets)
         self.batch_size = size
         self.drop_last = batch.drop_last

@@ -320,15 +320,27 @@ def _isqrt(value: int) -> int:
     return root
 
 
+def oversize_sample(
+    lengths: npt.NDArray[np.integer[Any]], max_tokens: int, cost: str = "linear"
+) -> tuple[int, int] | None:
+    """``(index, longest allowed length)`` of the first sample that alone exceeds the budget.
+
+    ``None`` when every sample fits. The longest allowed length is ``max_tokens`` (linear) or
+    ``isqrt(max_tokens)`` (quadratic); a length of 0 costs like 1, which always fits.
+    """
+    quadratic = _check_cost(cost)
+    limit = _isqrt(max_tokens) if quadratic else max_tokens
+    if lengths.size == 0 or int(lengths.max()) <= limit:
+        return None
+    return int(np.argmax(lengths > limit)), limit
+
+
 def _check_budget(lengths: _Int, budget: int, quadratic: bool) -> None:
     """Raise if a sample alone costs more than the budget (names the smallest such index)."""
-    if lengths.size == 0:
+    found = oversize_sample(lengths, budget, "quadratic" if quadratic else "linear")
+    if found is None:
         return
-    # lambda = max(length, 1); it fits iff lambda <= limit (budget >= 1, so lambda=1 always fits)
-    limit = _isqrt(budget) if quadratic else budget
-    if int(lengths.max()) <= limit:
-        return
-    bad = int(np.argmax(lengths > limit))
+    bad, limit = found
     length = int(lengths[bad])
     alone = f"{length}² = {length * length}" if quadratic else f"{length}"
     raise ValueError(
