@@ -25,7 +25,7 @@ from loaderkit.plan.fields import (
     weights_spec,
     workers_spec,
 )
-from loaderkit.plan.plan import LoaderPlan
+from loaderkit.plan.plan import PLAN_SECTIONS, LoaderPlan
 from loaderkit.plan.specs import (
     DEFAULT_COLLATOR,
     DEFAULT_SEED,
@@ -381,20 +381,9 @@ class DataLoaderBuilder:
                 problems.extend(exc.problems)
             collator = DEFAULT_COLLATOR
         try:
-            plan = LoaderPlan(
-                dataset=dataset,
-                batch=self._batch,
-                order=self._order,
-                collator=collator,
-                transform=self._transform,
-                workers=self._workers,
-                device=self._device,
-                distributed=self._distributed,
-                bucketing=self._bucketing,
-                sampling_weights=self._sampling_weights,
-                curriculum=self._curriculum,
-                bindings=bound,
-            )
+            sections = {name: getattr(self, f"_{name}") for name in PLAN_SECTIONS}
+            sections.update(dataset=dataset, collator=collator)
+            plan = LoaderPlan(**sections, bindings=bound)
         except PlanError as exc:
             problems.extend(
                 p for p in exc.problems if self._dataset is not None or p.path != "dataset"
@@ -406,17 +395,7 @@ class DataLoaderBuilder:
     @classmethod
     def _from_plan(cls, plan: LoaderPlan) -> DataLoaderBuilder:
         return cls(
-            dataset=plan.dataset,
-            batch=plan.batch,
-            order=plan.order,
-            collator=plan.collator,
-            transform=plan.transform,
-            workers=plan.workers,
-            device=plan.device,
-            distributed=plan.distributed,
-            bucketing=plan.bucketing,
-            sampling_weights=plan.sampling_weights,
-            curriculum=plan.curriculum,
+            **{name: getattr(plan, name) for name in PLAN_SECTIONS},
             bound=plan.bindings or {},
         )
 

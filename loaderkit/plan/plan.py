@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     from loaderkit.build.loader import Loader
     from loaderkit.builder import DataLoaderBuilder
 
-__all__ = ["SCHEMA_VERSION", "LoaderPlan"]
+__all__ = ["PLAN_SECTIONS", "SCHEMA_VERSION", "LoaderPlan"]
 
 SCHEMA_VERSION = 1
 """The version of the plan file format this loaderkit writes and reads."""
@@ -71,19 +71,8 @@ class LoaderPlan:
     def __attrs_post_init__(self) -> None:
         from loaderkit.plan.rules import plan_problems
 
-        problems = plan_problems(
-            dataset=self.dataset,
-            batch=self.batch,
-            order=self.order,
-            collator=self.collator,
-            transform=self.transform,
-            workers=self.workers,
-            distributed=self.distributed,
-            bucketing=self.bucketing,
-            sampling_weights=self.sampling_weights,
-            curriculum=self.curriculum,
-            bindings=self.bindings,
-        )
+        sections = {name: getattr(self, name) for name in PLAN_SECTIONS if name != "device"}
+        problems = plan_problems(**sections, bindings=self.bindings)
         if problems:
             raise PlanError(problems)
 
@@ -196,3 +185,9 @@ class LoaderPlan:
         from loaderkit.build.loader import build_loader
 
         return build_loader(self)
+
+
+PLAN_SECTIONS: tuple[str, ...] = tuple(
+    f.name for f in attrs.fields(LoaderPlan) if f.name != "bindings"
+)
+"""The data sections of a plan, in order (the builder holds one private field per section)."""
