@@ -49,7 +49,7 @@ from loaderkit.order.epoch import EpochOrder
 from loaderkit.order.keys import derive_key
 from loaderkit.order.shard import ShardLayout
 from loaderkit.order.weighted import weighted_batches
-from loaderkit.plan.display import default_num_buckets, diff_dicts
+from loaderkit.plan.display import bucket_plan, diff_dicts
 from loaderkit.transforms import transforms
 
 if TYPE_CHECKING:
@@ -209,8 +209,7 @@ class _BucketPlanner(_ListPlanner):
         self.lengths = lengths
         self.spec = spec
         n = len(lengths)
-        size = batch.batch_size if spec.max_tokens is None else spec.max_batch_size
-        self.num_buckets = spec.num_buckets or default_num_buckets(n, size or 64)
+        self.num_buckets, size = bucket_plan(spec, batch, n)
         found = (
             None
             if spec.max_tokens is None

@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from loaderkit.order.shard import ShardLayout
-from loaderkit.plan.specs import dataset_summary
+from loaderkit.plan.specs import BatchSpec, BucketingSpec, dataset_summary
 
 if TYPE_CHECKING:
     from loaderkit.plan.plan import LoaderPlan
@@ -33,7 +33,7 @@ def diff_dicts(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[str]:
     for path in sorted(set(a) | set(b)):
         left, right = a.get(path, _UNSET), b.get(path, _UNSET)
         if left != right or type(left) is not type(right):
-            lines.append(f"{path}: {_show(left)} -> {_show(right)}")
+            lines.append(f"{path}: {left!r} -> {right!r}")
     return lines
 
 
@@ -43,10 +43,6 @@ class _Unset:
 
 
 _UNSET = _Unset()
-
-
-def _show(value: object) -> str:
-    return repr(value)
 
 
 def epoch_shape(plan: LoaderPlan) -> tuple[int | None, int | None, int, int]:
@@ -115,8 +111,7 @@ def _bucketing_line(plan: LoaderPlan) -> str:
     if spec is None:
         return ""
     n = plan.dataset.length or 0
-    size = plan.batch.batch_size if spec.max_tokens is None else spec.max_batch_size
-    buckets = spec.num_buckets or default_num_buckets(n, size or 64)
+    buckets = bucket_plan(spec, plan.batch, n)[0]
     text = f"by {spec.length.describe()}, {buckets} buckets"
     if spec.max_tokens is not None:
         unit = "tokens" if spec.cost == "linear" else "token^2 (quadratic cost)"
@@ -158,6 +153,16 @@ def _curriculum_line(plan: LoaderPlan) -> str:
 def default_num_buckets(n: int, batch_size: int) -> int:
     """Buckets when ``with_bucketing`` names none: about four batches per bucket."""
     return max(1, min(n, n // max(1, 4 * batch_size)))
+
+
+def bucket_plan(spec: BucketingSpec, batch: BatchSpec, n: int) -> tuple[int, int | None]:
+    """(number of buckets, samples per batch or its cap) of a bucketed plan over ``n`` samples.
+
+    The batch size is ``with_batch_size``'s, or under a token budget ``max_batch_size`` (``None``:
+    no cap; the default bucket count then assumes batches of 64).
+    """
+    size = batch.batch_size if spec.max_tokens is None else spec.max_batch_size
+    return spec.num_buckets or default_num_buckets(n, size or 64), size
 
 
 def explain_plan(plan: LoaderPlan) -> str:
