@@ -14,6 +14,9 @@ standard library, never torch.
   replacement, from counter-based uniforms (:func:`uniform_draws`).
 - :func:`bucketed_batches` makes length-bucketed batches (fixed size or a token budget) as an
   :class:`EpochBatches`, which :meth:`EpochBatches.shard` deals out to ranks.
+- :func:`mixture_batches` reads several sources as one (weighted, sequential, round-robin,
+  ...); :func:`mixture_num_batches` counts its batches and :func:`source_of` maps its global
+  indices back to sources.
 """
 
 from loaderkit.order.batches import EpochBatches
@@ -29,6 +32,7 @@ from loaderkit.order.curriculum import (
 from loaderkit.order.epoch import BatchLayout, EpochOrder, batch_indices, epoch_batches
 from loaderkit.order.feistel import FeistelPermutation
 from loaderkit.order.keys import batch_rng, derive_key, sample_rng, sample_seed, worker_seed
+from loaderkit.order.mixture import mixture_batches, mixture_num_batches, source_of
 from loaderkit.order.shard import ShardLayout
 from loaderkit.order.weighted import uniform_draws, weighted_batches, weighted_sample
 
@@ -50,9 +54,12 @@ __all__ = [
     "difficulty_order",
     "eligible_count",
     "epoch_batches",
+    "mixture_batches",
+    "mixture_num_batches",
     "padding_stats",
     "sample_rng",
     "sample_seed",
+    "source_of",
     "uniform_draws",
     "weighted_batches",
     "weighted_sample",
