@@ -11,7 +11,7 @@ import attrs
 from loaderkit._checks import Bindings
 from loaderkit.errors import PlanError, Problem
 from loaderkit.plan.fields import (
-    batch_spec,
+    batch_schedule_spec,
     bucketing_spec,
     collator_for_modality,
     collator_spec,
@@ -19,6 +19,7 @@ from loaderkit.plan.fields import (
     dataset_spec,
     device_spec,
     distributed_spec,
+    mixture_spec,
     order_spec,
     resolve_auto,
     transform_spec,
@@ -36,6 +37,7 @@ from loaderkit.plan.specs import (
     DatasetSpec,
     DistributedSpec,
     LengthSource,
+    MixtureSpec,
     OrderSpec,
     WeightsSpec,
     WorkersSpec,
@@ -87,6 +89,7 @@ class DataLoaderBuilder:
     _bucketing: BucketingSpec | None = None
     _sampling_weights: WeightsSpec | None = None
     _curriculum: CurriculumSpec | None = None
+    _mixture: MixtureSpec | None = None
     _bound: Mapping[str, object] = attrs.field(
         factory=Bindings, eq=False, hash=False, converter=_bindings
     )
@@ -100,6 +103,7 @@ class DataLoaderBuilder:
         another section still uses it.
         """
         keys = {
+            "batch": _key(self._batch.fn),
             "dataset": self._dataset.binding if self._dataset else None,
             "collator": _key(self._collator),
             "transform": _key(self._transform),
@@ -118,6 +122,16 @@ class DataLoaderBuilder:
             bound[new] = obj
         return bound
 
+    def _without_mixture(self, bound: dict[str, object]) -> dict[str, object]:
+        """``bound`` without the objects only the current mixture uses."""
+        if self._mixture is not None:
+            for name in self._mixture.names:
+                bound.pop(name, None)
+            weights_fn = _key(self._mixture.fn)
+            if weights_fn is not None:
+                bound.pop(weights_fn, None)
+        return bound
+
     # -- the chain --------------------------------------------------------------------------
 
     def with_dataset(self, dataset: object, *, name: str | None = None) -> DataLoaderBuilder:
@@ -131,17 +145,71 @@ class DataLoaderBuilder:
         earlier dataset.
         """
         spec = dataset_spec(dataset, name)
-        return attrs.evolve(
-            self, dataset=spec, bound=self._rebound("dataset", spec.binding, dataset)
-        )
+        bound = self._without_mixture(self._rebound("dataset", spec.binding, dataset))
+        bound[spec.binding] = dataset
+        return attrs.evolve(self, dataset=spec, mixture=None, bound=bound)
 
-    def with_batch_size(self, batch_size: int, *, drop_last: bool = False) -> DataLoaderBuilder:
+    def with_mixture(
+        self,
+        sources: Mapping[str, object],
+        *,
+        weights: object = None,
+        mode: str = "weighted",
+        stratified: bool = False,
+        by: str = "epoch",
+        num_samples: int | None = None,
+        source_key: str | None = None,
+    ) -> DataLoaderBuilder:
+        """Return a new builder reading from several datasets, ``sources = {name: dataset}``.
+
+        Each source is bound under its name (plan files refer to it as such). ``mode``:
+
+        - ``"weighted"`` (default): each position of an epoch draws its source by weight;
+          ``num_samples`` positions per epoch (default: all sources' sizes summed). A source's
+          samples come in a shuffled order that starts again, reshuffled, when used up.
+          ``stratified=True`` gives every batch the weights' proportions exactly (each count
+          the floor or ceiling of ``batch_size x weight``).
+        - ``"sequential"``: each source in turn, batches never mixing sources.
+        - ``"round_robin"``: one sample from each source in turn, every sample once per epoch.
+        - ``"max_size_cycle"``: round robin until the largest source is used up (smaller ones
+          start again).
+        - ``"min_size"``: round robin until the smallest source is used up.
+
+        ``weights``: ``{name: weight}`` or one number per source (default: proportional to the
+        sources' sizes); a schedule ``[(until, {name: weight}), ...]`` (the weights of the
+        first entry with ``t < until``, the last entry's after it); or a function of the epoch
+        or step (``by``) returning the weights, so mixtures can follow a curriculum.
+        ``source_key="source"`` adds the source id of every sample (its position in
+        ``sources``) to dict batches as an int64 tensor. Replaces any earlier dataset or
+        mixture.
+        """
+        spec, combined, live = mixture_spec(
+            sources,
+            weights=weights,
+            mode=mode,
+            stratified=stratified,
+            by=by,
+            num_samples=num_samples,
+            source_key=source_key,
+        )
+        bound = self._without_mixture(self._rebound("dataset", None, None))
+        bound.update(live)
+        return attrs.evolve(self, dataset=combined, mixture=spec, bound=bound)
+
+    def with_batch_size(
+        self, batch_size: object, *, drop_last: bool = False, by: str = "epoch"
+    ) -> DataLoaderBuilder:
         """Return a new builder with ``batch_size`` samples per batch on each rank.
 
         ``drop_last=True`` drops the final partial batch of an epoch (torch semantics);
-        otherwise it is delivered smaller. Replaces any earlier batch size.
+        otherwise it is delivered smaller. A progressive batch size is a schedule of the epoch
+        (``by="epoch"``) or of the step (``by="step"``: batches delivered since the start of
+        training): a list ``[(until, size), ...]`` (the size of the first entry with ``t <
+        until``, the last entry's size after it) or a function of ``t`` returning the size.
+        Replaces any earlier batch size.
         """
-        return attrs.evolve(self, batch=batch_spec(batch_size, drop_last))
+        spec, live = batch_schedule_spec(batch_size, drop_last, by)
+        return attrs.evolve(self, batch=spec, bound=self._rebound("batch", _key(spec.fn), live))
 
     def with_shuffle(self, enabled: bool = True) -> DataLoaderBuilder:
         """Return a new builder that shuffles every epoch (or, with ``False``, reads in order).
@@ -403,7 +471,9 @@ class DataLoaderBuilder:
 
     def __repr__(self) -> str:
         calls = ["DataLoaderBuilder()"]
-        if self._dataset is not None:
+        if self._mixture is not None:
+            calls.append(f".with_mixture({self._mixture_args()})")
+        elif self._dataset is not None:
             ds = self._dataset
             size = "streamed" if ds.length is None else f"{ds.length} samples"
             arg = f"<{ds.type_name.rsplit('.', 1)[-1]}: {size}>"
@@ -411,8 +481,15 @@ class DataLoaderBuilder:
                 arg += f", name={ds.binding!r}"
             calls.append(f".with_dataset({arg})")
         if self._batch != BatchSpec():
-            drop = ", drop_last=True" if self._batch.drop_last else ""
-            calls.append(f".with_batch_size({self._batch.batch_size}{drop})")
+            b = self._batch
+            shown = str(b.batch_size)
+            if b.fn is not None:
+                shown = self._callable_arg(b.fn, False)
+            elif b.schedule:
+                shown = repr([(until, value) for until, value in b.schedule])
+            drop = ", drop_last=True" if b.drop_last else ""
+            unit = f", by={b.by!r}" if b.scheduled and b.by != "epoch" else ""
+            calls.append(f".with_batch_size({shown}{drop}{unit})")
         if self._order.shuffle:
             calls.append(".with_shuffle()")
         if self._order.seed != DEFAULT_SEED:
@@ -466,6 +543,35 @@ class DataLoaderBuilder:
                 args.append("even_batches=False")
             calls.append(f".with_distributed({', '.join(args)})")
         return "".join(calls)
+
+    def _mixture_args(self) -> str:
+        spec = self._mixture
+        assert spec is not None
+        parts = []
+        for source in spec.sources:
+            short = source.type_name.rsplit(".", 1)[-1]
+            parts.append(f"{source.binding!r}: <{short}: {source.length} samples>")
+        args = ["{" + ", ".join(parts) + "}"]
+        if spec.fn is not None:
+            args.append(f"weights={self._callable_arg(spec.fn, False)}")
+        elif spec.schedule:
+            table = [(until, dict(zip(spec.names, w, strict=True))) for until, w in spec.schedule]
+            args.append(f"weights={table!r}")
+        elif spec.weights is not None:
+            args.append(f"weights={dict(zip(spec.names, spec.weights, strict=True))!r}")
+        defaults = {
+            "mode": "weighted",
+            "stratified": False,
+            "by": "epoch",
+            "num_samples": None,
+            "source_key": None,
+        }
+        args.extend(
+            f"{key}={getattr(spec, key)!r}"
+            for key, default in defaults.items()
+            if getattr(spec, key) != default
+        )
+        return ", ".join(args)
 
     def _bucketing_args(self) -> str:
         spec = self._bucketing

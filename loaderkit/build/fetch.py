@@ -9,14 +9,14 @@ from __future__ import annotations
 
 import random
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, MutableMapping
 from typing import Any, NamedTuple, NoReturn
 
 import numpy as np
 import numpy.typing as npt
 import torch
 
-from loaderkit.build.sources import Source
+from loaderkit.build.sources import MixtureSource, Source
 from loaderkit.collators.base import BatchContext
 from loaderkit.errors import DataError
 from loaderkit.order.keys import sample_rng, worker_seed
@@ -80,6 +80,7 @@ class BatchFetcher:
         transform: Callable[..., Any] | None,
         transform_rng: bool,
         seed: int,
+        source_key: str | None = None,
     ) -> None:
         self.source = source
         self.collate = collate
@@ -89,9 +90,9 @@ class BatchFetcher:
         self.transform = transform
         self.transform_rng = transform_rng
         self.seed = seed
-        hook = getattr(source.data, "set_epoch", None)
-        self.epoch_hook: Callable[[int], Any] | None = hook if callable(hook) else None
+        self.epoch_hooks = source.epoch_hooks()
         self.seen_epoch: int | None = None
+        self.source_key = source_key
 
     def __call__(self, request: BatchRequest) -> Any:
         """The batch for ``request``; raises :class:`DataError` naming the sample.
@@ -99,9 +100,32 @@ class BatchFetcher:
         A dataset defining ``set_epoch(epoch)`` hears of each new epoch before its first
         sample is fetched, in whichever process fetches it (persistent workers included).
         """
-        if self.epoch_hook is not None and request.epoch != self.seen_epoch:
-            self.epoch_hook(request.epoch)
+        if self.epoch_hooks and request.epoch != self.seen_epoch:
+            for hook in self.epoch_hooks:
+                hook(request.epoch)
             self.seen_epoch = request.epoch
+        batch = self._batch(request)
+        if self.source_key is not None:
+            return self._with_sources(request, batch)
+        return batch
+
+    def _with_sources(self, request: BatchRequest, batch: Any) -> Any:
+        """Add the source id of every sample under ``source_key`` (mixtures)."""
+        source = self.source
+        assert isinstance(source, MixtureSource)
+        assert self.source_key is not None
+        if not isinstance(batch, MutableMapping):
+            raise DataError(
+                f"mixture.source_key={self.source_key!r} adds the source ids to dict batches, "
+                f"but collator {self.collator_name!r} made a {type(batch).__name__}; use a "
+                f"collator that returns a dict, or drop source_key",
+                collator=self.collator_name,
+                batch_index=request.batch_index,
+            )
+        batch[self.source_key] = torch.from_numpy(source.source_ids(request.indices))
+        return batch
+
+    def _batch(self, request: BatchRequest) -> Any:
         if self.fast:
             try:
                 batch = self.source.default_batch(request.indices)
@@ -152,7 +176,8 @@ class BatchFetcher:
     ) -> DataError:
         worker = _worker_id()
         return DataError(
-            f"sample {index} (batch {request.batch_index} of epoch {request.epoch}) {what} "
+            f"sample {index}{self.source.locate(index)} (batch {request.batch_index} of epoch "
+            f"{request.epoch}) {what} "
             f"{_where(worker)}: {type(exc).__name__}: {exc}",
             sample_index=index,
             worker_id=worker,

@@ -28,7 +28,8 @@ from loaderkit.build.fetch import (
     failure_from,
 )
 from loaderkit.build.lengths import sample_lengths, sample_weights
-from loaderkit.build.sources import make_source
+from loaderkit.build.schedules import Schedule
+from loaderkit.build.sources import MixtureSource, Source, make_source
 from loaderkit.collators import collators
 from loaderkit.errors import DataError, NotBuiltYetError, PlanError, ResumeError
 from loaderkit.order.batches import EpochBatches
@@ -47,9 +48,11 @@ from loaderkit.order.curriculum import (
 )
 from loaderkit.order.epoch import EpochOrder
 from loaderkit.order.keys import derive_key
+from loaderkit.order.mixture import mixture_batches, mixture_num_batches
 from loaderkit.order.shard import ShardLayout
 from loaderkit.order.weighted import weighted_batches
 from loaderkit.plan.display import bucket_plan, diff_dicts
+from loaderkit.plan.fields import batch_size_value, source_weights
 from loaderkit.transforms import transforms
 
 if TYPE_CHECKING:
@@ -60,6 +63,7 @@ if TYPE_CHECKING:
         CallableSpec,
         CurriculumSpec,
         DistributedSpec,
+        MixtureSpec,
         WeightsSpec,
     )
 
@@ -108,6 +112,20 @@ def resolve_world(spec: DistributedSpec) -> tuple[int, int, str]:
     return 1, 0, "single process (no process group, no RANK/WORLD_SIZE set)"
 
 
+def _batch_sizes(plan: LoaderPlan) -> Schedule[int]:
+    """The batch size as a function of the epoch or step."""
+    b = plan.batch
+    fn = None if b.fn is None else _resolve_callable(plan, b.fn, "batch.batch_size")
+    return Schedule(
+        "batch.batch_size",
+        b.by,
+        fixed=b.batch_size,
+        table=b.schedule,
+        fn=fn,
+        check=batch_size_value,
+    )
+
+
 def _resolve_callable(plan: LoaderPlan, spec: CallableSpec, kind: str) -> Callable[..., Any]:
     if spec.source == "registry":
         if kind == "collator":
@@ -122,14 +140,30 @@ def _resolve_callable(plan: LoaderPlan, spec: CallableSpec, kind: str) -> Callab
 
 
 class _Planner:
-    """Fixed-size batches of one rank: requests computed directly from (epoch, batch)."""
+    """Fixed-size batches of one rank: requests computed directly from (epoch, batch).
 
-    def __init__(self, layout: ShardLayout, n: int, seed: int, shuffle: bool) -> None:
-        self.layout = layout
+    The batch size may follow a per-epoch schedule: each epoch has its own layout.
+    """
+
+    def __init__(
+        self,
+        n: int,
+        seed: int,
+        shuffle: bool,
+        layout: Callable[[int], ShardLayout],
+    ) -> None:
         self.n = n
         self.seed = seed
         self.shuffle = shuffle
+        self.layout_for = layout
+        self._layout: tuple[int, ShardLayout] | None = None
         self._order: EpochOrder | None = None
+
+    def layout(self, epoch: int) -> ShardLayout:
+        cached = self._layout
+        if cached is None or cached[0] != epoch:
+            cached = self._layout = (epoch, self.layout_for(epoch))
+        return cached[1]
 
     def order(self, epoch: int) -> EpochOrder:
         order = self._order
@@ -138,20 +172,125 @@ class _Planner:
         return order
 
     def num_batches(self, epoch: int) -> int:
-        return len(self.layout)
+        return len(self.layout(epoch))
 
     def indices(self, epoch: int, batch_index: int) -> npt.NDArray[np.int64]:
         cached = self._order
         order = cached if cached is not None and cached.epoch == epoch else None
         if order is None:  # another epoch: do not evict the order iteration is using
             order = EpochOrder(self.n, self.seed, epoch, self.shuffle)
-        return self.layout.indices(order, batch_index)
+        return self.layout(epoch).indices(order, batch_index)
 
     def requests(self, epoch: int, start: int) -> Iterator[BatchRequest]:
         order = self.order(epoch)
-        layout = self.layout
+        layout = self.layout(epoch)
         for b in range(start, len(layout)):
             yield BatchRequest(epoch, b, layout.indices(order, b))
+
+
+class _StepSizedPlanner:
+    """Batches whose size follows a per-step schedule, over the plain epoch order.
+
+    Step ``t`` counts the batches a rank delivered since training started (epochs before
+    included). The global batch of step ``t`` holds ``size(t) x world_size`` consecutive
+    positions of the epoch order, rank ``r`` taking the ``r``-th slice of ``size(t)``; the
+    tail follows the fixed-size rules (dropped with ``drop_last``; with even batches,
+    completed by wrapping around to the start of the epoch order; else ranks past the end get
+    nothing).
+    """
+
+    def __init__(
+        self,
+        n: int,
+        seed: int,
+        shuffle: bool,
+        sizes: Schedule[int],
+        world_size: int,
+        rank: int,
+        drop_last: bool,
+        even: bool,
+    ) -> None:
+        self.n = n
+        self.seed = seed
+        self.shuffle = shuffle
+        self.sizes = sizes
+        self.world_size = world_size
+        self.rank = rank
+        self.drop_last = drop_last
+        self.even = even
+        self._starts: list[int] = [0]  # first step of each epoch walked so far
+        self._epoch: tuple[int, EpochBatches] | None = None
+
+    def _walk(self, epoch: int) -> list[tuple[int, int]]:
+        """(start position, size) of this rank's batches in ``epoch`` (before wrapping)."""
+        t = self.first_step(epoch)
+        n, world, rank = self.n, self.world_size, self.rank
+        out: list[tuple[int, int]] = []
+        used = 0
+        while used < n:
+            size = self.sizes(t)
+            whole = size * world
+            if used + whole > n:  # the tail
+                if self.drop_last:
+                    break
+                if self.even and world > 1:
+                    out.append((used + rank * size, size))
+                else:
+                    start = used + rank * size
+                    if start < n:
+                        out.append((start, min(size, n - start)))
+                break
+            out.append((used + rank * size, size))
+            used += whole
+            t += 1
+        return out
+
+    def _steps(self, epoch: int) -> int:
+        """Steps of ``epoch`` (the same on every rank, as rank 0 counts them)."""
+        n, world = self.n, self.world_size
+        t = self._starts[epoch]
+        steps, used = 0, 0
+        while used < n:
+            whole = self.sizes(t + steps) * world
+            if used + whole > n and self.drop_last:
+                break
+            steps += 1
+            used += whole
+        return steps
+
+    def first_step(self, epoch: int) -> int:
+        """Batches delivered per rank before ``epoch`` (each epoch walked once, cached)."""
+        starts = self._starts
+        while len(starts) <= epoch:
+            starts.append(starts[-1] + self._steps(len(starts) - 1))
+        return starts[epoch]
+
+    def batches(self, epoch: int) -> EpochBatches:
+        cached = self._epoch
+        if cached is None or cached[0] != epoch:
+            plan = self._walk(epoch)
+            order = EpochOrder(self.n, self.seed, epoch, self.shuffle)
+            sizes = np.asarray([size for _, size in plan], dtype=np.int64)
+            offsets = np.zeros(len(plan) + 1, dtype=np.int64)
+            np.cumsum(sizes, out=offsets[1:])
+            positions = np.concatenate(
+                [np.arange(a, a + k, dtype=np.int64) for a, k in plan]
+                or [np.empty(0, dtype=np.int64)]
+            )
+            indices = order.at(positions % max(self.n, 1)) if positions.size else positions
+            cached = self._epoch = (epoch, EpochBatches(indices.astype(np.int64), offsets))
+        return cached[1]
+
+    def num_batches(self, epoch: int) -> int:
+        return len(self.batches(epoch))
+
+    def indices(self, epoch: int, batch_index: int) -> npt.NDArray[np.int64]:
+        return self.batches(epoch).batch(batch_index)
+
+    def requests(self, epoch: int, start: int) -> Iterator[BatchRequest]:
+        batches = self.batches(epoch)
+        for b in range(start, len(batches)):
+            yield BatchRequest(epoch, b, batches.batch(b))
 
 
 class _ListPlanner:
@@ -161,11 +300,14 @@ class _ListPlanner:
     batch of it is one slice.
     """
 
-    def __init__(self, seed: int, world_size: int, rank: int, even: bool) -> None:
+    def __init__(
+        self, seed: int, world_size: int, rank: int, even: bool, sizes: Schedule[int]
+    ) -> None:
         self.seed = seed
         self.world_size = world_size
         self.rank = rank
         self.even = even
+        self.sizes = sizes
         self._epoch: tuple[int, EpochBatches] | None = None
 
     def global_batches(self, epoch: int) -> EpochBatches:
@@ -204,8 +346,9 @@ class _BucketPlanner(_ListPlanner):
         world_size: int,
         rank: int,
         even: bool,
+        sizes: Schedule[int],
     ) -> None:
-        super().__init__(seed, world_size, rank, even)
+        super().__init__(seed, world_size, rank, even, sizes)
         self.lengths = lengths
         self.spec = spec
         n = len(lengths)
@@ -253,8 +396,9 @@ class _WeightedPlanner(_ListPlanner):
         world_size: int,
         rank: int,
         even: bool,
+        sizes: Schedule[int],
     ) -> None:
-        super().__init__(seed, world_size, rank, even)
+        super().__init__(seed, world_size, rank, even, sizes)
         self.weights = weights
         self.spec = spec
         self.batch = batch
@@ -265,7 +409,7 @@ class _WeightedPlanner(_ListPlanner):
                 self.weights,
                 seed=self.seed,
                 epoch=epoch,
-                batch_size=self.batch.batch_size,
+                batch_size=self.sizes(epoch),
                 num_samples=self.spec.num_samples,
                 replacement=self.spec.replacement,
                 drop_last=self.batch.drop_last,
@@ -287,8 +431,9 @@ class _CurriculumPlanner(_ListPlanner):
         world_size: int,
         rank: int,
         even: bool,
+        sizes: Schedule[int],
     ) -> None:
-        super().__init__(seed, world_size, rank, even)
+        super().__init__(seed, world_size, rank, even, sizes)
         self.order = difficulty_order(difficulty)
         self.spec = spec
         self.schedule = schedule
@@ -318,7 +463,7 @@ class _CurriculumPlanner(_ListPlanner):
         )
 
     def global_batches(self, epoch: int) -> EpochBatches:
-        b = self.batch.batch_size
+        b = self.sizes(epoch)
         if self.spec.by == "epoch":
             return curriculum_epoch_batches(
                 self.order,
@@ -340,10 +485,99 @@ class _CurriculumPlanner(_ListPlanner):
         return eligible_count(len(self.order), self.competence(t))
 
 
+class _MixturePlanner(_ListPlanner):
+    """Batches drawn from several sources; weights may follow a schedule of epoch or step."""
+
+    def __init__(
+        self,
+        spec: MixtureSpec,
+        weights_fn: Callable[[int], Any] | None,
+        batch: BatchSpec,
+        shuffle: bool,
+        seed: int,
+        world_size: int,
+        rank: int,
+        even: bool,
+        sizes: Schedule[int],
+    ) -> None:
+        super().__init__(seed, world_size, rank, even, sizes)
+        self.spec = spec
+        self.weights_fn = weights_fn
+        self.batch = batch
+        self.shuffle = shuffle
+        self._starts = [0]  # first step of each epoch counted so far
+
+    def per_epoch(self, epoch: int) -> int:
+        """Batches in ``epoch`` before sharding (they follow the epoch's batch size)."""
+        spec = self.spec
+        return mixture_num_batches(
+            spec.sizes,
+            mode=spec.mode,
+            batch_size=self.sizes(epoch),
+            num_samples=spec.num_samples,
+            drop_last=self.batch.drop_last,
+        )
+
+    def first_step(self, epoch: int) -> int:
+        """Global batches of the epochs before ``epoch``: the step the weights see first."""
+        starts = self._starts
+        while len(starts) <= epoch:
+            starts.append(starts[-1] + self.per_epoch(len(starts) - 1))
+        return starts[epoch]
+
+    def weights_at(self, t: int) -> tuple[float, ...] | None:
+        """The source weights at epoch or step ``t`` (``None``: proportional to sizes)."""
+        spec = self.spec
+        if self.weights_fn is not None:
+            value = self.weights_fn(t)
+            try:
+                return source_weights("mixture.weights", value, spec.names)
+            except PlanError as exc:
+                raise PlanError.single(
+                    "mixture.weights",
+                    f"the weight function returned {value!r} for {spec.by} {t}: "
+                    f"{exc.problems[0].message}",
+                ) from None
+        for until, weights in spec.schedule:
+            if t < until:
+                return weights
+        if spec.schedule:
+            return spec.schedule[-1][1]
+        return spec.weights
+
+    def global_batches(self, epoch: int) -> EpochBatches:
+        spec = self.spec
+        weights: Any = None
+        if spec.mode == "weighted":
+            if spec.by == "step" and (spec.fn is not None or spec.schedule):
+                first, count = self.first_step(epoch), self.per_epoch(epoch)
+                weights = np.array(
+                    [self.weights_at(first + j) for j in range(count)], dtype=np.float64
+                ).reshape(count, len(spec.sources))
+            else:
+                weights = self.weights_at(epoch)
+        return mixture_batches(
+            spec.sizes,
+            names=spec.names,
+            mode=spec.mode,
+            seed=self.seed,
+            epoch=epoch,
+            batch_size=self.sizes(epoch),
+            shuffle=self.shuffle,
+            weights=weights,
+            num_samples=spec.num_samples if spec.mode == "weighted" else None,
+            stratified=spec.stratified,
+            drop_last=self.batch.drop_last,
+        )
+
+
+_AnyPlanner = _Planner | _StepSizedPlanner | _ListPlanner
+
+
 class _RequestSampler(Sampler[BatchRequest]):
     """Yields the requests of one rank's epoch from the loader's cursor (main process)."""
 
-    def __init__(self, planner: _Planner | _ListPlanner) -> None:
+    def __init__(self, planner: _AnyPlanner) -> None:
         self.planner = planner
         self.epoch = 0
         self.start = 0
@@ -403,22 +637,32 @@ class Loader:
         self.world_size, self.rank, self.distributed_source = resolve_world(plan.distributed)
         n = plan.dataset.length
         assert n is not None
-        layout = ShardLayout(
-            n,
-            plan.batch.batch_size,
-            self.world_size,
-            self.rank,
-            plan.batch.drop_last,
-            plan.distributed.even_batches,
-        )
-        self._planner: _Planner | _ListPlanner = _Planner(
-            layout, n, plan.order.seed, plan.order.shuffle
-        )
+        self.batch_sizes = _batch_sizes(plan)
+        self._planner: _AnyPlanner
         self.lengths_cost = ""
         listed = self._list_planner(plan)
         if listed is not None:
             self._planner, self.lengths_cost = listed
-        if plan.batch.drop_last and len(layout) == 0 and listed is None:
+        elif plan.batch.by == "step" and plan.batch.scheduled:
+            self._planner = _StepSizedPlanner(
+                n,
+                plan.order.seed,
+                plan.order.shuffle,
+                self.batch_sizes,
+                self.world_size,
+                self.rank,
+                plan.batch.drop_last,
+                plan.distributed.even_batches,
+            )
+        else:
+            sizes, world, rank = self.batch_sizes, self.world_size, self.rank
+            batch, even = plan.batch, plan.distributed.even_batches
+
+            def layout(epoch: int) -> ShardLayout:
+                return ShardLayout(n, sizes(epoch), world, rank, batch.drop_last, even)
+
+            self._planner = _Planner(n, plan.order.seed, plan.order.shuffle, layout)
+        if plan.batch.drop_last and self._planner.num_batches(0) == 0 and listed is None:
             raise PlanError.single(
                 "batch.drop_last",
                 f"with batch_size {plan.batch.batch_size} on {self.world_size} ranks and {n} "
@@ -432,13 +676,14 @@ class Loader:
             None if plan.transform is None else _resolve_callable(plan, plan.transform, "transform")
         )
         self._fetcher = BatchFetcher(
-            make_source(plan.bindings[plan.dataset.binding], plan.dataset),
+            self._source(plan),
             collate=collate,
             collator_name=plan.collator.describe(),
             default_collator=plan.collator.source == "registry" and plan.collator.name == "default",
             transform=transform,
             transform_rng=plan.transform is not None and plan.transform.accepts_rng,
             seed=plan.order.seed,
+            source_key=plan.mixture.source_key if plan.mixture is not None else None,
         )
         self._epoch = 0
         self._delivered = 0
@@ -446,13 +691,28 @@ class Loader:
         self._torch_loader: DataLoader[Any] | None = None
         self._sampler: _RequestSampler | None = None
 
+    @staticmethod
+    def _source(plan: LoaderPlan) -> Source:
+        assert plan.bindings is not None
+        mixture = plan.mixture
+        if mixture is None:
+            return make_source(plan.bindings[plan.dataset.binding], plan.dataset)
+        parts = [make_source(plan.bindings[s.binding], s) for s in mixture.sources]
+        return MixtureSource(parts, mixture.names, mixture.sizes)
+
     def _list_planner(self, plan: LoaderPlan) -> tuple[_ListPlanner, str] | None:
         """The planner for bucketing, weights or a curriculum, with what its values cost.
 
         ``None`` for plain fixed-size batches.
         """
         assert plan.bindings is not None
-        shard = (plan.order.seed, self.world_size, self.rank, plan.distributed.even_batches)
+        shard = (
+            plan.order.seed,
+            self.world_size,
+            self.rank,
+            plan.distributed.even_batches,
+            self.batch_sizes,
+        )
         if plan.bucketing is not None:
             lengths, cost = sample_lengths(plan.bucketing.length, plan.dataset, plan.bindings)
             return _BucketPlanner(lengths, plan.bucketing, plan.batch, *shard), cost
@@ -469,6 +729,20 @@ class Loader:
             schedule = None if fn is None else _resolve_callable(plan, fn, "curriculum.schedule")
             planner = _CurriculumPlanner(difficulty, plan.curriculum, schedule, plan.batch, *shard)
             return planner, cost
+        if plan.mixture is not None:
+            fn = plan.mixture.fn
+            weights_fn = None if fn is None else _resolve_callable(plan, fn, "mixture.weights")
+            mixed = _MixturePlanner(
+                plan.mixture, weights_fn, plan.batch, plan.order.shuffle, *shard
+            )
+            if mixed.num_batches(0) == 0:
+                raise PlanError.single(
+                    "batch.drop_last",
+                    f"with batch_size {plan.batch.batch_size} on {self.world_size} ranks, the "
+                    f"mixture's epoch leaves 0 batches per rank; lower batch_size or set "
+                    f"drop_last=False",
+                )
+            return mixed, ""
         return None
 
     # -- position ---------------------------------------------------------------------------

@@ -20,9 +20,10 @@ import numpy.typing as npt
 import torch
 from torch.utils.data import TensorDataset, default_collate
 
+from loaderkit.order.mixture import source_of
 from loaderkit.plan.specs import DatasetSpec
 
-__all__ = ["Source", "make_source"]
+__all__ = ["MixtureSource", "Source", "make_source"]
 
 Indices = npt.NDArray[np.int64]
 
@@ -48,6 +49,15 @@ class Source:
     def default_batch(self, indices: Indices) -> Any | None:
         """``default_collate(self.samples(indices))`` computed column-wise, or ``None``."""
         return None
+
+    def epoch_hooks(self) -> list[Callable[[int], Any]]:
+        """The ``set_epoch`` methods of the datasets behind this source."""
+        hook = getattr(self.data, "set_epoch", None)
+        return [hook] if callable(hook) else []
+
+    def locate(self, index: int) -> str:
+        """Where sample ``index`` comes from, for error messages (``""``: nothing to add)."""
+        return ""
 
 
 def _gather(column: Any, indices: Indices, index_tensor: torch.Tensor) -> Any:
@@ -513,3 +523,56 @@ def make_source(data: Any, spec: DatasetSpec) -> Source:
         "hf": HFSource,
     }
     return makers.get(spec.kind, Source)(data)
+
+
+class MixtureSource(Source):
+    """Several sources read as their concatenation (a mixture's global index space).
+
+    Source ``s`` sample ``i`` is global index ``offsets[s] + i``. Batches are fetched per
+    source (each through its own batched path) and put back in request order.
+    """
+
+    def __init__(self, parts: Sequence[Source], names: Sequence[str], sizes: Sequence[int]) -> None:
+        super().__init__([p.data for p in parts])
+        self.parts = list(parts)
+        self.names = list(names)
+        self.sizes = list(sizes)
+        self.offsets = np.zeros(len(sizes) + 1, dtype=np.int64)
+        np.cumsum(np.asarray(sizes, dtype=np.int64), out=self.offsets[1:])
+
+    def source_ids(self, indices: Indices) -> npt.NDArray[np.int64]:
+        """The source of every global index."""
+        return source_of(indices, self.sizes)
+
+    def sample(self, index: int) -> Any:
+        """The sample at global ``index``."""
+        s = int(self.source_ids(np.asarray([index], dtype=np.int64))[0])
+        return self.parts[s].sample(index - int(self.offsets[s]))
+
+    def samples(self, indices: Indices) -> list[Any]:
+        """The samples at global ``indices``, fetched source by source, in request order."""
+        ids = self.source_ids(indices)
+        out: list[Any] = [None] * len(indices)
+        for s in np.unique(ids).tolist():
+            where = np.flatnonzero(ids == s)
+            got = self.parts[s].samples(indices[where] - self.offsets[s])
+            for position, sample in zip(where.tolist(), got, strict=True):
+                out[position] = sample
+        return out
+
+    def default_batch(self, indices: Indices) -> Any | None:
+        """The column-wise batch when all samples come from one source, else ``None``."""
+        ids = self.source_ids(indices)
+        if len(ids) == 0 or bool((ids != ids[0]).any()):
+            return None
+        s = int(ids[0])
+        return self.parts[s].default_batch(indices - self.offsets[s])
+
+    def epoch_hooks(self) -> list[Callable[[int], Any]]:
+        """Every source's ``set_epoch``."""
+        return [hook for part in self.parts for hook in part.epoch_hooks()]
+
+    def locate(self, index: int) -> str:
+        """``" (source 'code', its sample 12)"``."""
+        s = int(self.source_ids(np.asarray([index], dtype=np.int64))[0])
+        return f" (source {self.names[s]!r}, its sample {index - int(self.offsets[s])})"

@@ -54,10 +54,12 @@ def epoch_shape(plan: LoaderPlan) -> tuple[int | None, int | None, int, int]:
     n = plan.dataset.length
     dist = plan.distributed
     world = dist.world_size if dist.enabled else 1
-    if n is None or world is None:
+    if n is None or world is None or plan.batch.scheduled:
         return None, None, 0, 0
     if plan.curriculum is not None and plan.curriculum.by == "epoch":
         return None, None, 0, 0  # the eligible set grows with the epoch
+    if plan.mixture is not None:
+        return _mixture_shape(plan, world)
     if (
         plan.bucketing is not None
         or plan.sampling_weights is not None
@@ -87,6 +89,88 @@ def _dealt_shape(plan: LoaderPlan, n: int, world: int) -> tuple[int | None, int 
         return n - dropped, total, dropped, 0
     per_rank = total // world if plan.distributed.even_batches else -(-total // world)
     return None, per_rank, dropped, 0
+
+
+def _mixture_shape(plan: LoaderPlan, world: int) -> tuple[int | None, int | None, int, int]:
+    from loaderkit.order.mixture import mixture_num_batches
+
+    spec = plan.mixture
+    assert spec is not None
+    b = plan.batch
+    total = mixture_num_batches(
+        spec.sizes,
+        mode=spec.mode,
+        batch_size=b.batch_size,
+        num_samples=spec.num_samples,
+        drop_last=b.drop_last,
+    )
+    samples = mixture_samples(plan)
+    if spec.mode == "sequential":  # every source cut on its own
+        size = b.batch_size
+        kept = sum(n // size * size for n in spec.sizes) if b.drop_last else samples
+    else:
+        kept = min(samples, total * b.batch_size)
+    if world == 1:
+        return kept, total, samples - kept, 0
+    per_rank = total // world if plan.distributed.even_batches else -(-total // world)
+    return None, per_rank, samples - kept, 0
+
+
+def mixture_samples(plan: LoaderPlan) -> int:
+    """The samples of one epoch of a mixture, before batching (``drop_last`` not applied)."""
+    spec = plan.mixture
+    assert spec is not None
+    sizes = spec.sizes
+    return {
+        "weighted": spec.num_samples or sum(sizes),
+        "sequential": sum(sizes),
+        "round_robin": sum(sizes),
+        "max_size_cycle": len(sizes) * max(sizes),
+        "min_size": len(sizes) * min(sizes),
+    }[spec.mode]
+
+
+def _mixture_line(plan: LoaderPlan) -> str:
+    spec = plan.mixture
+    assert spec is not None
+    parts = []
+    weights = spec.weights
+    total = sum(spec.sizes)
+    for i, source in enumerate(spec.sources):
+        text = f"{source.binding!r} {source.length:,}"
+        if spec.mode == "weighted" and spec.fn is None and not spec.schedule:
+            w = (weights[i] / sum(weights)) if weights else (source.length or 0) / total
+            text += f" (p={w:.3g})"
+        parts.append(text)
+    line = f"{len(spec.sources)} sources: {', '.join(parts)}; mode {spec.mode}"
+    if spec.mode == "weighted":
+        if spec.fn is not None:
+            line += f", weights from {spec.fn.describe()} per {spec.by}"
+        elif spec.schedule:
+            steps = "; ".join(
+                f"until {u:g}: " + "/".join(f"{w:g}" for w in ws) for u, ws in spec.schedule
+            )
+            line += f", weights per {spec.by}: {steps}; then the last"
+        elif weights is None:
+            line += ", weights proportional to sizes"
+        if spec.stratified:
+            line += ", stratified (every batch in proportion)"
+    line += f"; {mixture_samples(plan):,} samples per epoch"
+    if spec.source_key is not None:
+        line += f"; source ids in batch[{spec.source_key!r}]"
+    return line
+
+
+def _batch_schedule(batch: BatchSpec) -> str:
+    """``"progressive by step: 16 until 100, 32 until 200, then 64"``."""
+    if batch.fn is not None:
+        return (
+            f"progressive: size from {batch.fn.describe()} per {batch.by} ({batch.batch_size} at 0)"
+        )
+    table = batch.schedule
+    parts = [f"{size} until {until:g}" for until, size in table[:-1]]
+    parts.append(f"then {table[-1][1]}" if parts else f"{table[-1][1]}")
+    return f"progressive by {batch.by}: {', '.join(parts)}"
 
 
 def _workers_line(plan: LoaderPlan) -> str:
@@ -182,11 +266,17 @@ def explain_plan(plan: LoaderPlan) -> str:
         order = f"weighted draws (see sampling), seed {o.seed}"
     if plan.curriculum is not None:
         order = f"shuffled within the eligible easiest samples (see curriculum), seed {o.seed}"
+    if plan.mixture is not None:
+        how = "each source shuffled" if o.shuffle else "each source in order"
+        order = f"mixed from the sources (see mixture), {how}, seed {o.seed}"
     if plan.bucketing is not None and plan.bucketing.max_tokens is not None:
         batch_line = (
             f"sizes vary under a token budget, drop_last={b.drop_last}; batches per epoch known "
             f"when built"
         )
+    elif b.scheduled:
+        batch_line = f"{_batch_schedule(b)} per rank, drop_last={b.drop_last}; batches per "
+        batch_line += "epoch follow the schedule"
     elif batches is None:
         batch_line = f"{b.batch_size} per rank, drop_last={b.drop_last}; batches per epoch known "
         batch_line += "when built"
@@ -199,6 +289,7 @@ def explain_plan(plan: LoaderPlan) -> str:
             per_rank is not None
             and plan.bucketing is None
             and plan.sampling_weights is None
+            and plan.mixture is None
             and not b.drop_last
             and d.world_size in (None, 1)
             and per_rank % b.batch_size
@@ -235,6 +326,7 @@ def explain_plan(plan: LoaderPlan) -> str:
         *([f"  bucketing   {bucketing}"] if bucketing else []),
         *([f"  sampling    {_weights_line(plan)}"] if plan.sampling_weights else []),
         *([f"  curriculum  {_curriculum_line(plan)}"] if plan.curriculum else []),
+        *([f"  mixture     {_mixture_line(plan)}"] if plan.mixture else []),
         f"  transform   {transform}",
         f"  workers     {_workers_line(plan)}",
         f"  device      {plan.device}",

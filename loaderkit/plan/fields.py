@@ -10,7 +10,7 @@ from __future__ import annotations
 import hashlib
 import inspect
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import attrs
@@ -23,6 +23,7 @@ from loaderkit._checks import (
     check_number,
     check_optional_bool,
     check_str,
+    did_you_mean,
     freeze_value,
 )
 from loaderkit.errors import PlanError, PlanTypeError, Problem
@@ -30,6 +31,8 @@ from loaderkit.plan.specs import (
     BUCKET_COSTS,
     CURRICULUM_UNITS,
     DEVICES,
+    MIXTURE_BINDING,
+    MIXTURE_MODES,
     SCHEDULES,
     START_METHODS,
     BatchSpec,
@@ -39,6 +42,7 @@ from loaderkit.plan.specs import (
     DatasetSpec,
     DistributedSpec,
     LengthSource,
+    MixtureSpec,
     OrderSpec,
     WeightsSpec,
     WorkersSpec,
@@ -47,6 +51,8 @@ from loaderkit.plan.specs import (
 from loaderkit.registry import callable_ref, resolve_ref
 
 __all__ = [
+    "batch_schedule_spec",
+    "batch_size_value",
     "batch_spec",
     "binding_name",
     "bucketing_spec",
@@ -54,7 +60,11 @@ __all__ = [
     "dataset_spec",
     "device_spec",
     "distributed_spec",
+    "int_schedule",
+    "mixture_options",
+    "mixture_spec",
     "order_spec",
+    "source_weights",
     "transform_spec",
     "weights_spec",
     "workers_spec",
@@ -70,6 +80,10 @@ RESERVED_BINDINGS = (
     "difficulty",
     "difficulty_fn",
     "schedule",
+    "mixture",
+    "mixture_weights",
+    "batch_size_fn",
+    "max_length_fn",
 )
 """Binding names of callables given without an importable path; datasets cannot take them."""
 
@@ -110,6 +124,84 @@ def batch_spec(batch_size: object, drop_last: object = False) -> BatchSpec:
         "batch.batch_size", batch_size, minimum=1, fix="pass a positive number of samples"
     )
     return BatchSpec(size, check_bool("batch.drop_last", drop_last))
+
+
+def batch_size_value(value: object, path: str = "batch.batch_size") -> int:
+    """One batch size: an int >= 1."""
+    return check_int(path, value, minimum=1, fix="pass a positive number of samples")
+
+
+def int_schedule(
+    path: str,
+    value: object,
+    fn_binding: str,
+    check: Callable[[object, str], int],
+) -> tuple[int | None, tuple[tuple[float, int], ...], CallableSpec | None, object | None]:
+    """An int that may follow a schedule: ``(fixed, table, fn, live function)``.
+
+    ``value`` is an int, a list of ``(until, value)`` pairs with increasing ``until``, or a
+    function of the epoch or step (a callable or a ``"module:qualname"`` string).
+    """
+    if callable(value) or (isinstance(value, str) and ":" in value):
+        if isinstance(value, str):
+            target = _resolve(path, value)
+            return None, (), CallableSpec("ref", callable_ref(target) or value), target
+        ref = callable_ref(value)
+        spec = (
+            CallableSpec("ref", ref)
+            if ref is not None
+            else CallableSpec("binding", fn_binding, label=_label(value))
+        )
+        return None, (), spec, value
+    if isinstance(value, list | tuple):
+        if not value:
+            raise PlanError.single(path, "an empty schedule; give (until, value) pairs")
+        table: list[tuple[float, int]] = []
+        for i, pair in enumerate(value):
+            if not isinstance(pair, list | tuple) or len(pair) != 2:
+                raise PlanTypeError.single(
+                    f"{path}[{i}]", f"must be an (until, value) pair (got {pair!r})"
+                )
+            until = check_number(f"{path}[{i}]", pair[0], minimum=0.0)
+            if table and until <= table[-1][0]:
+                raise PlanError.single(f"{path}[{i}]", "the 'until' values must increase")
+            table.append((until, check(pair[1], f"{path}[{i}]")))
+        return None, tuple(table), None, None
+    return check(value, path), (), None, None
+
+
+def batch_schedule_spec(
+    batch_size: object, drop_last: object = False, by: object = "epoch"
+) -> tuple[BatchSpec, object | None]:
+    """The batch spec of ``with_batch_size`` (maybe progressive) and a function to bind."""
+    fixed, table, fn, live = int_schedule(
+        "batch.batch_size", batch_size, "batch_size_fn", batch_size_value
+    )
+    unit = check_choice("batch.by", by, CURRICULUM_UNITS)
+    drop = check_bool("batch.drop_last", drop_last)
+    if fixed is not None:
+        if unit != "epoch":
+            raise PlanError.single(
+                "batch.by", "only applies to a batch-size schedule (got a fixed batch size)"
+            )
+        return BatchSpec(fixed, drop), None
+    if table:
+        first = table[0][1]
+    else:
+        assert callable(live)
+        try:
+            first = batch_size_value(live(0))
+        except PlanError as exc:
+            raise PlanError.single(
+                "batch.batch_size",
+                f"the batch-size function at {unit} 0: {exc.problems[0].message}",
+            ) from None
+        except Exception as exc:
+            raise PlanError.single(
+                "batch.batch_size",
+                f"the batch-size function failed at {unit} 0: {type(exc).__name__}: {exc}",
+            ) from exc
+    return BatchSpec(first, drop, table, fn, unit), live
 
 
 MAX_SEED = 2**63 - 1
@@ -630,3 +722,228 @@ def distributed_spec(
     )
     index = None if rank is None else check_int("distributed.rank", rank, minimum=0)
     return DistributedSpec(True, size, index, check_bool("distributed.even_batches", even_batches))
+
+
+def source_weights(path: str, value: object, names: tuple[str, ...]) -> tuple[float, ...]:
+    """One weight per source, from a mapping name -> weight or a sequence in source order."""
+    import math
+
+    if isinstance(value, Mapping):
+        unknown = [k for k in value if k not in names]
+        if unknown:
+            name = str(unknown[0])
+            raise PlanError.single(
+                path,
+                f"names no source {name!r}{did_you_mean(name, names)}; the sources are "
+                f"{', '.join(repr(n) for n in names)}",
+            )
+        missing = [n for n in names if n not in value]
+        if missing:
+            raise PlanError.single(
+                path,
+                f"has no weight for {', '.join(repr(n) for n in missing)}; give every source "
+                f"a weight (0 leaves a source out)",
+            )
+        raw = [value[n] for n in names]
+    elif isinstance(value, list | tuple):
+        if len(value) != len(names):
+            raise PlanError.single(
+                path,
+                f"has {len(value)} weights for {len(names)} sources "
+                f"({', '.join(repr(n) for n in names)}); give one weight per source",
+            )
+        raw = list(value)
+    else:
+        raise PlanTypeError.single(
+            path,
+            f"must be a mapping of source name to weight or a list of weights (got "
+            f"{type(value).__name__})",
+        )
+    weights = tuple(
+        check_number(f"{path}[{n!r}]", w, minimum=0.0, fix="weights are numbers >= 0")
+        for n, w in zip(names, raw, strict=True)
+    )
+    if not all(math.isfinite(w) for w in weights):
+        raise PlanError.single(path, f"weights must be finite (got {list(weights)})")
+    if not any(weights):
+        raise PlanError.single(path, "all weights are 0; give some source a positive weight")
+    return weights
+
+
+def _weights_table(
+    path: str, value: object, names: tuple[str, ...]
+) -> tuple[tuple[float, tuple[float, ...]], ...]:
+    """A discrete weight schedule ``[(until, weights), ...]`` with increasing ``until``."""
+    assert isinstance(value, list | tuple)
+    out: list[tuple[float, tuple[float, ...]]] = []
+    for i, pair in enumerate(value):
+        if not isinstance(pair, list | tuple) or len(pair) != 2:
+            raise PlanTypeError.single(
+                f"{path}[{i}]", f"must be an (until, weights) pair (got {pair!r})"
+            )
+        until = check_number(f"{path}[{i}]", pair[0], minimum=0.0)
+        if out and until <= out[-1][0]:
+            raise PlanError.single(f"{path}[{i}]", "the 'until' values must increase")
+        out.append((until, source_weights(f"{path}[{i}]", pair[1], names)))
+    if not out:
+        raise PlanError.single(path, "an empty weight schedule; give (until, weights) pairs")
+    return tuple(out)
+
+
+def _is_schedule_table(value: object) -> bool:
+    return (
+        isinstance(value, list | tuple)
+        and bool(value)
+        and all(isinstance(p, list | tuple) and len(p) == 2 for p in value)
+        and all(isinstance(p[1], Mapping | list | tuple) for p in value)
+    )
+
+
+def mixture_spec(
+    sources: object,
+    *,
+    weights: object = None,
+    mode: object = "weighted",
+    stratified: object = False,
+    by: object = "epoch",
+    num_samples: object = None,
+    source_key: object = None,
+) -> tuple[MixtureSpec, DatasetSpec, list[tuple[str, object]]]:
+    """The mixture spec, the combined dataset spec, and the live objects to bind."""
+    if not isinstance(sources, Mapping) or not sources:
+        raise PlanTypeError.single(
+            "mixture.sources",
+            f"must be a non-empty mapping of source name to dataset, e.g. {{'wiki': wiki_ds, "
+            f"'code': code_ds}} (got {type(sources).__name__})",
+        )
+    specs: list[DatasetSpec] = []
+    bound: list[tuple[str, object]] = []
+    for key, obj in sources.items():
+        name = binding_name("mixture.sources", key)
+        path = f"mixture.sources.{name}"
+        if name in RESERVED_BINDINGS:
+            raise PlanError.single(
+                path, f"{name!r} is reserved for an object the builder binds itself; rename it"
+            )
+        if obj is None:
+            raise PlanTypeError.single(path, "got None; pass a dataset object")
+        try:
+            spec = describe_dataset(obj, name)
+        except PlanError as exc:
+            raise type(exc)(
+                [Problem(p.path.replace("dataset", path, 1), p.message) for p in exc.problems]
+            ) from None
+        if spec.iterable:
+            raise PlanError.single(
+                path,
+                f"{name!r} is an iterable (streaming) dataset; mixtures draw by index, so pass "
+                f"map-style datasets",
+            )
+        if spec.length == 0:
+            raise PlanError.single(path, f"{name!r} has 0 samples; drop it from the mixture")
+        specs.append(spec)
+        bound.append((name, obj))
+    mixture, live = mixture_options(
+        specs,
+        weights=weights,
+        mode=mode,
+        stratified=stratified,
+        by=by,
+        num_samples=num_samples,
+        source_key=source_key,
+    )
+    return mixture, combined_dataset(mixture), bound + live
+
+
+def mixture_options(
+    specs: Sequence[DatasetSpec],
+    *,
+    weights: object = None,
+    mode: object = "weighted",
+    stratified: object = False,
+    by: object = "epoch",
+    num_samples: object = None,
+    source_key: object = None,
+) -> tuple[MixtureSpec, list[tuple[str, object]]]:
+    """Check a mixture's options against its sources; the spec and a weight function to bind."""
+    bound: list[tuple[str, object]] = []
+    names = tuple(s.binding for s in specs)
+    kind = check_choice("mixture.mode", mode, MIXTURE_MODES)
+    unit = check_choice("mixture.by", by, CURRICULUM_UNITS)
+    strat = check_bool("mixture.stratified", stratified)
+    draws = (
+        None
+        if num_samples is None
+        else check_int("mixture.num_samples", num_samples, minimum=1, fix="samples per epoch")
+    )
+    key = None if source_key is None else check_str("mixture.source_key", source_key)
+    fixed: tuple[float, ...] | None = None
+    table: tuple[tuple[float, tuple[float, ...]], ...] = ()
+    fn: CallableSpec | None = None
+    if weights is None:
+        pass
+    elif callable(weights) or (isinstance(weights, str) and ":" in weights):
+        if isinstance(weights, str):
+            target = _resolve("mixture.weights", weights)
+            fn = CallableSpec("ref", callable_ref(target) or weights)
+        else:
+            target = weights
+            ref = callable_ref(weights)
+            fn = (
+                CallableSpec("ref", ref)
+                if ref is not None
+                else CallableSpec("binding", "mixture_weights", label=_label(weights))
+            )
+        bound.append((fn.name, target))
+    elif _is_schedule_table(weights):
+        table = _weights_table("mixture.weights", weights, names)
+    else:
+        fixed = source_weights("mixture.weights", weights, names)
+    if kind != "weighted":
+        given = [
+            label
+            for label, value in (
+                ("weights", weights),
+                ("num_samples", num_samples),
+                ("stratified", strat or None),
+            )
+            if value is not None
+        ]
+        if given:
+            raise PlanError.single(
+                f"mixture.{given[0]}",
+                f"only applies to mode='weighted' (got mode={kind!r}); drop "
+                f"{', '.join(given)} or use mode='weighted'",
+            )
+    if key is not None:
+        clash = [s.binding for s in specs if key in s.columns]
+        if clash:
+            raise PlanError.single(
+                "mixture.source_key",
+                f"{key!r} is already a column of {', '.join(repr(c) for c in clash)}; pick "
+                f"another key for the source ids",
+            )
+    mixture = MixtureSpec(tuple(specs), kind, fixed, table, fn, unit, strat, draws, key)
+    return mixture, bound
+
+
+def combined_dataset(mixture: MixtureSpec) -> DatasetSpec:
+    """The dataset spec a mixture reads as: the concatenation of its sources."""
+    first = mixture.sources[0]
+    columns: tuple[str, ...] = ()
+    features: tuple[str, ...] = ()
+    if all(s.columns for s in mixture.sources):
+        shared = [c for c in first.columns if all(c in s.columns for s in mixture.sources)]
+        columns = tuple(shared)
+        if first.features:
+            by_name = dict(zip(first.columns, first.features, strict=False))
+            features = tuple(by_name[c] for c in shared)
+    return DatasetSpec(
+        MIXTURE_BINDING,
+        "mixture",
+        "loaderkit.mixture",
+        sum(mixture.sizes),
+        None,
+        columns,
+        features,
+    )

@@ -9,7 +9,8 @@ hashed:
 field                      kind      why
 =========================  ========  =============================================================
 dataset identity           stream    binding name, kind, type, length, columns; HF fingerprint
-batch.batch_size           stream    batch boundaries
+batch.batch_size           stream    batch boundaries (with a schedule: its table or function,
+                                     and by)
 batch.drop_last            stream    whether the tail is delivered
 order.shuffle, order.seed  stream    the order of the epoch and every random stream
 collator                   stream    source, name, options, label: what a batch is made of
@@ -26,6 +27,8 @@ curriculum                 stream    difficulty source, schedule (name or functi
                                      start, degree, steps
 sampling_weights           stream    weight source (column / function / digest), replacement,
                                      num_samples
+mixture                    stream    sources (identity of each), mode, weights or their schedule,
+                                     by, stratified, num_samples, source_key
 workers.* (the rest)       exec      prefetch_factor, persistent, pin_memory, start_method, timeout
 device                     exec      where batches are delivered, not what they hold
 =========================  ========  =============================================================
@@ -57,6 +60,8 @@ def canonical_json(data: object) -> str:
 
 def stream_fields(plan: LoaderPlan) -> dict[str, Any]:
     """The fields of ``plan`` that can change what a batch contains, as plain data."""
+    from loaderkit.plan.serde import batch_to_dict
+
     ds = plan.dataset
     data: dict[str, Any] = {
         "fingerprint_version": FINGERPRINT_VERSION,
@@ -68,7 +73,7 @@ def stream_fields(plan: LoaderPlan) -> dict[str, Any]:
             "identity": ds.identity,
             "columns": list(ds.columns),
         },
-        "batch": {"batch_size": plan.batch.batch_size, "drop_last": plan.batch.drop_last},
+        "batch": batch_to_dict(plan.batch),
         "order": {"shuffle": plan.order.shuffle, "seed": plan.order.seed},
         "collator": {
             "source": plan.collator.source,
@@ -108,6 +113,10 @@ def stream_fields(plan: LoaderPlan) -> dict[str, Any]:
         from loaderkit.plan.serde import weights_to_dict
 
         data["sampling_weights"] = weights_to_dict(plan.sampling_weights)
+    if plan.mixture is not None:
+        from loaderkit.plan.serde import mixture_to_dict
+
+        data["mixture"] = mixture_to_dict(plan.mixture)
     return data
 
 

@@ -20,6 +20,7 @@ from loaderkit.plan.specs import (
     CurriculumSpec,
     DatasetSpec,
     DistributedSpec,
+    MixtureSpec,
     OrderSpec,
     WeightsSpec,
     WorkersSpec,
@@ -64,6 +65,7 @@ class LoaderPlan:
     bucketing: BucketingSpec | None = None
     sampling_weights: WeightsSpec | None = None
     curriculum: CurriculumSpec | None = None
+    mixture: MixtureSpec | None = None
     bindings: Mapping[str, object] | None = attrs.field(
         factory=Bindings, eq=False, hash=False, converter=_freeze_bindings
     )

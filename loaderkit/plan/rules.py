@@ -22,6 +22,7 @@ from loaderkit.plan.specs import (
     DatasetSpec,
     DistributedSpec,
     LengthSource,
+    MixtureSpec,
     OrderSpec,
     WeightsSpec,
     WorkersSpec,
@@ -211,6 +212,111 @@ def _bucketing_problems(
     return problems
 
 
+def _batch_schedule_problems(
+    batch: BatchSpec,
+    bindings: Mapping[str, object] | None,
+    bucketing: BucketingSpec | None,
+    sampling_weights: WeightsSpec | None,
+    curriculum: CurriculumSpec | None,
+    mixture: MixtureSpec | None,
+) -> list[Problem]:
+    problems: list[Problem] = []
+    if batch.fn is not None:  # runs in the main process: no pickling needed
+        problems.extend(_callable_problems("batch.batch_size", batch.fn, bindings, None))
+    if bucketing is not None:
+        problems.append(
+            Problem(
+                "batch.batch_size",
+                "a batch-size schedule cannot be combined with with_bucketing yet; use a fixed "
+                "batch size (or a token budget, which sizes batches itself)",
+            )
+        )
+    if curriculum is not None and curriculum.by == "step":
+        problems.append(
+            Problem(
+                "batch.batch_size",
+                "a batch-size schedule cannot be combined with a per-step curriculum yet (its "
+                "steps per epoch follow the batch size); use with_curriculum(..., by='epoch')",
+            )
+        )
+    others = [
+        label
+        for spec, label in (
+            (sampling_weights, "with_sampling_weights"),
+            (curriculum, "with_curriculum"),
+            (mixture, "with_mixture"),
+        )
+        if spec is not None
+    ]
+    if batch.by == "step" and others:
+        problems.append(
+            Problem(
+                "batch.by",
+                f"a per-step batch-size schedule works with plain (shuffled or sequential) "
+                f"order, not yet with {others[0]}; use by='epoch'",
+            )
+        )
+    return problems
+
+
+def _mixture_problems(
+    mixture: MixtureSpec,
+    dataset: DatasetSpec | None,
+    bindings: Mapping[str, object] | None,
+    needs_pickle: str | None,
+    bucketing: BucketingSpec | None,
+    sampling_weights: WeightsSpec | None,
+    curriculum: CurriculumSpec | None,
+) -> list[Problem]:
+    problems: list[Problem] = []
+    if dataset is not None and dataset.kind != "mixture":
+        problems.append(
+            Problem(
+                "mixture",
+                f"the plan reads dataset {dataset.binding!r} and a mixture; with_mixture "
+                f"replaces with_dataset, so use one of them",
+            )
+        )
+    elif dataset is not None and dataset.length != sum(mixture.sizes):
+        problems.append(
+            Problem(
+                "dataset.length",
+                f"is {dataset.length} but the mixture's sources hold {sum(mixture.sizes)} "
+                f"samples; compile the plan again",
+            )
+        )
+    for source in mixture.sources:
+        if bindings is not None and source.binding not in bindings:
+            problems.append(
+                Problem(
+                    f"mixture.sources.{source.binding}",
+                    f"no object bound to {source.binding!r}; pass bindings="
+                    f"{{{source.binding!r}: your_dataset}} when loading",
+                )
+            )
+    if mixture.fn is not None:
+        # weight functions run in the main process: no pickling needed
+        problems.extend(_callable_problems("mixture.weights", mixture.fn, bindings, None))
+    for other, label in (
+        (bucketing, "with_bucketing"),
+        (sampling_weights, "with_sampling_weights"),
+        (curriculum, "with_curriculum"),
+    ):
+        if other is not None:
+            problems.append(
+                Problem(
+                    "mixture",
+                    f"cannot be combined with {label} yet; weight the sources with "
+                    f"with_mixture(..., weights=...) instead, or use one dataset",
+                )
+            )
+    if mixture.stratified and mixture.mode != "weighted":
+        problems.append(
+            Problem("mixture.stratified", f"only applies to mode='weighted' (got {mixture.mode!r})")
+        )
+    return problems
+
+
 def plan_problems(
     *,
     dataset: DatasetSpec | None,
@@ -224,6 +330,7 @@ def plan_problems(
     bucketing: BucketingSpec | None = None,
     sampling_weights: WeightsSpec | None = None,
     curriculum: CurriculumSpec | None = None,
+    mixture: MixtureSpec | None = None,
 ) -> list[Problem]:
     """All problems of a plan, in section order. ``bindings=None`` skips binding checks."""
     problems: list[Problem] = []
@@ -231,7 +338,15 @@ def plan_problems(
     if dataset is None:
         problems.append(Problem("dataset", "no dataset; call .with_dataset(ds) before .compile()"))
     else:
-        if bindings is not None and dataset.binding not in bindings:
+        if dataset.kind == "mixture" and mixture is None:
+            problems.append(
+                Problem(
+                    "dataset",
+                    "is a mixture but the plan has no mixture section; build it with "
+                    "with_mixture({...})",
+                )
+            )
+        if dataset.kind != "mixture" and bindings is not None and dataset.binding not in bindings:
             problems.append(
                 Problem(
                     "dataset",
@@ -349,6 +464,12 @@ def plan_problems(
     if transform is not None:
         problems.extend(_callable_problems("transform", transform, bindings, needs_pickle))
 
+    if batch.scheduled:
+        problems.extend(
+            _batch_schedule_problems(
+                batch, bindings, bucketing, sampling_weights, curriculum, mixture
+            )
+        )
     if bucketing is not None:
         problems.extend(_bucketing_problems(bucketing, dataset, batch, bindings, needs_pickle))
     if sampling_weights is not None:
@@ -379,21 +500,31 @@ def plan_problems(
                 Problem("curriculum", f"cannot be combined with {other} yet; choose one of them")
             )
 
+    if mixture is not None:
+        problems.extend(
+            _mixture_problems(
+                mixture, dataset, bindings, needs_pickle, bucketing, sampling_weights, curriculum
+            )
+        )
+
     names: dict[str, str] = {}
+    sources = [(f"mixture.sources.{n}", n) for n in (mixture.names if mixture else ())]
     for path, name in (
-        ("dataset", dataset.binding if dataset else None),
+        ("dataset", dataset.binding if dataset and dataset.kind != "mixture" else None),
+        *sources,
         ("collator", collator.name if collator.source == "binding" else None),
         ("transform", transform.name if transform and transform.source == "binding" else None),
     ):
         if name is None:
             continue
         if name in names:
+            fix = (
+                "rename the source in with_mixture({...})"
+                if path.startswith("mixture") or names[name].startswith("mixture")
+                else "give the dataset another name with with_dataset(ds, name=...)"
+            )
             problems.append(
-                Problem(
-                    path,
-                    f"binding name {name!r} is already used by {names[name]}; give the dataset "
-                    f"another name with with_dataset(ds, name=...)",
-                )
+                Problem(path, f"binding name {name!r} is already used by {names[name]}; {fix}")
             )
         names[name] = path
     return problems

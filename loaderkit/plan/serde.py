@@ -25,14 +25,17 @@ from loaderkit._checks import (
 )
 from loaderkit.errors import PlanError, PlanTypeError, Problem
 from loaderkit.plan.fields import (
-    batch_spec,
+    batch_schedule_spec,
+    batch_size_value,
     binding_name,
     bucketing_spec,
     collator_spec,
+    combined_dataset,
     curriculum_spec,
     dataset_spec,
     device_spec,
     distributed_spec,
+    mixture_options,
     order_spec,
     resolve_auto,
     transform_spec,
@@ -50,6 +53,7 @@ from loaderkit.plan.specs import (
     DatasetSpec,
     DistributedSpec,
     LengthSource,
+    MixtureSpec,
     OrderSpec,
     WeightsSpec,
     WorkersSpec,
@@ -76,6 +80,7 @@ SECTIONS = (
     "bucketing",
     "sampling_weights",
     "curriculum",
+    "mixture",
 )
 
 
@@ -95,16 +100,7 @@ def _callable_to_dict(spec: CallableSpec, *, with_options: bool) -> dict[str, An
 
 def plan_to_dict(plan: LoaderPlan) -> dict[str, Any]:
     """Plain data for ``plan``; ``None`` (automatic) settings are left out."""
-    ds = plan.dataset
-    dataset: dict[str, Any] = {"binding": ds.binding, "kind": ds.kind, "type": ds.type_name}
-    if ds.length is not None:
-        dataset["length"] = ds.length
-    if ds.identity is not None:
-        dataset["identity"] = ds.identity
-    if ds.columns:
-        dataset["columns"] = list(ds.columns)
-    if ds.features:
-        dataset["features"] = list(ds.features)
+    dataset = dataset_to_dict(plan.dataset)
     w = plan.workers
     workers = {
         key: value
@@ -127,7 +123,7 @@ def plan_to_dict(plan: LoaderPlan) -> dict[str, Any]:
     out: dict[str, Any] = {
         "schema_version": SCHEMA_VERSION,
         "dataset": dataset,
-        "batch": {"batch_size": plan.batch.batch_size, "drop_last": plan.batch.drop_last},
+        "batch": batch_to_dict(plan.batch),
         "order": {"shuffle": plan.order.shuffle, "seed": plan.order.seed},
         "collator": _callable_to_dict(plan.collator, with_options=True),
         "workers": workers,
@@ -142,6 +138,61 @@ def plan_to_dict(plan: LoaderPlan) -> dict[str, Any]:
         out["sampling_weights"] = weights_to_dict(plan.sampling_weights)
     if plan.curriculum is not None:
         out["curriculum"] = curriculum_to_dict(plan.curriculum)
+    if plan.mixture is not None:
+        out["mixture"] = mixture_to_dict(plan.mixture)
+    return out
+
+
+def batch_to_dict(spec: BatchSpec) -> dict[str, Any]:
+    """The ``[batch]`` table of a plan file (also what the fingerprint hashes)."""
+    out: dict[str, Any] = {"batch_size": spec.batch_size, "drop_last": spec.drop_last}
+    if spec.schedule:
+        out["schedule"] = [[until, size] for until, size in spec.schedule]
+    if spec.fn is not None:
+        fn = _callable_to_dict(spec.fn, with_options=False)
+        fn.pop("accepts_rng", None)
+        out["size_fn"] = fn
+    if spec.scheduled:
+        out["by"] = spec.by
+    return out
+
+
+def dataset_to_dict(ds: DatasetSpec) -> dict[str, Any]:
+    """The ``[dataset]`` table of a plan file (and of each ``[[mixture.sources]]``)."""
+    out: dict[str, Any] = {"binding": ds.binding, "kind": ds.kind, "type": ds.type_name}
+    if ds.length is not None:
+        out["length"] = ds.length
+    if ds.identity is not None:
+        out["identity"] = ds.identity
+    if ds.columns:
+        out["columns"] = list(ds.columns)
+    if ds.features:
+        out["features"] = list(ds.features)
+    return out
+
+
+def mixture_to_dict(spec: MixtureSpec) -> dict[str, Any]:
+    """The ``[mixture]`` table of a plan file (also what the fingerprint hashes)."""
+    out: dict[str, Any] = {
+        "mode": spec.mode,
+        "by": spec.by,
+        "stratified": spec.stratified,
+        "sources": [dataset_to_dict(s) for s in spec.sources],
+    }
+    if spec.weights is not None:
+        out["weights"] = dict(zip(spec.names, spec.weights, strict=True))
+    if spec.schedule:
+        out["schedule"] = [
+            [until, dict(zip(spec.names, w, strict=True))] for until, w in spec.schedule
+        ]
+    if spec.fn is not None:
+        fn = _callable_to_dict(spec.fn, with_options=False)
+        fn.pop("accepts_rng", None)
+        out["weights_fn"] = fn
+    if spec.num_samples is not None:
+        out["num_samples"] = spec.num_samples
+    if spec.source_key is not None:
+        out["source_key"] = spec.source_key
     return out
 
 
@@ -248,39 +299,39 @@ class _Reader:
 
     # -- sections ---------------------------------------------------------------------------
 
-    def dataset(self, data: Mapping[str, Any]) -> DatasetSpec | None:
+    def dataset(self, data: Mapping[str, Any], path: str = "dataset") -> DatasetSpec | None:
         sec = self.section(
             data,
-            "dataset",
+            path,
             ("binding", "kind", "type", "length", "identity", "columns", "features"),
         )
-        if "dataset" not in data:
-            self.problems.append(Problem("dataset", "missing; a plan needs a [dataset] table"))
+        if path not in data:
+            self.problems.append(Problem(path, "missing; a plan needs a [dataset] table"))
             return None
         if "binding" not in sec:
             self.problems.append(
-                Problem("dataset.binding", "missing; name the dataset binding, e.g. 'train'")
+                Problem(f"{path}.binding", "missing; name the dataset binding, e.g. 'train'")
             )
             return None
         try:
-            binding = binding_name("dataset.binding", sec.get("binding"))
-            kind = check_str("dataset.kind", sec.get("kind"))
+            binding = binding_name(f"{path}.binding", sec.get("binding"))
+            kind = check_str(f"{path}.kind", sec.get("kind"))
             if kind not in DATASET_KINDS:
                 raise PlanError.single(
-                    "dataset.kind",
+                    f"{path}.kind",
                     f"unknown kind {kind!r}{did_you_mean(kind, DATASET_KINDS)}",
                 )
-            type_name = check_str("dataset.type", sec.get("type"))
+            type_name = check_str(f"{path}.type", sec.get("type"))
             length = sec.get("length")
             if length is not None:
-                length = check_int("dataset.length", length, minimum=0)
+                length = check_int(f"{path}.length", length, minimum=0)
             identity = sec.get("identity")
             if identity is not None:
-                identity = check_str("dataset.identity", identity)
+                identity = check_str(f"{path}.identity", identity)
             columns = sec.get("columns", [])
             if not isinstance(columns, list) or not all(isinstance(c, str) for c in columns):
                 raise PlanTypeError.single(
-                    "dataset.columns", f"must be a list of strings (got {columns!r})"
+                    f"{path}.columns", f"must be a list of strings (got {columns!r})"
                 )
         except PlanError as exc:
             self.problems.extend(exc.problems)
@@ -288,13 +339,18 @@ class _Reader:
         features = sec.get("features", [])
         if not isinstance(features, list) or not all(isinstance(f, str) for f in features):
             self.problems.append(
-                Problem("dataset.features", f"must be a list of strings (got {features!r})")
+                Problem(f"{path}.features", f"must be a list of strings (got {features!r})")
             )
             return None
         recorded = DatasetSpec(
             binding, kind, type_name, length, identity, tuple(columns), tuple(features)
         )
-        obj = self.bind("dataset", binding)
+        if kind == "mixture":
+            if path != "dataset":
+                self.problems.append(Problem(path, "a mixture cannot be a source of a mixture"))
+                return None
+            return recorded  # its sources are bound by the [mixture] table
+        obj = self.bind(path, binding)
         if obj is None:
             return recorded
         live = self.attempt(lambda: dataset_spec(obj, binding))
@@ -303,7 +359,7 @@ class _Reader:
         if live != recorded:
             self.problems.append(
                 Problem(
-                    "dataset",
+                    path,
                     f"the object bound to {binding!r} is not the dataset the plan was made "
                     f"for: {_describe(live)} given, {_describe(recorded)} expected; bind the "
                     f"same dataset or compile a new plan",
@@ -500,6 +556,125 @@ class _Reader:
         chosen: WeightsSpec = attrs.evolve(base[0], source=source)
         return chosen
 
+    def batch(self, data: Mapping[str, Any]) -> BatchSpec | None:
+        sec = self.section(data, "batch", ("batch_size", "drop_last", "schedule", "size_fn", "by"))
+        if not sec:
+            return None
+        drop = sec.get("drop_last", False)
+        if "schedule" in sec and "size_fn" in sec:
+            self.problems.append(Problem("batch", "give schedule or size_fn, not both"))
+            return None
+        if "size_fn" in sec:
+            fn = self._callable({"batch.batch_size": sec["size_fn"]}, "batch.batch_size", _value_fn)
+            if fn is None:
+                return None
+            size = self.attempt(lambda: batch_size_value(sec.get("batch_size", 1)))
+            base = self.attempt(lambda: batch_schedule_spec([(1, 1)], drop, sec.get("by", "epoch")))
+            if size is None or base is None:
+                return None
+            timed: BatchSpec = attrs.evolve(base[0], batch_size=size, schedule=(), fn=fn)
+            return timed
+        if "schedule" in sec:
+            spec = self.attempt(
+                lambda: batch_schedule_spec(sec["schedule"], drop, sec.get("by", "epoch"))
+            )
+            if spec is None:
+                return None
+            if "batch_size" in sec and sec["batch_size"] != spec[0].batch_size:
+                self.problems.append(
+                    Problem(
+                        "batch.batch_size",
+                        f"is {sec['batch_size']!r} but the schedule starts at "
+                        f"{spec[0].batch_size}; drop batch_size or make them agree",
+                    )
+                )
+            chosen: BatchSpec = spec[0]
+            return chosen
+        plain: BatchSpec | None = self.attempt(
+            lambda: batch_schedule_spec(sec.get("batch_size", 1), drop, sec.get("by", "epoch"))[0]
+        )
+        return plain
+
+    def mixture(self, data: Mapping[str, Any], dataset: DatasetSpec | None) -> MixtureSpec | None:
+        if "mixture" not in data:
+            return None
+        names = (
+            "sources",
+            "mode",
+            "weights",
+            "schedule",
+            "weights_fn",
+            "by",
+            "stratified",
+            "num_samples",
+            "source_key",
+        )
+        sec = self.section(data, "mixture", names)
+        tables = sec.get("sources")
+        if not isinstance(tables, list) or not tables:
+            self.problems.append(
+                Problem("mixture.sources", f"must be a non-empty list of tables (got {tables!r})")
+            )
+            return None
+        sources = []
+        for i, table in enumerate(tables):
+            spec = self.dataset({f"mixture.sources[{i}]": table}, f"mixture.sources[{i}]")
+            if spec is None:
+                return None
+            sources.append(spec)
+        weights: object = None
+        given = [k for k in ("weights", "schedule", "weights_fn") if k in sec]
+        if len(given) > 1:
+            self.problems.append(
+                Problem("mixture", f"give one of weights, schedule, weights_fn (got {given})")
+            )
+            return None
+        fn: CallableSpec | None = None
+        if "weights" in sec:
+            weights = sec["weights"]
+        elif "schedule" in sec:
+            weights = sec["schedule"]
+            if not isinstance(weights, list) or not weights:
+                self.problems.append(
+                    Problem(
+                        "mixture.schedule",
+                        f"must be a list of [until, weights] pairs (got {weights!r})",
+                    )
+                )
+                return None
+        elif "weights_fn" in sec:
+            fn = self._callable(
+                {"mixture.weights": sec["weights_fn"]}, "mixture.weights", _value_fn
+            )
+            if fn is None:
+                return None
+            weights = _equal_weights  # stands in while the other options are checked
+        options = {
+            k: sec[k] for k in ("mode", "by", "stratified", "num_samples", "source_key") if k in sec
+        }
+        result = self.attempt(lambda: mixture_options(sources, weights=weights, **options))
+        if result is None:
+            return None
+        chosen: MixtureSpec = result[0]
+        if fn is not None:
+            chosen = attrs.evolve(chosen, fn=fn)
+        if dataset is not None and dataset.kind == "mixture":
+            expected = combined_dataset(chosen)
+            if expected != dataset:
+                self.problems.append(
+                    Problem(
+                        "dataset",
+                        f"does not match the mixture's sources: {_describe(dataset)} recorded, "
+                        f"{_describe(expected)} from the sources; compile the plan again",
+                    )
+                )
+        return chosen
+
+
+def _equal_weights(t: float) -> float:
+    """A weight-schedule stand-in used while a file's mixture options are checked."""
+    return 1.0
+
 
 def _full_competence(t: float) -> float:
     """A schedule stand-in used while a file's curriculum options are checked."""
@@ -557,15 +732,7 @@ def plan_from_dict(
 
     dataset = reader.dataset(data)
 
-    batch = BatchSpec()
-    sec = reader.section(data, "batch", ("batch_size", "drop_last"))
-    if sec:
-        batch = (
-            reader.attempt(
-                lambda: batch_spec(sec.get("batch_size", 1), sec.get("drop_last", False))
-            )
-            or batch
-        )
+    batch = reader.batch(data) or BatchSpec()
 
     order = OrderSpec()
     sec_o = reader.section(data, "order", ("shuffle", "seed"))
@@ -581,6 +748,7 @@ def plan_from_dict(
     bucketing = reader.bucketing(data)
     sampling_weights = reader.sampling_weights(data)
     curriculum = reader.curriculum(data)
+    mixture = reader.mixture(data, dataset)
 
     workers = WorkersSpec()
     sec_w = reader.section(
@@ -650,6 +818,7 @@ def plan_from_dict(
             bucketing=bucketing,
             sampling_weights=sampling_weights,
             curriculum=curriculum,
+            mixture=mixture,
             bindings=None if reader.unbound else reader.used,
         )
     except PlanError as exc:

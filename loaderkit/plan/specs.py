@@ -22,6 +22,7 @@ __all__ = [
     "DATASET_KINDS",
     "DEFAULT_SEED",
     "DEVICES",
+    "MIXTURE_MODES",
     "SCHEDULES",
     "START_METHODS",
     "BatchSpec",
@@ -31,6 +32,7 @@ __all__ = [
     "DatasetSpec",
     "DistributedSpec",
     "LengthSource",
+    "MixtureSpec",
     "OrderSpec",
     "WeightsSpec",
     "WorkersSpec",
@@ -51,6 +53,7 @@ DATASET_KINDS = {
     "tensors": "tuple of tensors/arrays (columns)",
     "columns": "dict of columns",
     "samples": "list of samples",
+    "mixture": "mixture of datasets",
 }
 """Every kind of source ``with_dataset`` accepts, with how ``explain()`` names it."""
 
@@ -74,14 +77,6 @@ class DatasetSpec:
     def iterable(self) -> bool:
         """True for sources that can only be iterated (no random access)."""
         return self.kind in ITERABLE_KINDS
-
-
-@attrs.frozen
-class BatchSpec:
-    """Per-rank batch size and what happens to the final partial batch."""
-
-    batch_size: int = 1
-    drop_last: bool = False
 
 
 @attrs.frozen
@@ -127,6 +122,26 @@ class CallableSpec:
 
 
 DEFAULT_COLLATOR = CallableSpec("registry", "default")
+
+
+@attrs.frozen
+class BatchSpec:
+    """Per-rank batch size and what happens to the final partial batch.
+
+    A progressive batch size follows ``schedule`` (``((until, size), ...)``) or ``fn`` (a
+    function of the epoch or step, ``by``); ``batch_size`` is then the size at ``t = 0``.
+    """
+
+    batch_size: int = 1
+    drop_last: bool = False
+    schedule: tuple[tuple[float, int], ...] = ()
+    fn: CallableSpec | None = None
+    by: str = "epoch"
+
+    @property
+    def scheduled(self) -> bool:
+        """Whether the batch size follows a schedule."""
+        return bool(self.schedule) or self.fn is not None
 
 
 BUCKET_COSTS = ("linear", "quadratic")
@@ -200,6 +215,45 @@ class CurriculumSpec:
     start: float = 0.1
     degree: float = 2.0
     steps: tuple[tuple[float, float], ...] = ()
+
+
+MIXTURE_MODES = ("weighted", "sequential", "round_robin", "max_size_cycle", "min_size")
+
+MIXTURE_BINDING = "mixture"
+"""The binding name a mixture's combined dataset shows under (no object is bound to it)."""
+
+
+@attrs.frozen
+class MixtureSpec:
+    """Several datasets read as one (see ``DataLoaderBuilder.with_mixture``).
+
+    ``sources`` are the datasets, each bound under its own name (``DatasetSpec.binding``); the
+    plan's ``dataset`` is then their concatenation (kind ``"mixture"``), source ``s`` sample
+    ``i`` being global index ``sum(len(sources[:s])) + i``. ``weights`` are fixed source
+    weights (``None``: proportional to the sources' sizes); ``schedule`` is a discrete weight
+    schedule ``((until, weights), ...)`` and ``fn`` a weight function of the epoch or step
+    (``by``).
+    """
+
+    sources: tuple[DatasetSpec, ...]
+    mode: str = "weighted"
+    weights: tuple[float, ...] | None = None
+    schedule: tuple[tuple[float, tuple[float, ...]], ...] = ()
+    fn: CallableSpec | None = None
+    by: str = "epoch"
+    stratified: bool = False
+    num_samples: int | None = None
+    source_key: str | None = None
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        """The source names, in source order (source ``s`` has id ``s`` in ``source_key``)."""
+        return tuple(s.binding for s in self.sources)
+
+    @property
+    def sizes(self) -> tuple[int, ...]:
+        """The number of samples of each source."""
+        return tuple(s.length or 0 for s in self.sources)
 
 
 @attrs.frozen
