@@ -1,24 +1,35 @@
-"""The figures of docs/sampling.md: padding per batch, and batch sizes under a token budget.
+"""The figures of docs/sampling.md: padding, batch sizes under a budget, curriculum schedules.
 
 Run from the repository root::
 
     python docs/plots/sampling_plots.py
 
-The workload is the one of ``benchmarks/bench_bucketing.py``: 20,000 sequences with lengths
-uniform in [16, 512] (``numpy.random.default_rng(0)``), batches of 64, epoch 0 of seed 1234.
-Everything is deterministic; the script writes ``docs/img/sampling-padding.png`` and
-``docs/img/sampling-budget.png`` and prints the figures the guide quotes.
+The workload of the first two is the one of ``benchmarks/bench_bucketing.py``: 20,000
+sequences with lengths uniform in [16, 512] (``numpy.random.default_rng(0)``), batches of 64,
+epoch 0 of seed 1234. The third draws ``loaderkit.order.competence`` for the built-in
+schedules and ``eligible_count`` for 10,000 samples. Everything is deterministic; the script
+writes ``docs/img/sampling-padding.png``, ``docs/img/sampling-budget.png`` and
+``docs/img/sampling-curriculum.png`` and prints the figures the guide quotes.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import matplotlib
 import numpy as np
 import numpy.typing as npt
 
-from loaderkit.order import EpochBatches, EpochOrder, bucket_ids, bucketed_batches, padding_stats
+from loaderkit.order import (
+    EpochBatches,
+    EpochOrder,
+    bucket_ids,
+    bucketed_batches,
+    competence,
+    eligible_count,
+    padding_stats,
+)
 
 matplotlib.use("Agg")
 
@@ -28,6 +39,22 @@ SEED, EPOCH = 1234, 0
 IMG = Path(__file__).resolve().parents[1] / "img"
 
 RANDOM_COLOR, BUCKETED_COLOR, BUDGET_COLOR = "#d62728", "#1f77b4", "#2ca02c"
+
+# the curriculum figure: schedules of competence(), and the dataset size of its second panel
+CURRICULUM_N = 10_000
+CURRICULUM_HORIZON, CURRICULUM_START = 10, 0.1
+CURRICULUM_STEPS = ((3, 0.25), (6, 0.5), (8, 0.75))
+CURRICULUM_SCHEDULES: tuple[tuple[str, str, dict[str, Any], str], ...] = (
+    ("linear", "linear", {}, "#1f77b4"),
+    ("root, degree 2", "root", {"degree": 2.0}, "#2ca02c"),
+    ("root, degree 3", "root", {"degree": 3.0}, "#9467bd"),
+    (
+        "discrete, steps (3, .25) (6, .5) (8, .75)",
+        "discrete",
+        {"steps": CURRICULUM_STEPS},
+        "#d62728",
+    ),
+)
 
 
 def workload() -> npt.NDArray[np.int64]:
@@ -187,12 +214,75 @@ def plot_budget(lengths: npt.NDArray[np.int64], out: Path) -> None:
     plt.close(fig)
 
 
+def schedule_value(schedule: str, options: dict[str, Any], t: float) -> float:
+    """``competence(schedule, t)`` with the figure's horizon and start."""
+    return competence(schedule, t, horizon=CURRICULUM_HORIZON, start=CURRICULUM_START, **options)
+
+
+def plot_curriculum(out: Path) -> None:
+    """Figure (c): competence c(t) of each schedule, and the eligible set per epoch."""
+    import matplotlib.pyplot as plt
+
+    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4.2), layout="constrained")
+    end = CURRICULUM_HORIZON + 2
+    times = np.linspace(0.0, end, 100 * end + 1)
+    epochs = np.arange(end + 1)
+    for label, schedule, options, color in CURRICULUM_SCHEDULES:
+        curve = [schedule_value(schedule, options, float(t)) for t in times]
+        left.plot(times, curve, color=color, lw=1.8, label=label)
+        counts = [
+            eligible_count(CURRICULUM_N, schedule_value(schedule, options, float(t)))
+            for t in epochs
+        ]
+        right.plot(
+            epochs,
+            counts,
+            color=color,
+            lw=1.4,
+            marker="o",
+            markersize=4,
+            drawstyle="steps-post",
+            label=label.split(", steps")[0],
+        )
+    left.axvline(CURRICULUM_HORIZON, color="gray", lw=1, ls="--")
+    left.annotate(
+        f"horizon = {CURRICULUM_HORIZON}",
+        (CURRICULUM_HORIZON, 0.5),
+        xytext=(-4, 0),
+        textcoords="offset points",
+        ha="right",
+        va="center",
+        rotation=90,
+        color="gray",
+    )
+    left.set_xlabel('time t (the epoch with by="epoch", the global step with by="step")')
+    left.set_ylabel("competence c(t): fraction of samples eligible")
+    left.set_title(f"Schedules, start={CURRICULUM_START}, horizon={CURRICULUM_HORIZON}")
+    left.set_ylim(0, 1.05)
+    left.set_xlim(0, end)
+    left.legend(loc="lower right", fontsize="small")
+    right.set_xlabel('epoch (by="epoch": t is the epoch number)')
+    right.set_ylabel(f"eligible samples, n = {CURRICULUM_N:,}")
+    right.set_title("Eligible set per epoch: eligible_count(n, c(epoch))")
+    right.set_xticks(epochs)
+    right.set_ylim(0, CURRICULUM_N * 1.05)
+    right.yaxis.set_major_formatter(lambda value, _: f"{value:,.0f}")
+    right.legend(loc="lower right", fontsize="small")
+    fig.suptitle(
+        "Curriculum competence schedules (loaderkit.order.competence) and the size of the "
+        "eligible set"
+    )
+    fig.savefig(out, dpi=100, metadata={"Software": None})
+    plt.close(fig)
+
+
 def main() -> None:
-    """Write both figures and print the figures the guide quotes."""
+    """Write the three figures and print the figures the guide quotes."""
     IMG.mkdir(parents=True, exist_ok=True)
     lengths = workload()
     plot_padding(lengths, IMG / "sampling-padding.png")
     plot_budget(lengths, IMG / "sampling-budget.png")
+    plot_curriculum(IMG / "sampling-curriculum.png")
     ids = bucket_ids(lengths, N // (4 * BATCH))
     for name, batches in (
         ("random", random_batches(N)),
@@ -211,7 +301,14 @@ def main() -> None:
         f"{stats['batch_size_max']:.0f} samples, padding {stats['waste']:.1%}, "
         f"budget used {stats['utilization']:.1%}"
     )
-    print(f"wrote {IMG / 'sampling-padding.png'} and {IMG / 'sampling-budget.png'}")
+    for label, schedule, options, _ in CURRICULUM_SCHEDULES:
+        counts = [
+            eligible_count(CURRICULUM_N, schedule_value(schedule, options, float(t)))
+            for t in range(CURRICULUM_HORIZON + 1)
+        ]
+        print(f"{label:42} eligible at epochs 0..{CURRICULUM_HORIZON}: {counts}")
+    names = ("sampling-padding.png", "sampling-budget.png", "sampling-curriculum.png")
+    print(f"wrote {', '.join(str(IMG / name) for name in names)}")
 
 
 if __name__ == "__main__":
