@@ -19,6 +19,7 @@ from loaderkit.plan.fields import (
     dataset_spec,
     device_spec,
     distributed_spec,
+    max_length_spec,
     mixture_spec,
     order_spec,
     resolve_auto,
@@ -37,6 +38,7 @@ from loaderkit.plan.specs import (
     DatasetSpec,
     DistributedSpec,
     LengthSource,
+    MaxLengthSpec,
     MixtureSpec,
     OrderSpec,
     WeightsSpec,
@@ -90,6 +92,7 @@ class DataLoaderBuilder:
     _sampling_weights: WeightsSpec | None = None
     _curriculum: CurriculumSpec | None = None
     _mixture: MixtureSpec | None = None
+    _max_length: MaxLengthSpec | None = None
     _bound: Mapping[str, object] = attrs.field(
         factory=Bindings, eq=False, hash=False, converter=_bindings
     )
@@ -104,6 +107,7 @@ class DataLoaderBuilder:
         """
         keys = {
             "batch": _key(self._batch.fn),
+            "max_length": _key(self._max_length.fn if self._max_length else None),
             "dataset": self._dataset.binding if self._dataset else None,
             "collator": _key(self._collator),
             "transform": _key(self._transform),
@@ -362,6 +366,22 @@ class DataLoaderBuilder:
         bindings.update(bound)
         return attrs.evolve(self, curriculum=spec, bound=bindings)
 
+    def with_max_length(self, max_length: object, *, by: str = "epoch") -> DataLoaderBuilder:
+        """Return a new builder whose collator cuts sequences to ``max_length`` tokens.
+
+        ``max_length`` is an int, or a sequence-length curriculum over the epoch
+        (``by="epoch"``) or the step (``by="step"``): a list ``[(until, length), ...]`` (the
+        length of the first entry with ``t < until``, the last entry's after it) or a function
+        of ``t``. Each batch is collated by a copy of the collator with that ``max_length``
+        (the collator's own ``max_length``, if smaller, still applies), so the collator must
+        have one: ``text``, ``causal_lm``, ``masked_lm``, ``seq2seq`` (inputs) and ``packed``
+        (row length) do. Replaces any earlier setting.
+        """
+        spec, live = max_length_spec(max_length, by)
+        return attrs.evolve(
+            self, max_length=spec, bound=self._rebound("max_length", _key(spec.fn), live)
+        )
+
     def with_workers(
         self,
         num_workers: int,
@@ -532,6 +552,15 @@ class DataLoaderBuilder:
                 if getattr(cur, key) != default
             )
             calls.append(f".with_curriculum({', '.join(args)})")
+        if self._max_length is not None:
+            m = self._max_length
+            shown = str(m.value)
+            if m.fn is not None:
+                shown = self._callable_arg(m.fn, False)
+            elif m.schedule:
+                shown = repr(list(m.schedule))
+            unit = f", by={m.by!r}" if m.by != "epoch" else ""
+            calls.append(f".with_max_length({shown}{unit})")
         if self._distributed.enabled:
             d = self._distributed
             args = [

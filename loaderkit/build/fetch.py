@@ -30,6 +30,8 @@ class BatchRequest(NamedTuple):
     epoch: int
     batch_index: int
     indices: npt.NDArray[np.int64]
+    max_length: int | None = None
+    """The sequence length the collator cuts to (a ``with_max_length`` schedule), if any."""
 
 
 class Failure(NamedTuple):
@@ -93,6 +95,7 @@ class BatchFetcher:
         self.epoch_hooks = source.epoch_hooks()
         self.seen_epoch: int | None = None
         self.source_key = source_key
+        self._variants: dict[int, Callable[..., Any]] = {}
 
     def __call__(self, request: BatchRequest) -> Any:
         """The batch for ``request``; raises :class:`DataError` naming the sample.
@@ -137,13 +140,16 @@ class BatchFetcher:
         samples = self._samples(request)
         if self.transform is not None:
             samples = self._transformed(request, samples)
+        collate = self.collate
+        if request.max_length is not None:
+            collate = self._limited(request.max_length)
         try:
             if self.uses_context:
                 context = BatchContext(
                     self.seed, request.epoch, request.batch_index, request.indices
                 )
-                return self.collate(samples, context=context)
-            return self.collate(samples)
+                return collate(samples, context=context)
+            return collate(samples)
         except DataError as exc:
             if exc.batch_index is None:  # keep what the collator knew (e.g. sample_index)
                 raise self._batch_error(
@@ -154,6 +160,13 @@ class BatchFetcher:
             raise self._batch_error(
                 request, exc, f"could not be collated by {self.collator_name!r}"
             ) from exc
+
+    def _limited(self, max_length: int) -> Callable[..., Any]:
+        """The collator cutting sequences to ``max_length`` (one copy per length, cached)."""
+        found = self._variants.get(max_length)
+        if found is None:
+            found = self._variants[max_length] = self.collate.with_max_length(max_length)  # type: ignore[attr-defined]
+        return found
 
     def _batch_error(
         self, request: BatchRequest, exc: BaseException, what: str, *, raw: bool = False

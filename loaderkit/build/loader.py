@@ -52,7 +52,7 @@ from loaderkit.order.mixture import mixture_batches, mixture_num_batches
 from loaderkit.order.shard import ShardLayout
 from loaderkit.order.weighted import weighted_batches
 from loaderkit.plan.display import bucket_plan, diff_dicts
-from loaderkit.plan.fields import batch_size_value, source_weights
+from loaderkit.plan.fields import batch_size_value, max_length_value, source_weights
 from loaderkit.transforms import transforms
 
 if TYPE_CHECKING:
@@ -123,6 +123,17 @@ def _batch_sizes(plan: LoaderPlan) -> Schedule[int]:
         table=b.schedule,
         fn=fn,
         check=batch_size_value,
+    )
+
+
+def _max_lengths(plan: LoaderPlan) -> Schedule[int] | None:
+    """The sequence length of ``with_max_length`` as a function of the epoch or step."""
+    m = plan.max_length
+    if m is None:
+        return None
+    fn = None if m.fn is None else _resolve_callable(plan, m.fn, "max_length")
+    return Schedule(
+        "max_length", m.by, fixed=m.value, table=m.schedule, fn=fn, check=max_length_value
     )
 
 
@@ -577,13 +588,16 @@ _AnyPlanner = _Planner | _StepSizedPlanner | _ListPlanner
 class _RequestSampler(Sampler[BatchRequest]):
     """Yields the requests of one rank's epoch from the loader's cursor (main process)."""
 
-    def __init__(self, planner: _AnyPlanner) -> None:
+    def __init__(
+        self, planner: _AnyPlanner, requests: Callable[[int, int], Iterator[BatchRequest]]
+    ) -> None:
         self.planner = planner
+        self.requests = requests
         self.epoch = 0
         self.start = 0
 
     def __iter__(self) -> Iterator[BatchRequest]:
-        return self.planner.requests(self.epoch, self.start)
+        return self.requests(self.epoch, self.start)
 
     def __len__(self) -> int:
         return self.planner.num_batches(self.epoch) - self.start
@@ -638,6 +652,8 @@ class Loader:
         n = plan.dataset.length
         assert n is not None
         self.batch_sizes = _batch_sizes(plan)
+        self._max_lengths = _max_lengths(plan)
+        self._epoch_starts = [0]
         self._planner: _AnyPlanner
         self.lengths_cost = ""
         listed = self._list_planner(plan)
@@ -784,11 +800,32 @@ class Loader:
 
     # -- iteration --------------------------------------------------------------------------
 
+    def _first_step(self, epoch: int) -> int:
+        """Batches this rank delivers in the epochs before ``epoch`` (each counted once)."""
+        planner = self._planner
+        if isinstance(planner, _StepSizedPlanner):
+            return planner.first_step(epoch)
+        starts = self._epoch_starts
+        while len(starts) <= epoch:
+            starts.append(starts[-1] + planner.num_batches(len(starts) - 1))
+        return starts[epoch]
+
+    def _requests(self, epoch: int, start: int) -> Iterator[BatchRequest]:
+        """The requests of ``epoch`` from batch ``start``, with their sequence length."""
+        lengths = self._max_lengths
+        if lengths is None:
+            yield from self._planner.requests(epoch, start)
+            return
+        first = epoch if lengths.by == "epoch" else self._first_step(epoch)
+        for request in self._planner.requests(epoch, start):
+            t = first if lengths.by == "epoch" else first + request.batch_index
+            yield request._replace(max_length=lengths(t))
+
     def _host_batches(self, epoch: int, start: int) -> Iterator[Any]:
         workers = self.plan.workers.num_workers
         if workers == 0:
             fetch = self._fetcher
-            for request in self._planner.requests(epoch, start):
+            for request in self._requests(epoch, start):
                 yield fetch(request)
             return
         torch_loader, sampler = self._worker_loader()
@@ -801,7 +838,7 @@ class Loader:
     def _worker_loader(self) -> tuple[DataLoader[Any], _RequestSampler]:
         if self._torch_loader is None or self._sampler is None:
             w = self.plan.workers
-            sampler = _RequestSampler(self._planner)
+            sampler = _RequestSampler(self._planner, self._requests)
             generator = torch.Generator()
             generator.manual_seed(derive_key(self.plan.order.seed, "torch-base-seed") % 2**63)
             self._sampler = sampler

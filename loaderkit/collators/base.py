@@ -13,6 +13,9 @@ Two optional hooks, used by the loader when a collator has them:
   at any world size.
 - ``on_device(batch)``: applied in the main process after the batch reached the plan's device
   (e.g. normalizing uint8 images on the GPU, after shipping 4x fewer bytes).
+- ``with_max_length(n)`` (``supports_max_length = True`` on built-in classes): a copy of the
+  collator that cuts sequences to at most ``n`` tokens; a plan's ``with_max_length``
+  schedule (a sequence-length curriculum) asks for one per length it reaches.
 
 The ``check_*_option`` functions check one constructor option each and return it normalized
 (lists as tuples, mappings as dicts). They take options frozen by a plan (tuples, FrozenMaps)
@@ -26,6 +29,7 @@ that span options. :func:`data_error`, :func:`check_not_empty` and :func:`check_
 
 from __future__ import annotations
 
+import copy
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -89,6 +93,22 @@ class Collator:
     def on_device(self, batch: Any) -> Any:
         """Finish a batch after it reached its device (default: unchanged)."""
         return batch
+
+    supports_max_length: ClassVar[bool] = False
+    """Whether :meth:`with_max_length` works (the collator has a ``max_length`` option)."""
+
+    def with_max_length(self, max_length: int) -> Collator:
+        """A copy whose ``max_length`` is at most ``max_length`` (its own, if smaller, stays).
+
+        What a sequence-length schedule (``with_max_length``) applies per batch. Collators
+        with a ``max_length`` attribute get it for free by setting ``supports_max_length``.
+        """
+        if not self.supports_max_length:
+            raise NotImplementedError(f"collator {self.name!r} has no max_length to schedule")
+        clone = copy.copy(self)
+        own = getattr(self, "max_length", None)
+        clone.max_length = max_length if own is None else min(own, max_length)  # type: ignore[attr-defined]
+        return clone
 
     def __repr__(self) -> str:
         fields = ", ".join(f"{k}={v!r}" for k, v in vars(self).items() if not k.startswith("_"))

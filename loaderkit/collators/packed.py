@@ -166,6 +166,7 @@ class PackedCollator(Collator):
     """
 
     name = _NAME
+    supports_max_length = True
 
     def __init__(
         self,

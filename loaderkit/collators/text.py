@@ -288,6 +288,8 @@ def _is_sequence(value: Any) -> bool:
 class _Padding(Collator):
     """Option handling and group padding shared by the text collators."""
 
+    supports_max_length = True
+
     keys: tuple[str, ...]
     pad_token_id: int
     label_pad_token_id: int

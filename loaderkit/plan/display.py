@@ -161,6 +161,21 @@ def _mixture_line(plan: LoaderPlan) -> str:
     return line
 
 
+def _max_length_line(plan: LoaderPlan) -> str:
+    spec = plan.max_length
+    assert spec is not None
+    if spec.fn is not None:
+        text = f"from {spec.fn.describe()} per {spec.by}"
+    elif spec.schedule:
+        table = spec.schedule
+        parts = [f"{length} until {until:g}" for until, length in table[:-1]]
+        parts.append(f"then {table[-1][1]}" if parts else str(table[-1][1]))
+        text = f"by {spec.by}: {', '.join(parts)}"
+    else:
+        text = f"{spec.value}"
+    return f"{text} tokens, applied by the collator ({plan.collator.describe()})"
+
+
 def _batch_schedule(batch: BatchSpec) -> str:
     """``"progressive by step: 16 until 100, 32 until 200, then 64"``."""
     if batch.fn is not None:
@@ -327,6 +342,7 @@ def explain_plan(plan: LoaderPlan) -> str:
         *([f"  sampling    {_weights_line(plan)}"] if plan.sampling_weights else []),
         *([f"  curriculum  {_curriculum_line(plan)}"] if plan.curriculum else []),
         *([f"  mixture     {_mixture_line(plan)}"] if plan.mixture else []),
+        *([f"  max length  {_max_length_line(plan)}"] if plan.max_length else []),
         f"  transform   {transform}",
         f"  workers     {_workers_line(plan)}",
         f"  device      {plan.device}",

@@ -42,6 +42,7 @@ from loaderkit.plan.specs import (
     DatasetSpec,
     DistributedSpec,
     LengthSource,
+    MaxLengthSpec,
     MixtureSpec,
     OrderSpec,
     WeightsSpec,
@@ -61,6 +62,8 @@ __all__ = [
     "device_spec",
     "distributed_spec",
     "int_schedule",
+    "max_length_spec",
+    "max_length_value",
     "mixture_options",
     "mixture_spec",
     "order_spec",
@@ -947,3 +950,19 @@ def combined_dataset(mixture: MixtureSpec) -> DatasetSpec:
         columns,
         features,
     )
+
+
+def max_length_value(value: object, path: str = "max_length") -> int:
+    """One sequence length: an int >= 1."""
+    return check_int(path, value, minimum=1, fix="pass a positive number of tokens")
+
+
+def max_length_spec(
+    max_length: object, by: object = "epoch"
+) -> tuple[MaxLengthSpec, object | None]:
+    """The sequence-length schedule of ``with_max_length`` and a function to bind."""
+    fixed, table, fn, live = int_schedule(
+        "max_length", max_length, "max_length_fn", max_length_value
+    )
+    unit = check_choice("max_length.by", by, CURRICULUM_UNITS)
+    return MaxLengthSpec(fixed, table, fn, unit), live

@@ -27,6 +27,7 @@ curriculum                 stream    difficulty source, schedule (name or functi
                                      start, degree, steps
 sampling_weights           stream    weight source (column / function / digest), replacement,
                                      num_samples
+max_length                 stream    the sequence length (fixed, table or function) and by
 mixture                    stream    sources (identity of each), mode, weights or their schedule,
                                      by, stratified, num_samples, source_key
 workers.* (the rest)       exec      prefetch_factor, persistent, pin_memory, start_method, timeout
@@ -117,6 +118,10 @@ def stream_fields(plan: LoaderPlan) -> dict[str, Any]:
         from loaderkit.plan.serde import mixture_to_dict
 
         data["mixture"] = mixture_to_dict(plan.mixture)
+    if plan.max_length is not None:
+        from loaderkit.plan.serde import max_length_to_dict
+
+        data["max_length"] = max_length_to_dict(plan.max_length)
     return data
 
 

@@ -20,6 +20,7 @@ from loaderkit.plan.specs import (
     CurriculumSpec,
     DatasetSpec,
     DistributedSpec,
+    MaxLengthSpec,
     MixtureSpec,
     OrderSpec,
     WeightsSpec,
@@ -66,6 +67,7 @@ class LoaderPlan:
     sampling_weights: WeightsSpec | None = None
     curriculum: CurriculumSpec | None = None
     mixture: MixtureSpec | None = None
+    max_length: MaxLengthSpec | None = None
     bindings: Mapping[str, object] | None = attrs.field(
         factory=Bindings, eq=False, hash=False, converter=_freeze_bindings
     )

@@ -22,6 +22,7 @@ from loaderkit.plan.specs import (
     DatasetSpec,
     DistributedSpec,
     LengthSource,
+    MaxLengthSpec,
     MixtureSpec,
     OrderSpec,
     WeightsSpec,
@@ -259,6 +260,45 @@ def _batch_schedule_problems(
     return problems
 
 
+def _max_length_problems(
+    spec: MaxLengthSpec, collator: CallableSpec, bindings: Mapping[str, object] | None
+) -> list[Problem]:
+    problems: list[Problem] = []
+    if spec.fn is not None:  # runs in the main process: no pickling needed
+        problems.extend(_callable_problems("max_length", spec.fn, bindings, None))
+    if collator.source == "registry":
+        if collator.name in collators:
+            factory = collators.get(collator.name).factory
+            if not getattr(factory, "supports_max_length", False):
+                able = [
+                    name
+                    for name in collators.names()
+                    if getattr(collators.get(name).factory, "supports_max_length", False)
+                ]
+                problems.append(
+                    Problem(
+                        "max_length",
+                        f"collator {collator.name!r} has no max_length to apply a "
+                        f"sequence-length schedule to; use one that does ({', '.join(able)})",
+                    )
+                )
+    elif (
+        collator.source == "binding"
+        and bindings is not None
+        and collator.name in bindings
+        and not callable(getattr(bindings[collator.name], "with_max_length", None))
+    ):
+        problems.append(
+            Problem(
+                "max_length",
+                f"the collator bound to {collator.name!r} has no with_max_length(n) method "
+                f"to apply a sequence-length schedule; give it one (see "
+                f"loaderkit.collators.Collator.with_max_length) or use the 'text' collator",
+            )
+        )
+    return problems
+
+
 def _mixture_problems(
     mixture: MixtureSpec,
     dataset: DatasetSpec | None,
@@ -331,6 +371,7 @@ def plan_problems(
     sampling_weights: WeightsSpec | None = None,
     curriculum: CurriculumSpec | None = None,
     mixture: MixtureSpec | None = None,
+    max_length: MaxLengthSpec | None = None,
 ) -> list[Problem]:
     """All problems of a plan, in section order. ``bindings=None`` skips binding checks."""
     problems: list[Problem] = []
@@ -506,6 +547,9 @@ def plan_problems(
                 mixture, dataset, bindings, needs_pickle, bucketing, sampling_weights, curriculum
             )
         )
+
+    if max_length is not None:
+        problems.extend(_max_length_problems(max_length, collator, bindings))
 
     names: dict[str, str] = {}
     sources = [(f"mixture.sources.{n}", n) for n in (mixture.names if mixture else ())]

@@ -35,6 +35,7 @@ from loaderkit.plan.fields import (
     dataset_spec,
     device_spec,
     distributed_spec,
+    max_length_spec,
     mixture_options,
     order_spec,
     resolve_auto,
@@ -53,6 +54,7 @@ from loaderkit.plan.specs import (
     DatasetSpec,
     DistributedSpec,
     LengthSource,
+    MaxLengthSpec,
     MixtureSpec,
     OrderSpec,
     WeightsSpec,
@@ -81,6 +83,7 @@ SECTIONS = (
     "sampling_weights",
     "curriculum",
     "mixture",
+    "max_length",
 )
 
 
@@ -140,6 +143,22 @@ def plan_to_dict(plan: LoaderPlan) -> dict[str, Any]:
         out["curriculum"] = curriculum_to_dict(plan.curriculum)
     if plan.mixture is not None:
         out["mixture"] = mixture_to_dict(plan.mixture)
+    if plan.max_length is not None:
+        out["max_length"] = max_length_to_dict(plan.max_length)
+    return out
+
+
+def max_length_to_dict(spec: MaxLengthSpec) -> dict[str, Any]:
+    """The ``[max_length]`` table of a plan file (also what the fingerprint hashes)."""
+    out: dict[str, Any] = {"by": spec.by}
+    if spec.value is not None:
+        out["value"] = spec.value
+    if spec.schedule:
+        out["schedule"] = [[until, length] for until, length in spec.schedule]
+    if spec.fn is not None:
+        fn = _callable_to_dict(spec.fn, with_options=False)
+        fn.pop("accepts_rng", None)
+        out["fn"] = fn
     return out
 
 
@@ -556,6 +575,34 @@ class _Reader:
         chosen: WeightsSpec = attrs.evolve(base[0], source=source)
         return chosen
 
+    def max_length(self, data: Mapping[str, Any]) -> MaxLengthSpec | None:
+        if "max_length" not in data:
+            return None
+        sec = self.section(data, "max_length", ("value", "schedule", "fn", "by"))
+        given = [k for k in ("value", "schedule", "fn") if k in sec]
+        if len(given) != 1:
+            self.problems.append(
+                Problem(
+                    "max_length",
+                    f"needs exactly one of value, schedule or fn (got "
+                    f"{', '.join(given) or 'none'})",
+                )
+            )
+            return None
+        by = sec.get("by", "epoch")
+        if "fn" in sec:
+            fn = self._callable({"max_length": sec["fn"]}, "max_length", _value_fn)
+            base = self.attempt(lambda: max_length_spec(1, by))
+            if fn is None or base is None:
+                return None
+            timed: MaxLengthSpec = attrs.evolve(base[0], value=None, fn=fn)
+            return timed
+        result = self.attempt(lambda: max_length_spec(sec[given[0]], by))
+        if result is None:
+            return None
+        chosen: MaxLengthSpec = result[0]
+        return chosen
+
     def batch(self, data: Mapping[str, Any]) -> BatchSpec | None:
         sec = self.section(data, "batch", ("batch_size", "drop_last", "schedule", "size_fn", "by"))
         if not sec:
@@ -749,6 +796,7 @@ def plan_from_dict(
     sampling_weights = reader.sampling_weights(data)
     curriculum = reader.curriculum(data)
     mixture = reader.mixture(data, dataset)
+    max_length = reader.max_length(data)
 
     workers = WorkersSpec()
     sec_w = reader.section(
@@ -819,6 +867,7 @@ def plan_from_dict(
             sampling_weights=sampling_weights,
             curriculum=curriculum,
             mixture=mixture,
+            max_length=max_length,
             bindings=None if reader.unbound else reader.used,
         )
     except PlanError as exc:

@@ -32,6 +32,7 @@ __all__ = [
     "DatasetSpec",
     "DistributedSpec",
     "LengthSource",
+    "MaxLengthSpec",
     "MixtureSpec",
     "OrderSpec",
     "WeightsSpec",
@@ -215,6 +216,20 @@ class CurriculumSpec:
     start: float = 0.1
     degree: float = 2.0
     steps: tuple[tuple[float, float], ...] = ()
+
+
+@attrs.frozen
+class MaxLengthSpec:
+    """A sequence-length schedule applied by the collator (see ``with_max_length``).
+
+    ``value`` is a fixed length, ``schedule`` a table ``((until, length), ...)``, ``fn`` a
+    function of the epoch or step (``by``).
+    """
+
+    value: int | None = None
+    schedule: tuple[tuple[float, int], ...] = ()
+    fn: CallableSpec | None = None
+    by: str = "epoch"
 
 
 MIXTURE_MODES = ("weighted", "sequential", "round_robin", "max_size_cycle", "min_size")
