@@ -21,8 +21,12 @@ def test_example_runs(script, tmp_path):
         f"sys.argv = [{str(script)!r}]\n"
         f"runpy.run_path({str(script)!r}, run_name='__main__')\n"
     )
+    command = [sys.executable, "-c", runner]
+    if script.name == "ddp_train.py":  # a torchrun script: two processes, gloo on localhost
+        command = [sys.executable, "-m", "torch.distributed.run", "--standalone"]
+        command += ["--nproc-per-node=2", str(script)]
     result = subprocess.run(
-        [sys.executable, "-c", runner],
+        command,
         capture_output=True,
         text=True,
         timeout=240,
