@@ -46,7 +46,13 @@ from loaderkit._checks import thaw_value
 if TYPE_CHECKING:
     from loaderkit.plan.plan import LoaderPlan
 
-__all__ = ["canonical_json", "compute_fingerprint", "stream_fields"]
+__all__ = [
+    "canonical_json",
+    "compute_elastic_fingerprint",
+    "compute_fingerprint",
+    "elastic_fields",
+    "stream_fields",
+]
 
 FINGERPRINT_VERSION = 1
 """Bumped whenever what the fingerprint covers changes (old fingerprints then differ)."""
@@ -128,3 +134,38 @@ def stream_fields(plan: LoaderPlan) -> dict[str, Any]:
 def compute_fingerprint(plan: LoaderPlan) -> str:
     """Hex sha256 of the canonical JSON of :func:`stream_fields`."""
     return hashlib.sha256(canonical_json(stream_fields(plan)).encode("ascii")).hexdigest()
+
+
+def elastic_fields(plan: LoaderPlan, world_size: int) -> dict[str, Any]:
+    """The fields that decide the *global* stream at ``world_size`` ranks.
+
+    The global batch of step ``s`` is the ranks' ``s``-th batches in rank order, and it does
+    not depend on the world size when the global batch size (per-rank size x world size) is
+    the same. So this is :func:`stream_fields` with the rank and world size left out and the
+    batch size replaced by the global one (a batch-size table scaled by the world size).
+    Where the global stream does depend on the world size (a batch-size function, a token
+    budget: budgets are per rank) the world size stays in.
+    """
+    data = stream_fields(plan)
+    data.pop("distributed")
+    b = plan.batch
+    batch: dict[str, Any] = {"global_batch_size": b.batch_size * world_size}
+    batch["drop_last"] = b.drop_last
+    if b.schedule:
+        batch["schedule"] = [[until, size * world_size] for until, size in b.schedule]
+        batch["by"] = b.by
+    if b.fn is not None:
+        batch["size_fn"] = data["batch"].get("size_fn")
+        batch["by"] = b.by
+        batch["world_size"] = world_size
+    data["batch"] = batch
+    if plan.bucketing is not None and plan.bucketing.max_tokens is not None:
+        data["bucketing"]["world_size"] = world_size
+    data["even_batches"] = plan.distributed.even_batches
+    return data
+
+
+def compute_elastic_fingerprint(plan: LoaderPlan, world_size: int) -> str:
+    """Hex sha256 of :func:`elastic_fields`: equal for plans whose global streams are equal."""
+    text = canonical_json(elastic_fields(plan, world_size))
+    return hashlib.sha256(text.encode("ascii")).hexdigest()
