@@ -9,8 +9,14 @@
   build from a new object.
 - **Precomputed** lengths are used as given.
 
-:func:`sample_lengths` returns the lengths and a sentence saying what they cost, which
-``Loader.explain()`` shows.
+A mixture has no dataset object of its own: :func:`mixture_lengths` measures every source
+on its own (a column must exist in every source; a function is called on every sample of
+every source) and concatenates them in source order, so entry ``offset_s + i`` is the length
+of sample ``i`` of source ``s``, the mixture's global index. Precomputed lengths of a mixture
+hold one value per sample of the whole mixture, in that order.
+
+:func:`sample_lengths` and :func:`mixture_lengths` return the lengths and a sentence saying
+what they cost, which ``Loader.explain()`` shows.
 """
 
 from __future__ import annotations
@@ -24,9 +30,9 @@ import numpy as np
 import numpy.typing as npt
 
 from loaderkit.errors import PlanError
-from loaderkit.plan.specs import DatasetSpec, LengthSource
+from loaderkit.plan.specs import DatasetSpec, LengthSource, MixtureSpec
 
-__all__ = ["sample_lengths", "sample_weights"]
+__all__ = ["mixture_lengths", "sample_lengths", "sample_weights"]
 
 Lengths = npt.NDArray[np.int64]
 
@@ -214,3 +220,47 @@ def sample_lengths(
             f"measured {len(lengths)} lengths for {spec.length} samples",
         )
     return lengths, how
+
+
+def mixture_lengths(
+    source: LengthSource, mixture: MixtureSpec, bindings: Mapping[str, object]
+) -> tuple[Lengths, str]:
+    """The length of every sample of a mixture, source after source, and what it cost.
+
+    Entry ``offset_s + i`` is the length of sample ``i`` of source ``s`` (the mixture's global
+    index). Each source is measured like a dataset of its own (and cached per source).
+    """
+    total = sum(mixture.sizes)
+    if source.kind == "array":
+        values = np.asarray(bindings[source.name], dtype=np.int64)
+        if len(values) != total:
+            counts = ", ".join(f"{s.binding!r} {s.length}" for s in mixture.sources)
+            raise PlanError.single(
+                "bucketing.length",
+                f"has {len(values)} values but the mixture's sources hold {total} samples "
+                f"({counts}); pass one length per sample of the whole mixture, source after "
+                f"source in the order of with_mixture",
+            )
+        return values, "precomputed"
+    if source.kind == "column":
+        for spec in mixture.sources:
+            if spec.columns and source.name not in spec.columns:
+                raise PlanError.single(
+                    "bucketing.length",
+                    f"column {source.name!r} is not in mixture source {spec.binding!r} "
+                    f"(columns: {', '.join(spec.columns)}); every source needs it, or give "
+                    f"a function of a sample",
+                )
+    parts: list[Lengths] = []
+    costs: list[str] = []
+    for spec in mixture.sources:
+        try:
+            lengths, how = sample_lengths(source, spec, bindings)
+        except PlanError as exc:
+            problem = exc.problems[0]
+            raise PlanError.single(
+                problem.path, f"mixture source {spec.binding!r}: {problem.message}"
+            ) from exc
+        parts.append(np.asarray(lengths, dtype=np.int64))
+        costs.append(f"{spec.binding!r}: {how}")
+    return np.concatenate(parts), "; ".join(costs)

@@ -27,7 +27,7 @@ from loaderkit.build.fetch import (
     WorkerSeeder,
     failure_from,
 )
-from loaderkit.build.lengths import sample_lengths, sample_weights
+from loaderkit.build.lengths import mixture_lengths, sample_lengths, sample_weights
 from loaderkit.build.schedules import Schedule
 from loaderkit.build.sources import MixtureSource, Source, make_source
 from loaderkit.collators import collators
@@ -36,6 +36,7 @@ from loaderkit.order.batches import EpochBatches
 from loaderkit.order.bucketing import (
     bucket_ids,
     bucketed_batches,
+    bucketed_sequence_batches,
     oversize_sample,
     padding_stats,
 )
@@ -346,7 +347,12 @@ class _ListPlanner:
 
 
 class _BucketPlanner(_ListPlanner):
-    """Length-bucketed batches of one rank."""
+    """Length-bucketed batches of one rank.
+
+    Alone, an epoch is every sample once (:func:`bucketed_batches`). With a ``source`` (a
+    weighted, curriculum or mixture planner) the epoch is that planner's sequence of samples
+    grouped into buckets (:func:`bucketed_sequence_batches`).
+    """
 
     def __init__(
         self,
@@ -358,17 +364,20 @@ class _BucketPlanner(_ListPlanner):
         rank: int,
         even: bool,
         sizes: Schedule[int],
+        source: _SequencePlanner | None = None,
     ) -> None:
         super().__init__(seed, world_size, rank, even, sizes)
         self.lengths = lengths
         self.spec = spec
+        self.source = source
         n = len(lengths)
         self.num_buckets, size = bucket_plan(spec, batch, n)
-        found = (
-            None
-            if spec.max_tokens is None
-            else oversize_sample(lengths, spec.max_tokens, spec.cost)
-        )
+        found = None
+        if spec.max_tokens is not None:
+            # samples no epoch can draw (weight 0) may exceed the budget: they are never batched
+            reachable = None if source is None else source.reachable()
+            checked = lengths if reachable is None else np.where(reachable, lengths, 0)
+            found = oversize_sample(checked, spec.max_tokens, spec.cost)
         if found is not None:  # fail at build, naming the sample, not at some epoch's first batch
             bad, limit = found
             raise DataError(
@@ -383,7 +392,19 @@ class _BucketPlanner(_ListPlanner):
         self.drop_last = batch.drop_last
 
     def global_batches(self, epoch: int) -> EpochBatches:
-        return bucketed_batches(
+        if self.source is None:
+            return bucketed_batches(
+                self.lengths,
+                bucket_ids=self.bucket_ids,
+                seed=self.seed,
+                epoch=epoch,
+                batch_size=self.batch_size,
+                max_tokens=self.spec.max_tokens,
+                cost=self.spec.cost,
+                drop_last=self.drop_last,
+            )
+        return bucketed_sequence_batches(
+            self.source.sequence(epoch),
             self.lengths,
             bucket_ids=self.bucket_ids,
             seed=self.seed,
@@ -414,19 +435,32 @@ class _WeightedPlanner(_ListPlanner):
         self.spec = spec
         self.batch = batch
 
-    def global_batches(self, epoch: int) -> EpochBatches:
+    def _batches(self, epoch: int, batch_size: int, drop_last: bool) -> EpochBatches:
         try:
             return weighted_batches(
                 self.weights,
                 seed=self.seed,
                 epoch=epoch,
-                batch_size=self.sizes(epoch),
+                batch_size=batch_size,
                 num_samples=self.spec.num_samples,
                 replacement=self.spec.replacement,
-                drop_last=self.batch.drop_last,
+                drop_last=drop_last,
             )
         except (TypeError, ValueError) as exc:
             raise PlanError.single("sampling_weights", str(exc)) from exc
+
+    def global_batches(self, epoch: int) -> EpochBatches:
+        return self._batches(epoch, self.sizes(epoch), self.batch.drop_last)
+
+    def sequence(self, epoch: int) -> npt.NDArray[Any]:
+        """The epoch's draws in order, before batching (the batch size does not change them)."""
+        whole = max(self.spec.num_samples or 0, len(self.weights), 1)  # one batch of all
+        return self._batches(epoch, whole, False).indices
+
+    def reachable(self) -> npt.NDArray[np.bool_] | None:
+        """The samples an epoch can draw: those of positive weight."""
+        positive: npt.NDArray[np.bool_] = self.weights > 0
+        return positive
 
 
 class _CurriculumPlanner(_ListPlanner):
@@ -489,6 +523,22 @@ class _CurriculumPlanner(_ListPlanner):
         return curriculum_step_batches(
             self.order, levels, seed=self.seed, first_step=first, batch_size=b
         )
+
+    def sequence(self, epoch: int) -> npt.NDArray[Any]:
+        """The epoch's eligible samples in their shuffled order (a per-epoch curriculum)."""
+        assert self.spec.by == "epoch"
+        return curriculum_epoch_batches(
+            self.order,
+            self.competence(epoch),
+            seed=self.seed,
+            epoch=epoch,
+            batch_size=max(len(self.order), 1),  # one batch: the sequence is the same
+            drop_last=False,
+        ).indices
+
+    def reachable(self) -> npt.NDArray[np.bool_] | None:
+        """Every sample may become eligible."""
+        return None
 
     def eligible(self, epoch: int) -> int:
         """How many samples are eligible at the start of ``epoch``."""
@@ -556,6 +606,38 @@ class _MixturePlanner(_ListPlanner):
             return spec.schedule[-1][1]
         return spec.weights
 
+    def sequence(self, epoch: int) -> npt.NDArray[Any]:
+        """The epoch's global indices in order, before batching.
+
+        For the modes bucketing accepts (weighted with weights fixed for the epoch and not
+        stratified, round_robin, max_size_cycle, min_size) the batch size does not change
+        them: one batch of all positions gives the sequence.
+        """
+        spec = self.spec
+        assert spec.mode != "sequential"
+        assert not spec.stratified
+        weights = None
+        if spec.mode == "weighted":
+            assert spec.by == "epoch" or (spec.fn is None and not spec.schedule)
+            weights = self.weights_at(epoch)
+        whole = max(len(spec.sizes) * max(spec.sizes), spec.num_samples or 0, 1)
+        return mixture_batches(
+            spec.sizes,
+            names=spec.names,
+            mode=spec.mode,
+            seed=self.seed,
+            epoch=epoch,
+            batch_size=whole,
+            shuffle=self.shuffle,
+            weights=weights,
+            num_samples=spec.num_samples if spec.mode == "weighted" else None,
+            drop_last=False,
+        ).indices
+
+    def reachable(self) -> npt.NDArray[np.bool_] | None:
+        """Every sample of every source may be used."""
+        return None
+
     def global_batches(self, epoch: int) -> EpochBatches:
         spec = self.spec
         weights: Any = None
@@ -583,6 +665,7 @@ class _MixturePlanner(_ListPlanner):
 
 
 _AnyPlanner = _Planner | _StepSizedPlanner | _ListPlanner
+_SequencePlanner = _WeightedPlanner | _CurriculumPlanner | _MixturePlanner
 
 
 class _RequestSampler(Sampler[BatchRequest]):
@@ -656,6 +739,8 @@ class Loader:
         self._epoch_starts = [0]
         self._planner: _AnyPlanner
         self.lengths_cost = ""
+        self.sampler: _SequencePlanner | None = None
+        self.sampler_cost = ""
         listed = self._list_planner(plan)
         if listed is not None:
             self._planner, self.lengths_cost = listed
@@ -717,21 +802,52 @@ class Loader:
         return MixtureSource(parts, mixture.names, mixture.sizes)
 
     def _list_planner(self, plan: LoaderPlan) -> tuple[_ListPlanner, str] | None:
-        """The planner for bucketing, weights or a curriculum, with what its values cost.
+        """The planner for bucketing, weights, a curriculum or a mixture, with what it cost.
 
-        ``None`` for plain fixed-size batches.
+        ``None`` for plain fixed-size batches. Bucketing combined with another sampler groups
+        that sampler's epoch (its planner, kept in :attr:`sampler`) into length buckets; the
+        cost is then the lengths' and the sampler's values' in :attr:`sampler_cost`.
         """
         assert plan.bindings is not None
-        shard = (
+        if plan.bucketing is None:
+            return self._sampler_planner(plan, check_empty=True)
+        shard = self._shard(plan)
+        if plan.mixture is not None:
+            lengths, cost = mixture_lengths(plan.bucketing.length, plan.mixture, plan.bindings)
+        else:
+            lengths, cost = sample_lengths(plan.bucketing.length, plan.dataset, plan.bindings)
+        sampler = self._sampler_planner(plan, check_empty=False)
+        source: _SequencePlanner | None = None
+        if sampler is not None:
+            planner, self.sampler_cost = sampler
+            assert isinstance(planner, _WeightedPlanner | _CurriculumPlanner | _MixturePlanner)
+            source = self.sampler = planner
+        bucketed = _BucketPlanner(lengths, plan.bucketing, plan.batch, *shard, source=source)
+        if plan.mixture is not None and bucketed.num_batches(0) == 0:
+            raise PlanError.single(
+                "batch.drop_last",
+                f"with batch_size {plan.batch.batch_size} on {self.world_size} ranks, the "
+                f"mixture's bucketed epoch leaves 0 batches per rank; lower batch_size or set "
+                f"drop_last=False",
+            )
+        return bucketed, cost
+
+    def _shard(self, plan: LoaderPlan) -> tuple[int, int, int, bool, Schedule[int]]:
+        """The planners' arguments that deal an epoch's batches to this rank."""
+        return (
             plan.order.seed,
             self.world_size,
             self.rank,
             plan.distributed.even_batches,
             self.batch_sizes,
         )
-        if plan.bucketing is not None:
-            lengths, cost = sample_lengths(plan.bucketing.length, plan.dataset, plan.bindings)
-            return _BucketPlanner(lengths, plan.bucketing, plan.batch, *shard), cost
+
+    def _sampler_planner(
+        self, plan: LoaderPlan, *, check_empty: bool
+    ) -> tuple[_ListPlanner, str] | None:
+        """The planner for weights, a curriculum or a mixture, with what its values cost."""
+        assert plan.bindings is not None
+        shard = self._shard(plan)
         if plan.sampling_weights is not None:
             weights, cost = sample_weights(
                 plan.sampling_weights.source, plan.dataset, plan.bindings
@@ -751,7 +867,7 @@ class Loader:
             mixed = _MixturePlanner(
                 plan.mixture, weights_fn, plan.batch, plan.order.shuffle, *shard
             )
-            if mixed.num_batches(0) == 0:
+            if check_empty and mixed.num_batches(0) == 0:
                 raise PlanError.single(
                     "batch.drop_last",
                     f"with batch_size {plan.batch.batch_size} on {self.world_size} ranks, the "
@@ -977,7 +1093,9 @@ class Loader:
         """The plan's report plus what was resolved on this machine.
 
         Where rank and world size came from, the device, and for bucketed plans what measuring
-        the lengths cost and the padding of the current epoch on this rank.
+        the lengths cost and the padding of the current epoch on this rank (for bucketing
+        combined with weights, a curriculum or a mixture: how many samples that sampler chose
+        for the epoch on this rank, and what reading its values cost).
         """
         lines = [
             self.plan.explain(),
@@ -986,10 +1104,12 @@ class Loader:
             f"{'on' if self.pin_memory else 'off'}",
         ]
         planner = self._planner
-        if isinstance(planner, _CurriculumPlanner):
+        sampler = planner if self.sampler is None else self.sampler
+        if isinstance(sampler, _CurriculumPlanner):
+            cost = self.lengths_cost if self.sampler is None else self.sampler_cost
             lines.append(
-                f"  curriculum  difficulties: {self.lengths_cost}; epoch {self._epoch}: "
-                f"{planner.eligible(self._epoch):,} of {len(planner.order):,} samples eligible, "
+                f"  curriculum  difficulties: {cost}; epoch {self._epoch}: "
+                f"{sampler.eligible(self._epoch):,} of {len(sampler.order):,} samples eligible, "
                 f"{planner.num_batches(self._epoch):,} batches on this rank"
             )
         if isinstance(planner, _BucketPlanner):
@@ -997,13 +1117,23 @@ class Loader:
             mine = planner.batches(self._epoch)
             stats = padding_stats(planner.lengths, mine, max_tokens=spec.max_tokens, cost=spec.cost)
             sizes = mine.sizes() if len(mine) else np.zeros(1, dtype=np.int64)
+            grouped = ""
+            if self.sampler is not None:  # what the combined sampler chose for this rank
+                what = {
+                    _WeightedPlanner: "weighted draws",
+                    _CurriculumPlanner: "eligible samples",
+                    _MixturePlanner: "mixture samples",
+                }[type(self.sampler)]
+                grouped = f"{mine.num_samples:,} {what} in "
             line = (
-                f"  bucketing   lengths: {self.lengths_cost}; epoch {self._epoch}: {len(mine):,} "
-                f"batches of {int(sizes.min())}-{int(sizes.max())} samples, padding "
-                f"{stats['waste']:.1%} of tokens"
+                f"  bucketing   lengths: {self.lengths_cost}; epoch {self._epoch}: "
+                f"{grouped}{len(mine):,} batches of {int(sizes.min())}-{int(sizes.max())} "
+                f"samples, padding {stats['waste']:.1%} of tokens"
             )
             if "utilization" in stats:
                 line += f", budget used {stats['utilization']:.1%}"
+            if isinstance(self.sampler, _WeightedPlanner):
+                line += f"; weights: {self.sampler_cost}"
             lines.append(line)
         return "\n".join(lines)
 

@@ -13,14 +13,20 @@ standard library, never torch.
 - :func:`weighted_sample` / :func:`weighted_batches` draw samples by weight, with or without
   replacement, from counter-based uniforms (:func:`uniform_draws`).
 - :func:`bucketed_batches` makes length-bucketed batches (fixed size or a token budget) as an
-  :class:`EpochBatches`, which :meth:`EpochBatches.shard` deals out to ranks.
+  :class:`EpochBatches`, which :meth:`EpochBatches.shard` deals out to ranks;
+  :func:`bucketed_sequence_batches` does the same for an epoch another sampler chose.
 - :func:`mixture_batches` reads several sources as one (weighted, sequential, round-robin,
   ...); :func:`mixture_num_batches` counts its batches and :func:`source_of` maps its global
   indices back to sources.
 """
 
 from loaderkit.order.batches import EpochBatches
-from loaderkit.order.bucketing import bucket_ids, bucketed_batches, padding_stats
+from loaderkit.order.bucketing import (
+    bucket_ids,
+    bucketed_batches,
+    bucketed_sequence_batches,
+    padding_stats,
+)
 from loaderkit.order.curriculum import (
     competence,
     curriculum_epoch_batches,
@@ -46,6 +52,7 @@ __all__ = [
     "batch_rng",
     "bucket_ids",
     "bucketed_batches",
+    "bucketed_sequence_batches",
     "competence",
     "curriculum_epoch_batches",
     "curriculum_step_batch",

@@ -9,6 +9,9 @@ samples of similar length cuts that to about 1 % while keeping the epochs random
 - :func:`bucketed_batches` builds the batches of one epoch (an :class:`EpochBatches`): every
   bucket's samples in a random order, buckets from short to long, cut into batches of a fixed
   size or under a token budget, and the batches shuffled;
+- :func:`bucketed_sequence_batches` does the same for an epoch whose samples another sampler
+  chose (weighted draws, a curriculum's eligible samples, a mixture): the given sequence is
+  grouped by bucket, cut and shuffled the same way;
 - :func:`padding_stats` measures the padding of any batching.
 
 **The algorithm is part of the order contract** (``docs/order.md``): the batches are a pure
@@ -63,6 +66,33 @@ any step below is a breaking change. Notation as in ``docs/order.md``; ``n = len
 The number of batches is ``ceil(n / B)`` (``n // B`` with ``drop_last``) with a fixed size,
 but depends on the epoch under a token budget.
 
+**Bucketing a given sequence** (:func:`bucketed_sequence_batches`, also part of the contract:
+its batches are a pure function of ``(sequence, lengths, bucket_ids, seed, epoch, batch_size,
+max_tokens, cost, drop_last)``). Another sampler made the epoch's sequence ``x_0, x_1, ...,
+x_{N-1}`` of sample indices in ``[0, n)``, in any order and with repeats allowed (weighted
+draws with replacement, a curriculum's eligible samples, a mixture's positions); it is
+already random, so no permutation is drawn. Steps 1, 3 and 4 are the same, with ``N``
+positions in place of ``n`` samples:
+
+2'. **Order of the epoch.** ``s`` is ``x`` sorted *stably* by bucket id: position ``p``
+    comes before position ``q`` when ``(bucket[x_p], p) < (bucket[x_q], q)``. Each bucket's
+    samples keep the order they have in ``x``, buckets in ascending length order. Every
+    position of ``x`` is in ``s`` exactly once: a sample drawn twice is batched twice.
+
+3'. **Cut** ``s`` exactly as in step 3 (fixed size ``B``, or the greedy under the budget
+    ``T`` with the same cost models and the same rule for ``drop_last``). The oversize check
+    covers the samples of ``x`` only (samples absent from ``x`` are not batched): the
+    ``ValueError`` names the smallest sample index of ``x`` that alone costs more than
+    ``T``.
+
+4'. **Shuffle the batches** as in step 4 but with ``Q = FeistelPermutation(m,
+    derive_key(seed, "bucketing-sequence-batches", epoch))``.
+
+So the batches hold ``x``'s multiset of samples (without ``drop_last``): ``ceil(N / B)``
+batches with a fixed size, ``N // B`` with ``drop_last``. (Its implementation is the one
+below with the epoch's permutation replaced by slices of ``x`` and the bucket counts taken
+over ``x`` in one more pass; ``x`` is never copied whole.)
+
 **Implementation (not part of the contract: it changes the speed and memory, never the
 values).** No Python list of samples and no full-size int64 temporary: the permutation is
 evaluated in chunks of :data:`CHUNK` positions; each chunk is sorted stably by bucket (numpy's
@@ -95,10 +125,28 @@ from loaderkit.order.epoch import CHUNK as ORDER_CHUNK
 from loaderkit.order.feistel import FeistelPermutation
 from loaderkit.order.keys import _as_int, derive_key
 
-__all__ = ["CHUNK", "COSTS", "bucket_ids", "bucketed_batches", "padding_stats"]
+__all__ = [
+    "CHUNK",
+    "COMPONENT_BATCHES",
+    "COMPONENT_ORDER",
+    "COMPONENT_SEQUENCE_BATCHES",
+    "COSTS",
+    "bucket_ids",
+    "bucketed_batches",
+    "bucketed_sequence_batches",
+    "padding_stats",
+]
 
 #: The cost models of a token budget (see the module docstring).
 COSTS = ("linear", "quadratic")
+
+#: Key path component of the order within buckets (step 2). Part of the order contract.
+COMPONENT_ORDER = "bucketing"
+#: Key path component of the order of the batches (step 4). Part of the order contract.
+COMPONENT_BATCHES = "bucketing-batches"
+#: Key path component of the order of the batches of a given sequence (step 4'). Part of the
+#: order contract.
+COMPONENT_SEQUENCE_BATCHES = "bucketing-sequence-batches"
 
 #: Positions of the epoch order sorted and scattered per step (an implementation detail: it
 #: changes the speed and the memory held, never the batches).
@@ -265,19 +313,27 @@ def _bincount(keys: _Int, buckets: int) -> _I64:
 
 
 def _sorted_chunks(
-    order: Callable[[int, int], _I64], n: int, keys: _Int, buckets: int
+    order: Callable[[int, int], _I64],
+    n: int,
+    keys: _Int,
+    buckets: int,
+    counts: _I64 | None = None,
 ) -> Iterator[tuple[_I64, _I64]]:
     """Yield ``(samples, sorted_positions)`` chunk by chunk: ``order`` sorted stably by key.
 
-    ``order(lo, hi)`` gives the samples at positions ``[lo, hi)`` of an order of ``[0, n)``
-    and ``keys`` (values in ``[0, buckets)``) the key of every sample. Each step yields one
-    chunk's samples sorted stably by key and their positions in the whole order sorted stably
-    by key (every position of ``[0, n)`` exactly once over all chunks): step 2 with the
-    epoch's permutation and the bucket ids, or the length ranking of :func:`bucket_ids` with
-    the identity and the lengths.
+    ``order(lo, hi)`` gives the samples at positions ``[lo, hi)`` of a sequence of ``n``
+    samples and ``keys`` (values in ``[0, buckets)``) the key of every sample. Each step yields
+    one chunk's samples sorted stably by key and their positions in the whole sequence sorted
+    stably by key (every position of ``[0, n)`` exactly once over all chunks): step 2 with the
+    epoch's permutation and the bucket ids, step 2' with a given sequence, or the length
+    ranking of :func:`bucket_ids` with the identity and the lengths. ``counts`` is how many
+    positions of the sequence hold a sample of each key; ``None``: the sequence is an order of
+    ``[0, n)``, so it is the count of each key in ``keys``.
     """
+    if counts is None:
+        counts = _bincount(keys, buckets)
     cursor = np.zeros(buckets, dtype=np.int64)  # next free position of each bucket in s
-    np.cumsum(_bincount(keys, buckets)[:-1], out=cursor[1:])
+    np.cumsum(counts[:-1], out=cursor[1:])
     for lo in range(0, n, CHUNK):
         hi = min(lo + CHUNK, n)
         samples = order(lo, hi)
@@ -341,7 +397,31 @@ def _check_budget(lengths: _Int, budget: int, quadratic: bool) -> None:
     if found is None:
         return
     bad, limit = found
-    length = int(lengths[bad])
+    _oversize_error(bad, int(lengths[bad]), budget, quadratic, limit)
+
+
+def _check_sequence_budget(lengths: _Int, sequence: _Int, budget: int, quadratic: bool) -> None:
+    """Raise if a sample *of the sequence* alone costs more than the budget (smallest index).
+
+    Samples of the dataset the sequence does not hold are not checked: they are not batched.
+    """
+    found = oversize_sample(lengths, budget, "quadratic" if quadratic else "linear")
+    if found is None:  # the usual case: one pass over the lengths, none over the sequence
+        return
+    limit = found[1]
+    bad: int | None = None
+    for lo in range(0, int(sequence.size), CHUNK):
+        chunk = sequence[lo : lo + CHUNK]
+        over = chunk[lengths[chunk] > limit]
+        if over.size:
+            smallest = int(over.min())
+            bad = smallest if bad is None else min(bad, smallest)
+    if bad is not None:
+        _oversize_error(bad, int(lengths[bad]), budget, quadratic, limit)
+
+
+def _oversize_error(bad: int, length: int, budget: int, quadratic: bool, limit: int) -> None:
+    """Raise the ``ValueError`` of a sample that alone exceeds the budget."""
     alone = f"{length}² = {length * length}" if quadratic else f"{length}"
     raise ValueError(
         f"sample {bad} has length {length}: alone it costs {alone} > max_tokens={budget} "
@@ -397,14 +477,16 @@ def _cut_budget(ordered: _Int, budget: int, quadratic: bool, cap: int | None) ->
 # -- 4. the final layout ----------------------------------------------------------------------
 
 
-def _shuffled_layout(cut: _I64, seed: int, epoch: int) -> tuple[_I64, _I64]:
-    """Shuffle the batches of ``cut`` (offsets in the order of ``s``), step 4.
+def _shuffled_layout(
+    cut: _I64, seed: int, epoch: int, component: str = COMPONENT_BATCHES
+) -> tuple[_I64, _I64]:
+    """Shuffle the batches of ``cut`` (offsets in the order of ``s``), step 4 (or 4').
 
     Returns the offsets of the shuffled layout and, per batch of ``cut``, the shift from a
     position in ``s`` to its position in the shuffled indices.
     """
     count = int(cut.size) - 1
-    order = FeistelPermutation(count, derive_key(seed, "bucketing-batches", epoch)).slice(0, count)
+    order = FeistelPermutation(count, derive_key(seed, component, epoch)).slice(0, count)
     sizes = np.diff(cut)
     offsets = np.zeros(count + 1, dtype=np.int64)
     np.cumsum(sizes[order], out=offsets[1:])
@@ -413,6 +495,86 @@ def _shuffled_layout(cut: _I64, seed: int, epoch: int) -> tuple[_I64, _I64]:
     shift = offsets[slot]
     shift -= cut[:-1]
     return offsets, shift
+
+
+class _Batching:
+    """The validated batching arguments shared by both public functions (steps 3 and 4)."""
+
+    def __init__(
+        self,
+        seed: object,
+        epoch: object,
+        batch_size: object,
+        max_tokens: object,
+        cost: object,
+        drop_last: object,
+    ) -> None:
+        self.seed = _as_int("seed", seed)
+        self.epoch = _as_int("epoch", epoch)
+        self.size = _optional_int("batch_size", batch_size)
+        self.budget = _optional_int("max_tokens", max_tokens)
+        if self.budget is not None and self.budget >= MAX_BUDGET:
+            raise ValueError(f"max_tokens must be < 2**63, got {self.budget}")
+        self.quadratic = _check_cost(cost)
+        if not isinstance(drop_last, (bool, np.bool_)):
+            raise TypeError(
+                f"drop_last must be a bool, got {type(drop_last).__name__} {drop_last!r}"
+            )
+        self.drop_last = bool(drop_last)
+        if self.size is None and self.budget is None:
+            raise ValueError(
+                "pass batch_size (fixed-size batches), max_tokens (a token budget per batch), "
+                "or both (a budget with a cap on the samples per batch)"
+            )
+
+
+def _layout(
+    order: Callable[[int, int], _I64],
+    total: int,
+    keys: _Int,
+    buckets: int,
+    counts: _I64 | None,
+    lengths: _Int,
+    how: _Batching,
+    component: str,
+    dtype: type[Any],
+) -> EpochBatches:
+    """Steps 2 to 4 over the ``total`` samples of ``order`` (budget already checked)."""
+    size, budget = how.size, how.budget
+    if total == 0:
+        return _frozen(np.empty(0, dtype=dtype), np.zeros(1, dtype=np.int64))
+    if budget is None:
+        assert size is not None
+        full, rest = divmod(total, size)
+        count = full + (1 if rest and not how.drop_last else 0)
+        cut = np.arange(count + 1, dtype=np.int64) * size
+        cut[-1] = min(int(cut[-1]), total)
+    else:
+        ordered = np.empty(total, dtype=_length_dtype(int(lengths.max())))
+        for samples, positions in _sorted_chunks(order, total, keys, buckets, counts):
+            ordered[positions] = lengths[samples]
+        np.maximum(ordered, 1, out=ordered)
+        cut, last_full = _cut_budget(ordered, budget, how.quadratic, size)
+        del ordered
+        if how.drop_last and not last_full:
+            cut = cut[:-1]
+
+    offsets, shift = _shuffled_layout(cut, how.seed, how.epoch, component)
+    kept = int(cut[-1])
+    out = np.empty(kept, dtype=dtype)
+    for samples, positions in _sorted_chunks(order, total, keys, buckets, counts) if kept else ():
+        if kept < total:
+            inside = positions < kept
+            samples, positions = samples[inside], positions[inside]
+        if budget is None:
+            assert size is not None
+            batch = positions // size
+        else:
+            batch = np.searchsorted(cut, positions, side="right")
+            batch -= 1
+        positions += shift[batch]
+        out[positions] = samples
+    return _frozen(out, offsets)
 
 
 def bucketed_batches(
@@ -455,59 +617,98 @@ def bucketed_batches(
     arr = _check_lengths(lengths)
     n = int(arr.size)
     keys, buckets = _bucket_keys(bucket_ids, n)
-    seed_int = _as_int("seed", seed)
-    epoch_int = _as_int("epoch", epoch)
-    size = _optional_int("batch_size", batch_size)
-    budget = _optional_int("max_tokens", max_tokens)
-    if budget is not None and budget >= MAX_BUDGET:
-        raise ValueError(f"max_tokens must be < 2**63, got {budget}")
-    quadratic = _check_cost(cost)
-    if not isinstance(drop_last, (bool, np.bool_)):
-        raise TypeError(f"drop_last must be a bool, got {type(drop_last).__name__} {drop_last!r}")
-    if size is None and budget is None:
-        raise ValueError(
-            "pass batch_size (fixed-size batches), max_tokens (a token budget per batch), "
-            "or both (a budget with a cap on the samples per batch)"
-        )
-    if budget is not None:
-        _check_budget(arr, budget, quadratic)
+    how = _Batching(seed, epoch, batch_size, max_tokens, cost, drop_last)
+    if how.budget is not None:
+        _check_budget(arr, how.budget, how.quadratic)
+    perm = FeistelPermutation(n, derive_key(how.seed, COMPONENT_ORDER, how.epoch))
+    return _layout(perm.slice, n, keys, buckets, None, arr, how, COMPONENT_BATCHES, index_dtype(n))
 
-    dtype = index_dtype(n)
-    perm = FeistelPermutation(n, derive_key(seed_int, "bucketing", epoch_int))
-    if n == 0:
-        return _frozen(np.empty(0, dtype=dtype), np.zeros(1, dtype=np.int64))
-    if budget is None:
-        assert size is not None
-        full, rest = divmod(n, size)
-        count = full + (1 if rest and not drop_last else 0)
-        cut = np.arange(count + 1, dtype=np.int64) * size
-        cut[-1] = min(int(cut[-1]), n)
-    else:
-        ordered = np.empty(n, dtype=_length_dtype(int(arr.max())))
-        for samples, positions in _sorted_chunks(perm.slice, n, keys, buckets):
-            ordered[positions] = arr[samples]
-        np.maximum(ordered, 1, out=ordered)
-        cut, last_full = _cut_budget(ordered, budget, quadratic, size)
-        del ordered
-        if drop_last and not last_full:
-            cut = cut[:-1]
 
-    offsets, shift = _shuffled_layout(cut, seed_int, epoch_int)
-    kept = int(cut[-1])
-    out = np.empty(kept, dtype=dtype)
-    for samples, positions in _sorted_chunks(perm.slice, n, keys, buckets) if kept else ():
-        if kept < n:
-            inside = positions < kept
-            samples, positions = samples[inside], positions[inside]
-        if budget is None:
-            assert size is not None
-            batch = positions // size
-        else:
-            batch = np.searchsorted(cut, positions, side="right")
-            batch -= 1
-        positions += shift[batch]
-        out[positions] = samples
-    return _frozen(out, offsets)
+def _check_sequence(sequence: object, n: int) -> _Int:
+    """Validate an epoch's sequence: a 1-d integer array of sample indices in ``[0, n)``."""
+    arr = _int_array("sequence", sequence)
+    if arr.size:
+        low, high = int(arr.min()), int(arr.max())
+        if low < 0 or high >= n:
+            bad = low if low < 0 else high
+            raise ValueError(
+                f"sequence must hold sample indices in [0, len(lengths)) = [0, {n}), but it "
+                f"holds {bad}; pass the lengths of the whole dataset the sequence indexes"
+            )
+    return arr
+
+
+def _sequence_counts(sequence: _Int, keys: _Int, buckets: int) -> _I64:
+    """How many positions of ``sequence`` hold a sample of each bucket."""
+    counts = np.zeros(buckets, dtype=np.int64)
+    for lo in range(0, int(sequence.size), CHUNK):
+        counts += np.bincount(keys[sequence[lo : lo + CHUNK]], minlength=buckets)
+    return counts
+
+
+def bucketed_sequence_batches(
+    sequence: npt.NDArray[np.integer[Any]],
+    lengths: npt.NDArray[np.integer[Any]],
+    *,
+    bucket_ids: npt.NDArray[np.integer[Any]],
+    seed: int,
+    epoch: int,
+    batch_size: int | None,
+    max_tokens: int | None = None,
+    cost: str = "linear",
+    drop_last: bool = False,
+) -> EpochBatches:
+    """Group an epoch's given sequence of samples into length-bucketed batches (steps 2'-4').
+
+    ``sequence`` is the epoch of another sampler (weighted draws, a curriculum's eligible
+    samples, a mixture's positions): sample indices in any order, repeats allowed. It is
+    sorted stably by bucket (each bucket keeps the sequence's order, which is already
+    random), cut like :func:`bucketed_batches` (a fixed size or a token budget), and the
+    batches are shuffled under the key component ``"bucketing-sequence-batches"``. Every
+    position of the sequence is in exactly one batch (unless ``drop_last`` drops the last
+    one), so the batches hold the sequence's multiset of samples.
+
+    Args:
+        sequence: the epoch's samples, a 1-d integer array of indices in
+            ``[0, len(lengths))`` (any order, repeats allowed).
+        lengths: the length (tokens) of every sample of the dataset the sequence indexes, a
+            1-d integer array with values in ``[0, 2**31)``.
+        bucket_ids: the bucket of every sample of the dataset (``bucket_ids(lengths,
+            num_buckets)``, computed once); only their order matters.
+        seed: the user's seed (``>= 0``).
+        epoch: the epoch number (``>= 0``).
+        batch_size: samples per batch with a fixed size; under a token budget, the largest
+            number of samples per batch (``None``: no cap). ``>= 1``.
+        max_tokens: the token budget per batch, ``>= 1``; ``None`` for fixed-size batches.
+        cost: ``"linear"`` or ``"quadratic"``, as for :func:`bucketed_batches`.
+        drop_last: drop the last batch when it is partial (as for :func:`bucketed_batches`).
+
+    Returns:
+        The batches, in their shuffled order (``int32`` indices when ``len(lengths) <=
+        2**31``).
+
+    Raises:
+        TypeError / ValueError: an argument has the wrong type or range, an index of the
+            sequence is outside ``[0, len(lengths))``, both ``batch_size`` and ``max_tokens``
+            are ``None``, or a sample of the sequence alone exceeds the token budget.
+
+    """
+    arr = _check_lengths(lengths)
+    n = int(arr.size)
+    keys, buckets = _bucket_keys(bucket_ids, n)
+    seq = _check_sequence(sequence, n)
+    how = _Batching(seed, epoch, batch_size, max_tokens, cost, drop_last)
+    if how.budget is not None:
+        _check_sequence_budget(arr, seq, how.budget, how.quadratic)
+    total = int(seq.size)
+    counts = _sequence_counts(seq, keys, buckets) if total else None
+
+    def order(lo: int, hi: int) -> _I64:
+        return seq[lo:hi].astype(np.int64)
+
+    return _layout(
+        order, total, keys, buckets, counts, arr, how, COMPONENT_SEQUENCE_BATCHES, index_dtype(n)
+    )
 
 
 def _frozen(indices: npt.NDArray[Any], offsets: _I64) -> EpochBatches:

@@ -58,7 +58,10 @@ def epoch_shape(plan: LoaderPlan) -> tuple[int | None, int | None, int, int]:
         return None, None, 0, 0
     if plan.curriculum is not None and plan.curriculum.by == "epoch":
         return None, None, 0, 0  # the eligible set grows with the epoch
+    if plan.bucketing is not None and plan.bucketing.max_tokens is not None:
+        return None, None, 0, 0  # the budget sizes the batches: their count varies by epoch
     if plan.mixture is not None:
+        # bucketing cuts the mixture's epoch into batches of the same size and number
         return _mixture_shape(plan, world)
     if (
         plan.bucketing is not None
@@ -264,6 +267,16 @@ def bucket_plan(spec: BucketingSpec, batch: BatchSpec, n: int) -> tuple[int, int
     return spec.num_buckets or default_num_buckets(n, size or 64), size
 
 
+def _bucketed_sampler(plan: LoaderPlan) -> str:
+    """What the bucketed epoch of a combined plan is made of, for the order line."""
+    if plan.sampling_weights is not None:
+        return "each epoch's weighted draws (see sampling)"
+    if plan.curriculum is not None:
+        return "each epoch's eligible easiest samples, shuffled (see curriculum),"
+    how = "each source shuffled" if plan.order.shuffle else "each source in order"
+    return f"each epoch's samples mixed from the sources (see mixture), {how},"
+
+
 def explain_plan(plan: LoaderPlan) -> str:
     """The multi-line report behind ``LoaderPlan.explain()``."""
     o, b, d = plan.order, plan.batch, plan.distributed
@@ -284,6 +297,11 @@ def explain_plan(plan: LoaderPlan) -> str:
     if plan.mixture is not None:
         how = "each source shuffled" if o.shuffle else "each source in order"
         order = f"mixed from the sources (see mixture), {how}, seed {o.seed}"
+    if plan.bucketing is not None and (
+        plan.sampling_weights is not None or plan.curriculum is not None or plan.mixture is not None
+    ):
+        order = f"{_bucketed_sampler(plan)} grouped in length buckets (see bucketing), batch "
+        order += f"order shuffled, seed {o.seed}"
     if plan.bucketing is not None and plan.bucketing.max_tokens is not None:
         batch_line = (
             f"sizes vary under a token budget, drop_last={b.drop_last}; batches per epoch known "

@@ -134,7 +134,6 @@ def _weights_problems(
     dataset: DatasetSpec | None,
     bindings: Mapping[str, object] | None,
     needs_pickle: str | None,
-    bucketing: BucketingSpec | None,
 ) -> list[Problem]:
     problems = _source_problems(
         "sampling_weights.weights", spec.source, dataset, bindings, needs_pickle
@@ -145,13 +144,6 @@ def _weights_problems(
                 "sampling_weights",
                 f"needs random access to draw samples, and {dataset.binding!r} is an iterable "
                 f"dataset; pass a map-style dataset",
-            )
-        )
-    if bucketing is not None:
-        problems.append(
-            Problem(
-                "sampling_weights",
-                "cannot be combined with with_bucketing yet; choose one of them",
             )
         )
     size = dataset.length if dataset is not None else None
@@ -172,6 +164,7 @@ def _bucketing_problems(
     batch: BatchSpec,
     bindings: Mapping[str, object] | None,
     needs_pickle: str | None,
+    mixture: MixtureSpec | None,
 ) -> list[Problem]:
     problems: list[Problem] = []
     if dataset is not None and dataset.iterable:
@@ -182,8 +175,25 @@ def _bucketing_problems(
                 f"iterable dataset; pass a map-style dataset",
             )
         )
+    if mixture is not None and spec.length.kind == "column":
+        # lengths are read source by source: the column must be in every one of them
+        for source in mixture.sources:
+            if source.columns and spec.length.name not in source.columns:
+                problems.append(
+                    Problem(
+                        "bucketing.length",
+                        f"column {spec.length.name!r} is not in mixture source "
+                        f"{source.binding!r} (columns: {', '.join(source.columns)})"
+                        f"{did_you_mean(spec.length.name, source.columns)}; the lengths are "
+                        f"read from every source, so every source needs it (or give a "
+                        f"function of a sample)",
+                    )
+                )
+        checked = None  # the combined spec lists only the columns shared by every source
+    else:
+        checked = dataset
     problems.extend(
-        _source_problems("bucketing.length", spec.length, dataset, bindings, needs_pickle)
+        _source_problems("bucketing.length", spec.length, checked, bindings, needs_pickle)
     )
     samples = dataset.length if dataset is not None else None
     if samples and spec.num_buckets is not None and spec.num_buckets > samples:
@@ -337,8 +347,9 @@ def _mixture_problems(
     if mixture.fn is not None:
         # weight functions run in the main process: no pickling needed
         problems.extend(_callable_problems("mixture.weights", mixture.fn, bindings, None))
+    if bucketing is not None:
+        problems.extend(_mixture_bucketing_problems(mixture))
     for other, label in (
-        (bucketing, "with_bucketing"),
         (sampling_weights, "with_sampling_weights"),
         (curriculum, "with_curriculum"),
     ):
@@ -353,6 +364,42 @@ def _mixture_problems(
     if mixture.stratified and mixture.mode != "weighted":
         problems.append(
             Problem("mixture.stratified", f"only applies to mode='weighted' (got {mixture.mode!r})")
+        )
+    return problems
+
+
+def _mixture_bucketing_problems(mixture: MixtureSpec) -> list[Problem]:
+    """What keeps a mixture's epoch from being grouped into length buckets."""
+    problems: list[Problem] = []
+    if mixture.mode == "sequential":
+        problems.append(
+            Problem(
+                "mixture.mode",
+                "mode='sequential' cannot be combined with with_bucketing: its batches never "
+                "straddle sources and come source after source, which regrouping the epoch by "
+                "length would undo; use mode='round_robin' (every sample of every source "
+                "once) or 'weighted', or drop with_bucketing",
+            )
+        )
+    if mixture.stratified:
+        problems.append(
+            Problem(
+                "mixture.stratified",
+                "stratified=True cannot be combined with with_bucketing: stratification sets "
+                "each batch's per-source counts, and bucketing regroups the epoch's samples by "
+                "length into other batches; drop stratified=True (the weighted draws still "
+                "follow the weights over the epoch), or drop with_bucketing",
+            )
+        )
+    if mixture.mode == "weighted" and mixture.by == "step" and (mixture.fn or mixture.schedule):
+        problems.append(
+            Problem(
+                "mixture.by",
+                "a per-step weight schedule cannot be combined with with_bucketing: the "
+                "weights change from batch to batch, and bucketing regroups the whole epoch "
+                "by length, so no batch would follow its step's weights; use by='epoch' "
+                "(weights that change per epoch) or fixed weights, or drop with_bucketing",
+            )
         )
     return problems
 
@@ -512,11 +559,11 @@ def plan_problems(
             )
         )
     if bucketing is not None:
-        problems.extend(_bucketing_problems(bucketing, dataset, batch, bindings, needs_pickle))
-    if sampling_weights is not None:
         problems.extend(
-            _weights_problems(sampling_weights, dataset, bindings, needs_pickle, bucketing)
+            _bucketing_problems(bucketing, dataset, batch, bindings, needs_pickle, mixture)
         )
+    if sampling_weights is not None:
+        problems.extend(_weights_problems(sampling_weights, dataset, bindings, needs_pickle))
     if curriculum is not None:
         problems.extend(
             _source_problems(
@@ -535,10 +582,23 @@ def plan_problems(
                     f"is an iterable dataset; pass a map-style dataset",
                 )
             )
-        if bucketing is not None or sampling_weights is not None:
-            other = "with_bucketing" if bucketing is not None else "with_sampling_weights"
+        if sampling_weights is not None:
             problems.append(
-                Problem("curriculum", f"cannot be combined with {other} yet; choose one of them")
+                Problem(
+                    "curriculum",
+                    "cannot be combined with with_sampling_weights yet; choose one of them",
+                )
+            )
+        if bucketing is not None and curriculum.by == "step":
+            problems.append(
+                Problem(
+                    "curriculum.by",
+                    "a per-step curriculum cannot be combined with with_bucketing: it draws "
+                    "each batch from the eligible samples of its own step, while bucketing "
+                    "regroups a whole epoch's samples by length; use with_curriculum(..., "
+                    "by='epoch') (the eligible samples of each epoch are bucketed), or drop "
+                    "with_bucketing",
+                )
             )
 
     if mixture is not None:

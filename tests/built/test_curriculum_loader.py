@@ -104,8 +104,12 @@ def test_a_function_schedule_must_return_a_competence():
             ("curriculum.difficulty",),
         ),
         (
-            lambda: BASE.with_curriculum("hardness", horizon=2).with_bucketing("idx").compile(),
-            ("curriculum",),
+            lambda: (
+                BASE.with_curriculum("hardness", horizon=2, by="step")
+                .with_bucketing(np.ones(N, dtype=np.int64))
+                .compile()
+            ),
+            ("curriculum.by",),
         ),
     ],
 )

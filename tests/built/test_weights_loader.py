@@ -108,8 +108,8 @@ def test_ranks_get_the_same_number_of_batches_and_disjoint_draws():
             ("sampling_weights.num_samples",),
         ),
         (
-            lambda: BASE.with_sampling_weights("w").with_bucketing("idx").compile(),
-            ("sampling_weights",),
+            lambda: BASE.with_sampling_weights("w").with_curriculum("w", horizon=2).compile(),
+            ("curriculum",),
         ),
         (lambda: DataLoaderBuilder().with_dataset([1], name="weights"), ("dataset.name",)),
     ],

@@ -89,7 +89,6 @@ def test_bad_mixtures_name_the_field(kwargs, path, words):
 @pytest.mark.parametrize(
     ("edit", "label"),
     [
-        (lambda b: b.with_bucketing([1] * 40), "with_bucketing"),
         (lambda b: b.with_sampling_weights([1.0] * 40), "with_sampling_weights"),
         (lambda b: b.with_curriculum([1.0] * 40, "discrete", steps=[(1, 0.5)]), "with_curriculum"),
     ],
@@ -98,6 +97,40 @@ def test_mixtures_refuse_other_samplers_for_now(edit, label):
     with pytest.raises(PlanError) as info:
         edit(mixed()).compile()
     assert any(p.path == "mixture" and label in p.message for p in info.value.problems)
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {},
+        {"weights": {"wiki": 3, "code": 1}, "num_samples": 12},
+        {"weights": weights_of},
+        {"weights": [(2, {"wiki": 1, "code": 0}), (4, [1, 1])]},
+        {"weights": [1, 2], "by": "step"},
+        {"mode": "round_robin"},
+        {"mode": "max_size_cycle"},
+        {"mode": "min_size"},
+    ],
+)
+def test_mixtures_can_be_bucketed(kwargs):
+    plan = mixed(**kwargs).with_bucketing([1] * 40).compile()
+    assert "grouped in length buckets" in plan.explain()
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "path"),
+    [
+        ({"mode": "sequential"}, "mixture.mode"),
+        ({"stratified": True}, "mixture.stratified"),
+        ({"weights": [(2, {"wiki": 1, "code": 0}), (4, [1, 1])], "by": "step"}, "mixture.by"),
+        ({"weights": weights_of, "by": "step"}, "mixture.by"),
+    ],
+)
+def test_mixtures_bucketing_cannot_follow_are_refused(kwargs, path):
+    with pytest.raises(PlanError) as info:
+        mixed(**kwargs).with_bucketing([1] * 40).compile()
+    assert info.value.paths == (path,)
+    assert "cannot be combined with with_bucketing" in info.value.problems[0].message
 
 
 def test_explain_shows_sources_weights_and_epoch_size():
