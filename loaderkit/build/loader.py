@@ -49,7 +49,7 @@ from loaderkit.order.curriculum import (
 )
 from loaderkit.order.epoch import EpochOrder
 from loaderkit.order.keys import derive_key
-from loaderkit.order.mixture import mixture_batches, mixture_num_batches
+from loaderkit.order.mixture import mixture_batches, mixture_num_batches, source_of
 from loaderkit.order.shard import ShardLayout
 from loaderkit.order.weighted import weighted_batches
 from loaderkit.plan.display import bucket_plan, diff_dicts
@@ -186,6 +186,10 @@ class _Planner:
     def num_batches(self, epoch: int) -> int:
         return len(self.layout(epoch))
 
+    def repeated(self, epoch: int) -> int:
+        """Samples all ranks deliver a second time in ``epoch`` to even out the ranks."""
+        return self.layout(epoch).repeated
+
     def indices(self, epoch: int, batch_index: int) -> npt.NDArray[np.int64]:
         cached = self._order
         order = cached if cached is not None and cached.epoch == epoch else None
@@ -296,6 +300,17 @@ class _StepSizedPlanner:
     def num_batches(self, epoch: int) -> int:
         return len(self.batches(epoch))
 
+    def repeated(self, epoch: int) -> int:
+        """Samples all ranks deliver a second time in ``epoch`` (the wrapped tail)."""
+        if not self.even or self.drop_last or self.world_size == 1:
+            return 0
+        plan = self._walk(epoch)
+        if not plan:
+            return 0
+        start, size = plan[-1]
+        tail_start = start - self.rank * size  # the last global batch's first position
+        return max(tail_start + size * self.world_size - self.n, 0)
+
     def indices(self, epoch: int, batch_index: int) -> npt.NDArray[np.int64]:
         return self.batches(epoch).batch(batch_index)
 
@@ -306,33 +321,72 @@ class _StepSizedPlanner:
 
 
 class _ListPlanner:
-    """Epochs made as a list of batches (bucketing, weights) and dealt round-robin to ranks.
+    """Epochs made as a list of *global* batches (bucketing, weights, curricula, mixtures).
 
-    The epoch's batch list is computed once per epoch (O(n), vectorized) and kept, so any
-    batch of it is one slice.
+    The epoch's global batches (``world_size x`` the per-rank size, see :meth:`global_size`)
+    are computed once per epoch (O(n), vectorized) and kept; this rank holds its slice of
+    each (:meth:`EpochBatches.split`), so the ranks' ``s``-th batches make global batch
+    ``s`` whatever the world size. Planners whose global batches have no fixed size (token
+    budgets) deal whole batches to ranks round-robin instead (``elastic = False``).
     """
 
+    elastic = True
+
     def __init__(
-        self, seed: int, world_size: int, rank: int, even: bool, sizes: Schedule[int]
+        self,
+        seed: int,
+        world_size: int,
+        rank: int,
+        even: bool,
+        sizes: Schedule[int],
+        drop_last: bool = False,
     ) -> None:
         self.seed = seed
         self.world_size = world_size
         self.rank = rank
         self.even = even
         self.sizes = sizes
+        self.drop_last = drop_last
         self._epoch: tuple[int, EpochBatches] | None = None
+
+    def global_size(self, epoch: int) -> int:
+        """Samples in a global batch of ``epoch``: the per-rank size times the world size."""
+        return self.sizes(epoch) * self.world_size
 
     def global_batches(self, epoch: int) -> EpochBatches:
         raise NotImplementedError
+
+    def segments(self, epoch: int, batches: EpochBatches) -> npt.NDArray[np.int64] | None:
+        """Where a partial global batch is completed from (``None``: the epoch's start)."""
+        return None
+
+    def split_drop_last(self) -> bool:
+        """Whether :meth:`EpochBatches.split` drops partial global batches."""
+        return self.drop_last
 
     def batches(self, epoch: int) -> EpochBatches:
         cached = self._epoch
         if cached is None or cached[0] != epoch:
             mine = self.global_batches(epoch)
-            if self.world_size > 1:
-                mine = mine.shard(self.world_size, self.rank, even=self.even)
+            if self.world_size > 1 and self.elastic:
+                mine = mine.split(
+                    self.world_size,
+                    self.rank,
+                    self.sizes(epoch),
+                    even=self.even,
+                    drop_last=self.split_drop_last(),
+                    segment_starts=self.segments(epoch, mine),
+                )
+            elif self.world_size > 1:
+                mine = mine.shard(
+                    self.world_size, self.rank, even=self.even, wrap=not self.drop_last
+                )
             cached = self._epoch = (epoch, mine)
         return cached[1]
+
+    def repeated(self, epoch: int) -> int:
+        """Samples all ranks deliver a second time in ``epoch`` to even out the ranks."""
+        return self.batches(epoch).repeated_samples
 
     def num_batches(self, epoch: int) -> int:
         return len(self.batches(epoch))
@@ -366,12 +420,13 @@ class _BucketPlanner(_ListPlanner):
         sizes: Schedule[int],
         source: _SequencePlanner | None = None,
     ) -> None:
-        super().__init__(seed, world_size, rank, even, sizes)
+        super().__init__(seed, world_size, rank, even, sizes, batch.drop_last)
         self.lengths = lengths
         self.spec = spec
         self.source = source
+        self.elastic = spec.max_tokens is None  # budgets are per rank: deal whole batches
         n = len(lengths)
-        self.num_buckets, size = bucket_plan(spec, batch, n)
+        self.num_buckets, size = bucket_plan(spec, batch, n, world_size)
         found = None
         if spec.max_tokens is not None:
             # samples no epoch can draw (weight 0) may exceed the budget: they are never batched
@@ -389,16 +444,18 @@ class _BucketPlanner(_ListPlanner):
             )
         self.bucket_ids = bucket_ids(lengths, self.num_buckets)
         self.batch_size = size
-        self.drop_last = batch.drop_last
 
     def global_batches(self, epoch: int) -> EpochBatches:
+        size = self.batch_size
+        if self.elastic and size is not None:
+            size *= self.world_size
         if self.source is None:
             return bucketed_batches(
                 self.lengths,
                 bucket_ids=self.bucket_ids,
                 seed=self.seed,
                 epoch=epoch,
-                batch_size=self.batch_size,
+                batch_size=size,
                 max_tokens=self.spec.max_tokens,
                 cost=self.spec.cost,
                 drop_last=self.drop_last,
@@ -409,7 +466,7 @@ class _BucketPlanner(_ListPlanner):
             bucket_ids=self.bucket_ids,
             seed=self.seed,
             epoch=epoch,
-            batch_size=self.batch_size,
+            batch_size=size,
             max_tokens=self.spec.max_tokens,
             cost=self.spec.cost,
             drop_last=self.drop_last,
@@ -430,7 +487,7 @@ class _WeightedPlanner(_ListPlanner):
         even: bool,
         sizes: Schedule[int],
     ) -> None:
-        super().__init__(seed, world_size, rank, even, sizes)
+        super().__init__(seed, world_size, rank, even, sizes, batch.drop_last)
         self.weights = weights
         self.spec = spec
         self.batch = batch
@@ -450,7 +507,7 @@ class _WeightedPlanner(_ListPlanner):
             raise PlanError.single("sampling_weights", str(exc)) from exc
 
     def global_batches(self, epoch: int) -> EpochBatches:
-        return self._batches(epoch, self.sizes(epoch), self.batch.drop_last)
+        return self._batches(epoch, self.global_size(epoch), self.batch.drop_last)
 
     def sequence(self, epoch: int) -> npt.NDArray[Any]:
         """The epoch's draws in order, before batching (the batch size does not change them)."""
@@ -478,14 +535,14 @@ class _CurriculumPlanner(_ListPlanner):
         even: bool,
         sizes: Schedule[int],
     ) -> None:
-        super().__init__(seed, world_size, rank, even, sizes)
+        super().__init__(seed, world_size, rank, even, sizes, batch.drop_last)
         self.order = difficulty_order(difficulty)
         self.spec = spec
         self.schedule = schedule
         self.batch = batch
         n = len(difficulty)
-        b = batch.batch_size
-        self.steps_per_epoch = n // b if batch.drop_last else -(-n // b)
+        g = batch.batch_size * world_size  # a step is a global batch
+        self.steps_per_epoch = n // g if batch.drop_last else -(-n // g)
 
     def competence(self, t: int) -> float:
         spec = self.spec
@@ -508,7 +565,7 @@ class _CurriculumPlanner(_ListPlanner):
         )
 
     def global_batches(self, epoch: int) -> EpochBatches:
-        b = self.sizes(epoch)
+        b = self.global_size(epoch)
         if self.spec.by == "epoch":
             return curriculum_epoch_batches(
                 self.order,
@@ -540,6 +597,20 @@ class _CurriculumPlanner(_ListPlanner):
         """Every sample may become eligible."""
         return None
 
+    def segments(self, epoch: int, batches: EpochBatches) -> npt.NDArray[np.int64] | None:
+        """By step, each step's batch is its own segment.
+
+        A step's batch is smaller than a global batch while few samples are eligible; it is
+        completed from its own samples.
+        """
+        if self.spec.by == "step":
+            return np.arange(len(batches), dtype=np.int64)
+        return None
+
+    def split_drop_last(self) -> bool:
+        """By step, batches are short only while few samples are eligible: never dropped."""
+        return self.drop_last and self.spec.by == "epoch"
+
     def eligible(self, epoch: int) -> int:
         """How many samples are eligible at the start of ``epoch``."""
         t = epoch if self.spec.by == "epoch" else epoch * self.steps_per_epoch
@@ -561,7 +632,7 @@ class _MixturePlanner(_ListPlanner):
         even: bool,
         sizes: Schedule[int],
     ) -> None:
-        super().__init__(seed, world_size, rank, even, sizes)
+        super().__init__(seed, world_size, rank, even, sizes, batch.drop_last)
         self.spec = spec
         self.weights_fn = weights_fn
         self.batch = batch
@@ -574,7 +645,7 @@ class _MixturePlanner(_ListPlanner):
         return mixture_num_batches(
             spec.sizes,
             mode=spec.mode,
-            batch_size=self.sizes(epoch),
+            batch_size=self.global_size(epoch),
             num_samples=spec.num_samples,
             drop_last=self.batch.drop_last,
         )
@@ -638,6 +709,14 @@ class _MixturePlanner(_ListPlanner):
         """Every sample of every source may be used."""
         return None
 
+    def segments(self, epoch: int, batches: EpochBatches) -> npt.NDArray[np.int64] | None:
+        """Sequentially, a source's partial last batch is completed from that source."""
+        if self.spec.mode != "sequential" or len(batches) == 0:
+            return None
+        firsts = batches.indices[batches.offsets[:-1]]
+        source = source_of(firsts, self.spec.sizes)
+        return np.flatnonzero(np.diff(source, prepend=-1) != 0).astype(np.int64)
+
     def global_batches(self, epoch: int) -> EpochBatches:
         spec = self.spec
         weights: Any = None
@@ -655,7 +734,7 @@ class _MixturePlanner(_ListPlanner):
             mode=spec.mode,
             seed=self.seed,
             epoch=epoch,
-            batch_size=self.sizes(epoch),
+            batch_size=self.global_size(epoch),
             shuffle=self.shuffle,
             weights=weights,
             num_samples=spec.num_samples if spec.mode == "weighted" else None,
@@ -893,6 +972,16 @@ class Loader:
         return self._cursor()[0]
 
     @property
+    def repeated_samples(self) -> int:
+        """Samples all ranks together deliver twice in the current epoch to even them out.
+
+        With several ranks, ``even_batches`` and ``drop_last=False``, the last global batch is
+        completed by wrapping around to the start of the epoch; this counts those samples (0
+        otherwise). ``explain()`` shows it too.
+        """
+        return self._planner.repeated(self._cursor()[0])
+
+    @property
     def batches_delivered(self) -> int:
         """Batches of the current epoch already handed to the caller."""
         return self._cursor()[1]
@@ -1104,6 +1193,13 @@ class Loader:
             f"{'on' if self.pin_memory else 'off'}",
         ]
         planner = self._planner
+        if self.world_size > 1:
+            epoch = self._cursor()[0]
+            lines.append(
+                f"  ranks       epoch {epoch}: {planner.num_batches(epoch):,} batches on this "
+                f"rank; {planner.repeated(epoch):,} samples delivered twice across ranks to "
+                f"even them out (wrap-around)"
+            )
         sampler = planner if self.sampler is None else self.sampler
         if isinstance(sampler, _CurriculumPlanner):
             cost = self.lengths_cost if self.sampler is None else self.sampler_cost

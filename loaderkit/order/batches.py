@@ -54,9 +54,13 @@ class EpochBatches:
             :meth:`batch` for an ``int64`` copy of one batch.
         offsets: ``int64``, ``len(offsets) == len(self) + 1``, ``offsets[0] == 0``,
             non-decreasing, ``offsets[-1] == len(indices)``.
-        dropped_batches: for the result of :meth:`shard` with ``even=True``, the number of
-            batches of the sharded epoch that no rank delivers (``len(epoch) % world_size``,
-            the last ones); ``0`` otherwise. It describes the last :meth:`shard` call only.
+        dropped_batches: for the result of :meth:`shard` or :meth:`split`, the number of
+            batches of the epoch that no rank delivers (:meth:`shard` with ``even=True``: the
+            incomplete last round; :meth:`split` with ``drop_last``: the partial global
+            batches); ``0`` otherwise.
+        repeated_samples: for the result of :meth:`shard` (``wrap=True``) or :meth:`split`
+            (``even=True``), the samples all ranks together deliver a second time to even
+            out the ranks (the wrap-around); ``0`` otherwise.
 
     Instances compare by identity (compare the arrays to compare contents). The constructor
     validates the layout in O(number of batches); it does not copy the arrays.
@@ -66,6 +70,7 @@ class EpochBatches:
     indices: _Indices
     offsets: _I64
     dropped_batches: int = 0
+    repeated_samples: int = 0
 
     def __post_init__(self) -> None:
         """Validate the layout (dtypes, shapes, offsets)."""
@@ -100,6 +105,8 @@ class EpochBatches:
             )
         dropped = _as_int("dropped_batches", self.dropped_batches)
         object.__setattr__(self, "dropped_batches", dropped)
+        repeated = _as_int("repeated_samples", self.repeated_samples)
+        object.__setattr__(self, "repeated_samples", repeated)
 
     def __len__(self) -> int:
         """The number of batches."""
@@ -132,7 +139,9 @@ class EpochBatches:
         """The number of samples of every batch (a new ``int64`` array of ``len(self)``)."""
         return np.diff(self.offsets)
 
-    def shard(self, world_size: int, rank: int, *, even: bool = True) -> EpochBatches:
+    def shard(
+        self, world_size: int, rank: int, *, even: bool = True, wrap: bool = False
+    ) -> EpochBatches:
         """The batches of one rank: global batches ``rank, rank + W, rank + 2W, ...``.
 
         ``W = world_size``. With ``even=True`` (the default) only the first
@@ -141,7 +150,10 @@ class EpochBatches:
         ``len(self) % W`` batches are dropped on every rank, counted in the result's
         :attr:`dropped_batches`. With ``even=False`` every batch is dealt and the first
         ``len(self) % W`` ranks get one batch more. Either way the ranks are disjoint and
-        their union is the dealt batches.
+        their union is the dealt batches. With ``even=True`` and ``wrap=True`` the last round is
+        completed instead of dropped: dealing goes on from the first batch of the epoch
+        (global batch ``j`` reads batch ``j mod len(self)``), and the samples of the batches
+        dealt twice are counted in :attr:`repeated_samples` (over all ranks).
 
         Raises:
             TypeError: an argument has the wrong type.
@@ -157,9 +169,17 @@ class EpochBatches:
             )
         if not isinstance(even, (bool, np.bool_)):
             raise TypeError(f"even must be a bool, got {type(even).__name__} {even!r}")
+        if not isinstance(wrap, (bool, np.bool_)):
+            raise TypeError(f"wrap must be a bool, got {type(wrap).__name__} {wrap!r}")
         count = len(self)
-        dealt = count - count % world if even else count
-        chosen = np.arange(r, dealt, world, dtype=np.int64)
+        repeated = 0
+        if even and wrap and count % world:
+            dealt = count + world - count % world
+            extra = np.arange(count, dealt, dtype=np.int64) % count
+            repeated = int((self.offsets[extra + 1] - self.offsets[extra]).sum())
+        else:
+            dealt = count - count % world if even else count
+        chosen = np.arange(r, dealt, world, dtype=np.int64) % max(count, 1)
         starts = self.offsets[chosen]
         sizes = self.offsets[chosen + 1] - starts
         offsets = np.zeros(chosen.size + 1, dtype=np.int64)
@@ -171,7 +191,96 @@ class EpochBatches:
         indices = self.indices[source]
         indices.flags.writeable = False
         offsets.flags.writeable = False
-        return EpochBatches(indices, offsets, count - dealt)
+        return EpochBatches(indices, offsets, max(count - dealt, 0), repeated)
+
+    def split(
+        self,
+        world_size: int,
+        rank: int,
+        per_rank: int,
+        *,
+        even: bool = True,
+        drop_last: bool = False,
+        segment_starts: npt.ArrayLike | None = None,
+    ) -> EpochBatches:
+        """The batches of one rank when every batch of ``self`` is a *global* batch.
+
+        Rank ``r`` holds positions ``[r * per_rank, (r + 1) * per_rank)`` of every global batch,
+        so the ranks' ``s``-th batches in rank order are global batch ``s``: the same for every
+        world size when the global batch size ``world_size * per_rank`` is. A global batch
+        with fewer than ``G = world_size * per_rank`` samples (a partial one):
+
+        - ``drop_last=True``: dropped on every rank;
+        - ``even=True``: completed to ``G`` samples by wrapping around to the start of its
+          segment (the whole epoch, or the segment given by ``segment_starts``), cyclically;
+          every rank gets one batch of ``per_rank`` samples, and the added samples are
+          counted in :attr:`repeated_samples` (over all ranks);
+        - otherwise: each rank holds what is left of its slice; a rank whose slice is empty
+          has no batch there (ranks may then have different numbers of batches).
+
+        ``segment_starts`` are the batch numbers where a segment begins (the first one 0),
+        e.g. the sources of a sequential mixture, so that a partial batch is completed from
+        its own segment.
+
+        Raises:
+            TypeError / ValueError: an argument has the wrong type or is out of range.
+
+        """
+        world = _as_int("world_size", world_size, minimum=1)
+        r = _as_int("rank", rank)
+        size = _as_int("per_rank", per_rank, minimum=1)
+        if r >= world:
+            raise ValueError(
+                f"rank must be in [0, world_size) = [0, {world}), got {r}; pass the rank of "
+                f"this process"
+            )
+        for name, flag in (("even", even), ("drop_last", drop_last)):
+            if not isinstance(flag, (bool, np.bool_)):
+                raise TypeError(f"{name} must be a bool, got {type(flag).__name__} {flag!r}")
+        count = len(self)
+        whole = world * size
+        lengths = np.diff(self.offsets)
+        if bool((lengths > whole).any()):
+            bad = int(np.argmax(lengths > whole))
+            raise ValueError(
+                f"batch {bad} holds {int(lengths[bad])} samples, more than a global batch of "
+                f"world_size x per_rank = {whole}; build the epoch with that batch size"
+            )
+        kept = np.arange(count, dtype=np.int64)
+        if drop_last:
+            kept = kept[lengths == whole]
+        if segment_starts is None:
+            firsts = np.zeros(1, dtype=np.int64)
+        else:
+            firsts = np.asarray(segment_starts, dtype=np.int64).reshape(-1)
+            if firsts.size == 0 or firsts[0] != 0 or bool((np.diff(firsts) <= 0).any()):
+                raise ValueError(
+                    "segment_starts must be increasing batch numbers starting at 0, got "
+                    f"{firsts.tolist()[:8]}"
+                )
+        bounds = np.append(firsts, count)
+        segment = np.searchsorted(firsts, kept, side="right") - 1
+        seg_lo = self.offsets[bounds[segment]]
+        seg_len = self.offsets[bounds[segment + 1]] - seg_lo
+        starts, sizes = self.offsets[kept], lengths[kept]
+        slot = r * size + np.arange(size, dtype=np.int64)  # positions of this rank's slice
+        inside = slot[None, :] < sizes[:, None]
+        wrapped = (slot[None, :] - sizes[:, None]) % np.maximum(seg_len, 1)[:, None]
+        source = np.where(inside, starts[:, None] + slot[None, :], seg_lo[:, None] + wrapped)
+        if even:
+            rows = source
+            counts = np.full(kept.size, size, dtype=np.int64)
+            repeated = int(np.maximum(whole - sizes, 0).sum())
+        else:
+            counts = inside.sum(axis=1).astype(np.int64)
+            rows = source[inside]
+            repeated = 0
+        offsets = np.zeros(int((counts > 0).sum()) + 1, dtype=np.int64)
+        np.cumsum(counts[counts > 0], out=offsets[1:])
+        indices = self.indices[rows.reshape(-1)]
+        indices.flags.writeable = False
+        offsets.flags.writeable = False
+        return EpochBatches(indices, offsets, count - int(kept.size), repeated)
 
 
 def _describe(value: Any) -> str:

@@ -81,17 +81,18 @@ def epoch_shape(plan: LoaderPlan) -> tuple[int | None, int | None, int, int]:
 
 
 def _dealt_shape(plan: LoaderPlan, n: int, world: int) -> tuple[int | None, int | None, int, int]:
-    """Epochs made as a list of batches and dealt round-robin to ranks (bucketing, weights)."""
+    """Epochs of global batches split across ranks (weights, curricula, fixed-size buckets).
+
+    Their shape is that of the plain layout over the epoch's samples.
+    """
     weights = plan.sampling_weights
     if weights is not None and weights.num_samples is not None:
         n = weights.num_samples
-    b = plan.batch.batch_size
-    total = n // b if plan.batch.drop_last else -(-n // b)
-    dropped = n - total * b if plan.batch.drop_last else 0
-    if world == 1:
-        return n - dropped, total, dropped, 0
-    per_rank = total // world if plan.distributed.even_batches else -(-total // world)
-    return None, per_rank, dropped, 0
+    dist = plan.distributed
+    layout = ShardLayout(
+        n, plan.batch.batch_size, world, dist.rank or 0, plan.batch.drop_last, dist.even_batches
+    )
+    return layout.samples, len(layout), layout.dropped, layout.repeated
 
 
 def _mixture_shape(plan: LoaderPlan, world: int) -> tuple[int | None, int | None, int, int]:
@@ -100,23 +101,25 @@ def _mixture_shape(plan: LoaderPlan, world: int) -> tuple[int | None, int | None
     spec = plan.mixture
     assert spec is not None
     b = plan.batch
+    whole = b.batch_size * world  # a global batch
     total = mixture_num_batches(
         spec.sizes,
         mode=spec.mode,
-        batch_size=b.batch_size,
+        batch_size=whole,
         num_samples=spec.num_samples,
         drop_last=b.drop_last,
     )
     samples = mixture_samples(plan)
     if spec.mode == "sequential":  # every source cut on its own
-        size = b.batch_size
-        kept = sum(n // size * size for n in spec.sizes) if b.drop_last else samples
+        kept = sum(n // whole * whole for n in spec.sizes) if b.drop_last else samples
     else:
-        kept = min(samples, total * b.batch_size)
+        kept = min(samples, total * whole)
     if world == 1:
         return kept, total, samples - kept, 0
-    per_rank = total // world if plan.distributed.even_batches else -(-total // world)
-    return None, per_rank, samples - kept, 0
+    if not plan.distributed.even_batches:
+        return None, None, samples - kept, 0  # the ranks' counts may differ
+    repeated = 0 if b.drop_last else total * whole - kept
+    return total * b.batch_size, total, samples - kept, repeated
 
 
 def mixture_samples(plan: LoaderPlan) -> int:
@@ -213,7 +216,9 @@ def _bucketing_line(plan: LoaderPlan) -> str:
     if spec is None:
         return ""
     n = plan.dataset.length or 0
-    buckets = bucket_plan(spec, plan.batch, n)[0]
+    dist = plan.distributed
+    world = dist.world_size if dist.enabled and dist.world_size else 1
+    buckets = bucket_plan(spec, plan.batch, n, world)[0]
     text = f"by {spec.length.describe()}, {buckets} buckets"
     if spec.max_tokens is not None:
         unit = "tokens" if spec.cost == "linear" else "token^2 (quadratic cost)"
@@ -257,14 +262,19 @@ def default_num_buckets(n: int, batch_size: int) -> int:
     return max(1, min(n, n // max(1, 4 * batch_size)))
 
 
-def bucket_plan(spec: BucketingSpec, batch: BatchSpec, n: int) -> tuple[int, int | None]:
+def bucket_plan(
+    spec: BucketingSpec, batch: BatchSpec, n: int, world_size: int = 1
+) -> tuple[int, int | None]:
     """(number of buckets, samples per batch or its cap) of a bucketed plan over ``n`` samples.
 
-    The batch size is ``with_batch_size``'s, or under a token budget ``max_batch_size`` (``None``:
-    no cap; the default bucket count then assumes batches of 64).
+    The batch size is ``with_batch_size``'s (per rank), or under a token budget
+    ``max_batch_size`` (``None``: no cap; the default bucket count then assumes batches of 64).
+    The default bucket count follows the global batch (per-rank size x ``world_size``, for
+    fixed sizes), so the buckets, and the global batches, do not depend on the world size.
     """
     size = batch.batch_size if spec.max_tokens is None else spec.max_batch_size
-    return spec.num_buckets or default_num_buckets(n, size or 64), size
+    world = world_size if spec.max_tokens is None else 1
+    return spec.num_buckets or default_num_buckets(n, (size or 64) * world), size
 
 
 def _bucketed_sampler(plan: LoaderPlan) -> str:

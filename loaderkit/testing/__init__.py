@@ -15,6 +15,7 @@ helpers work without it.
 
 from loaderkit.testing.assertions import (
     assert_batches_equal,
+    assert_elastic,
     assert_reproducible,
     assert_resumable,
     assert_worker_invariant,
@@ -37,6 +38,7 @@ def __getattr__(name: str) -> object:
 
 __all__ = [
     "assert_batches_equal",
+    "assert_elastic",
     "assert_reproducible",
     "assert_resumable",
     "assert_worker_invariant",

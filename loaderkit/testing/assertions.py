@@ -19,6 +19,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "assert_batches_equal",
+    "assert_elastic",
     "assert_reproducible",
     "assert_resumable",
     "assert_worker_invariant",
@@ -163,3 +164,68 @@ def assert_worker_invariant(
                 runs[count][e],
                 label=f"num_workers {first} vs {count}, epoch {e}",
             )
+
+
+def global_batches(plan: LoaderPlan, world_size: int, *, epoch: int = 0) -> list[list[int]]:
+    """The sample indices of every global batch of ``epoch`` at ``world_size`` ranks.
+
+    ``plan``'s batch size is the per-rank size; every rank is built in this process
+    (``with_distributed(world_size=..., rank=r)``) and global batch ``s`` is the ranks'
+    ``s``-th batches in rank order. Nothing is fetched: the order is read from the loaders.
+    """
+    loaders = [
+        plan.to_builder().with_distributed(world_size=world_size, rank=r).compile().build()
+        for r in range(world_size)
+    ]
+    counts = [len(loader) for loader in loaders]
+    steps = max(counts)
+    out = []
+    for s in range(steps):
+        batch: list[int] = []
+        for loader, count in zip(loaders, counts, strict=True):
+            if s < count:
+                batch.extend(loader.batch_indices(epoch, s))
+        out.append(batch)
+    return out
+
+
+def assert_elastic(plan: LoaderPlan, *, worlds: Sequence[int] = (1, 2, 4), epochs: int = 1) -> None:
+    """Assert the global batches do not depend on the world size (at a fixed global batch).
+
+    ``plan``'s batch size is the **global** batch size; for every world size ``W`` in
+    ``worlds`` that divides it, the plan is rebuilt with ``batch_size // W`` per rank on
+    ``W`` simulated ranks. Every rank must have the same number of batches, and the global
+    batches must equal the single-process ones, except that a partial last global batch is
+    completed on several ranks (by wrapping around, ``even_batches``): it must start with the
+    single-process tail.
+    """
+    size = plan.batch.batch_size
+    if plan.batch.scheduled:
+        raise ValueError("assert_elastic needs a fixed batch size (the global batch)")
+    single = plan.to_builder().with_distributed(enabled=False).compile()
+    for epoch in range(epochs):
+        reference = global_batches(single, 1, epoch=epoch)
+        for world in worlds:
+            if size % world:
+                continue
+            per_rank = plan.to_builder().with_batch_size(
+                size // world, drop_last=plan.batch.drop_last
+            )
+            variant = per_rank.compile()
+            loaders = [
+                variant.to_builder().with_distributed(world_size=world, rank=r).compile().build()
+                for r in range(world)
+            ]
+            counts = {len(loader) for loader in loaders}
+            assert len(counts) == 1, f"world {world}, epoch {epoch}: ranks have {counts} batches"
+            got = global_batches(variant, world, epoch=epoch)
+            assert len(got) == len(reference), (
+                f"world {world}, epoch {epoch}: {len(got)} global batches, single process "
+                f"{len(reference)}"
+            )
+            for s, (want, have) in enumerate(zip(reference, got, strict=True)):
+                ok = have == want if len(want) == size else have[: len(want)] == want
+                assert ok, (
+                    f"world {world}, epoch {epoch}, global batch {s}: {have[:12]}... differs "
+                    f"from the single process's {want[:12]}..."
+                )

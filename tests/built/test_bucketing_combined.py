@@ -16,6 +16,7 @@ import pytest
 from loaderkit import DataLoaderBuilder, LoaderPlan, PlanError
 from loaderkit.testing import (
     assert_batches_equal,
+    assert_elastic,
     assert_reproducible,
     assert_resumable,
     assert_worker_invariant,
@@ -316,25 +317,25 @@ def test_plans_round_trip_through_files(tmp_path):
         assert_batches_equal(collect(plan.build()), collect(loaded.build()))
 
 
+@pytest.mark.parametrize("name", ["weights-noreplace", "curriculum", "round_robin", "weights"])
+def test_fixed_size_global_batches_do_not_depend_on_the_world_size(name):
+    # batch 16 is the global batch: 1 x 16, 2 x 8, 4 x 4 give the same global batches
+    assert_elastic(bucketed(name).compile(), worlds=(1, 2, 4))
+
+
 @pytest.mark.parametrize("world", [2, 3])
 @pytest.mark.parametrize("name", ["weights-noreplace", "curriculum", "round_robin", "weights"])
-@pytest.mark.parametrize("budget", [False, True])
-def test_ranks_are_dealt_disjoint_batches_in_equal_numbers(world, name, budget):
-    make = budgeted if budget else bucketed
-    whole = collect(make(name).compile().build())
+def test_budget_batches_are_dealt_whole_and_the_last_round_completed(world, name):
+    whole = collect(budgeted(name).compile().build())
     per_rank = [
-        collect(make(name).with_distributed(world_size=world, rank=r).compile().build())
+        collect(budgeted(name).with_distributed(world_size=world, rank=r).compile().build())
         for r in range(world)
     ]
-    counts = {len(batches) for batches in per_rank}
-    assert counts == {len(whole) // world}
-    for r, batches in enumerate(per_rank):  # rank r gets global batches r, r + W, ...
-        assert_batches_equal(whole[r : len(batches) * world : world], batches, label=f"rank {r}")
-    if name != "weights":  # without repeats the ranks' samples are disjoint
-        seen = [set(_ids(batches)) for batches in per_rank]
-        for a in range(world):
-            for b in range(a + 1, world):
-                assert not seen[a] & seen[b]
+    rounds = -(-len(whole) // world)
+    assert {len(batches) for batches in per_rank} == {rounds}  # nobody waits
+    for r, batches in enumerate(per_rank):  # rank r: batches r, r + W, ... then from the start
+        expected = [whole[(j * world + r) % len(whole)] for j in range(rounds)]
+        assert_batches_equal(expected, batches, label=f"rank {r}")
 
 
 # -- what stays refused ---------------------------------------------------------------------------

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 import loaderkit as lk
 from loaderkit import DataLoaderBuilder
-from loaderkit.testing import assert_resumable, assert_worker_invariant, collect
+from loaderkit.testing import assert_elastic, assert_resumable, assert_worker_invariant, collect
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -179,7 +179,7 @@ def test_hf_columns_are_measured_in_arrow():
 
 @pytest.mark.parametrize("world", [2, 3])
 @pytest.mark.parametrize("token_budget", [False, True])
-def test_ranks_get_disjoint_samples_and_the_same_number_of_batches(world, token_budget):
+def test_ranks_get_the_same_number_of_batches_and_repeat_only_the_tail(world, token_budget):
     samples = make_samples(400)
     base = DataLoaderBuilder().with_dataset(samples).with_shuffle().with_collator("text")
     if token_budget:
@@ -189,12 +189,19 @@ def test_ranks_get_disjoint_samples_and_the_same_number_of_batches(world, token_
     per_rank = []
     for rank in range(world):
         loader = base.with_distributed(world_size=world, rank=rank).compile().build()
+        repeated = loader.repeated_samples  # of the epoch about to be read (epoch 0)
         per_rank.append(collect(loader))
     assert len({len(batches) for batches in per_rank}) == 1
-    seen = [set(_ids(batches)) for batches in per_rank]
-    for a in range(world):
-        for b in range(a + 1, world):
-            assert not seen[a] & seen[b]
+    ids = [i for batches in per_rank for i in _ids(batches)]
+    assert set(ids) == set(range(400))
+    assert len(ids) - 400 == repeated  # only the wrap-around that evens the ranks out
+
+
+def test_fixed_size_bucketing_is_elastic():
+    base = DataLoaderBuilder().with_dataset(make_samples(400)).with_shuffle().with_collator("text")
+    assert_elastic(
+        base.with_batch_size(24).with_bucketing("input_ids").compile(), worlds=(1, 2, 3, 4)
+    )
 
 
 def test_an_oversize_sample_under_a_budget_is_an_error_naming_it():

@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 from loaderkit import DataError, DataLoaderBuilder, LoaderPlan, PlanError
 from loaderkit.testing import (
     assert_batches_equal,
+    assert_elastic,
     assert_reproducible,
     assert_resumable,
     assert_worker_invariant,
@@ -196,22 +197,15 @@ def test_a_source_keeps_its_order_when_another_is_added():
 
 @settings(max_examples=15, deadline=None)
 @given(
-    world=st.integers(1, 4),
     mode=st.sampled_from(["weighted", "round_robin", "max_size_cycle", "min_size", "sequential"]),
-    size=st.integers(1, 6),
+    global_batch=st.sampled_from([4, 6, 12]),
+    stratified=st.booleans(),
 )
-def test_ranks_get_disjoint_positions_and_equal_counts(world, mode, size):
-    base = builder(mode=mode).with_batch_size(size)
-    single = collect(base.compile().build())
-    per_rank = [
-        collect(base.with_distributed(world_size=world, rank=r).compile().build())
-        for r in range(world)
-    ]
-    counts = {len(b) for b in per_rank}
-    assert len(counts) == 1
-    # rank r delivers global batches r, r + world, ...: together a prefix of the epoch
-    dealt = [per_rank[g % world][g // world] for g in range(counts.pop() * world)]
-    assert_batches_equal(single[: len(dealt)], dealt)
+def test_mixture_global_batches_do_not_depend_on_the_world_size(mode, global_batch, stratified):
+    kw = {"weights": [1, 3], "stratified": True} if stratified and mode == "weighted" else {}
+    assert_elastic(
+        builder(mode=mode, **kw).with_batch_size(global_batch).compile(), worlds=(1, 2, 3)
+    )
 
 
 def test_a_mixture_plan_file_builds_the_same_batches(tmp_path):

@@ -9,7 +9,7 @@ import pytest
 
 import loaderkit as lk
 from loaderkit import DataLoaderBuilder, LoaderPlan
-from loaderkit.testing import assert_resumable, assert_worker_invariant, collect
+from loaderkit.testing import assert_elastic, assert_resumable, assert_worker_invariant, collect
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -80,14 +80,16 @@ def test_weighted_loaders_are_reproducible_resumable_and_worker_invariant():
     assert first != _ids(collect(a))  # the next epoch draws again
 
 
-def test_ranks_get_the_same_number_of_batches_and_disjoint_draws():
+def test_ranks_get_the_same_number_of_batches_and_the_global_draws():
     base = BASE.with_sampling_weights(sample_weight, replacement=False)
     per_rank = [
         collect(base.with_distributed(world_size=3, rank=r).compile().build()) for r in range(3)
     ]
     assert len({len(b) for b in per_rank}) == 1
-    seen = [set(_ids(b)) for b in per_rank]
-    assert not (seen[0] & seen[1]) and not (seen[1] & seen[2]) and not (seen[0] & seen[2])
+    ids = [i for b in per_rank for i in _ids(b)]
+    single = _ids(collect(base.compile().build()))
+    assert set(ids) == set(single)  # all draws, and only the wrapped tail twice
+    assert_elastic(base.with_batch_size(12).compile(), worlds=(1, 2, 3, 4))
 
 
 @pytest.mark.parametrize(
