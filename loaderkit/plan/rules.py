@@ -404,6 +404,62 @@ def _mixture_bucketing_problems(mixture: MixtureSpec) -> list[Problem]:
     return problems
 
 
+def _uneven_reason(
+    dataset: DatasetSpec | None,
+    batch: BatchSpec,
+    distributed: DistributedSpec,
+    bucketing: BucketingSpec | None,
+    sampling_weights: WeightsSpec | None,
+    curriculum: CurriculumSpec | None,
+    mixture: MixtureSpec | None,
+) -> str:
+    """Why ``even_batches=False`` could leave ranks with different batch counts ("" if not)."""
+    world = distributed.world_size
+    budget = bucketing is not None and bucketing.max_tokens is not None
+    if batch.drop_last and not budget and not batch.scheduled and curriculum is None:
+        return ""  # only whole global batches: every rank the same count
+    if world is None:
+        return "the world size is detected when the plan is built, so compile() cannot check it"
+    if world == 1 or dataset is None or dataset.length is None:
+        return ""
+    if batch.scheduled:
+        return "the batch size follows a schedule"
+    if budget:
+        return "a token budget makes the number of batches vary"
+    if curriculum is not None:
+        return "a curriculum changes the number of samples per epoch or step"
+    b = batch.batch_size
+    whole = b * world
+    if mixture is not None:
+        sizes = mixture.sizes
+        totals = {
+            "weighted": [mixture.num_samples or sum(sizes)],
+            "sequential": list(sizes),  # each source cut on its own
+            "round_robin": [sum(sizes)],
+            "max_size_cycle": [len(sizes) * max(sizes)],
+            "min_size": [len(sizes) * min(sizes)],
+        }[mixture.mode]
+    elif sampling_weights is not None:
+        if sampling_weights.num_samples is None and not sampling_weights.replacement:
+            return (
+                "without replacement the number of draws (the samples of positive weight) is "
+                "known only at build; give num_samples"
+            )
+        totals = [sampling_weights.num_samples or dataset.length]
+    else:
+        totals = [dataset.length]
+    for total in totals:
+        tail = total % whole
+        if tail and tail <= (world - 1) * b:
+            short = [r for r in range(world) if tail <= r * b]
+            return (
+                f"{total} samples in global batches of {whole} ({b} x {world} ranks) leave a "
+                f"last batch of {tail}, which rank(s) {', '.join(map(str, short))} would not "
+                f"get"
+            )
+    return ""
+
+
 def plan_problems(
     *,
     dataset: DatasetSpec | None,
@@ -542,6 +598,20 @@ def plan_problems(
                     f"from 0",
                 )
             )
+        if not distributed.even_batches:
+            reason = _uneven_reason(
+                dataset, batch, distributed, bucketing, sampling_weights, curriculum, mixture
+            )
+            if reason:
+                problems.append(
+                    Problem(
+                        "distributed.even_batches",
+                        f"False is allowed only where every rank gets the same number of "
+                        f"batches (else a rank that ran out leaves the others waiting in a "
+                        f"collective: a hang), and {reason}; keep even_batches=True (the last "
+                        f"global batch is completed by wrapping around) or set drop_last=True",
+                    )
+                )
 
     needs_pickle = None
     if workers.num_workers > 0:

@@ -97,3 +97,38 @@ def test_global_batches_do_not_depend_on_the_world_size(n, global_batch, drop_la
             assert got[:-1] == reference[:-1]
             assert got[-1][: len(reference[-1])] == reference[-1]
             assert len(got[-1]) == global_batch
+
+
+# -- even_batches=False: allowed only where no rank can run out ------------------------------
+
+
+@pytest.mark.parametrize(("n", "world", "batch", "drop_last", "even"), GRID)
+def test_compile_allows_uneven_batches_exactly_when_counts_are_equal(
+    n, world, batch, drop_last, even
+):
+    from loaderkit import DataLoaderBuilder, PlanError
+
+    if n == 0 or even:
+        return
+    builder = (
+        DataLoaderBuilder()
+        .with_dataset(list(range(n)))
+        .with_batch_size(batch, drop_last=drop_last)
+        .with_distributed(world_size=world, rank=0, even_batches=False)
+    )
+    counts = {len(ShardLayout(n, batch, world, r, drop_last, False)) for r in range(world)}
+    try:
+        builder.compile()
+        allowed = True
+    except PlanError as error:
+        allowed = not any(p.path == "distributed.even_batches" for p in error.problems)
+    assert allowed == (len(counts) == 1), (counts, allowed)
+
+
+def test_uneven_batches_need_a_known_world_size():
+    from loaderkit import DataLoaderBuilder, PlanError
+
+    builder = DataLoaderBuilder().with_dataset(list(range(10))).with_batch_size(3)
+    with pytest.raises(PlanError, match="the world size is detected when the plan is built"):
+        builder.with_distributed(even_batches=False).compile()
+    builder.with_batch_size(3, drop_last=True).with_distributed(even_batches=False).compile()
