@@ -54,6 +54,7 @@ from loaderkit.order.shard import ShardLayout
 from loaderkit.order.weighted import weighted_batches
 from loaderkit.plan.display import bucket_plan, diff_dicts
 from loaderkit.plan.fields import batch_size_value, max_length_value, source_weights
+from loaderkit.plan.fingerprint import compute_elastic_fingerprint
 from loaderkit.transforms import transforms
 
 if TYPE_CHECKING:
@@ -811,6 +812,8 @@ class Loader:
         self.plan = plan
         self.device = resolve_device(plan.device)
         self.world_size, self.rank, self.distributed_source = resolve_world(plan.distributed)
+        self.global_fingerprint = compute_elastic_fingerprint(plan, self.world_size)
+        """The fingerprint of the global stream (see ``load_state_dict``)."""
         n = plan.dataset.length
         assert n is not None
         self.batch_sizes = _batch_sizes(plan)
@@ -1116,15 +1119,20 @@ class Loader:
             "batches_delivered": delivered,
             "world_size": self.world_size,
             "rank": self.rank,
+            "global_batch_size": self.plan.batch.batch_size * self.world_size,
+            "global_fingerprint": self.global_fingerprint,
             "plan": copy.deepcopy(self.plan.to_dict()),
         }
 
     def load_state_dict(self, state: Mapping[str, Any], *, strict: bool = True) -> None:
         """Continue exactly where ``state`` was taken: O(1), no batch is replayed.
 
-        The state must come from a loader of a plan with the same fingerprint; otherwise
-        :class:`~loaderkit.ResumeError` shows the differences (``strict=False`` accepts it and
-        only checks that the position fits this loader).
+        The state must come from a loader of a plan with the same fingerprint, or from one
+        whose *global* stream is the same (an elastic resume: another world size with the
+        same global batch size, ``batch_size x world_size``, or another rank): the next global
+        batch is then the one after the last delivered. Otherwise
+        :class:`~loaderkit.ResumeError` says why and shows the differences (``strict=False``
+        accepts it and only checks that the position fits this loader).
         """
         if not isinstance(state, Mapping):
             raise ResumeError(f"a loader state is a dict (got {type(state).__name__})")
@@ -1143,22 +1151,8 @@ class Loader:
             value = state[key]
             if isinstance(value, bool) or not isinstance(value, int) or value < 0:
                 raise ResumeError(f"state[{key!r}] must be an int >= 0 (got {value!r})")
-        if strict and state["fingerprint"] != self.plan.fingerprint:
-            old = state["plan"] if isinstance(state["plan"], Mapping) else {}
-            raise ResumeError(
-                f"the state was saved by a loader of another plan (fingerprint "
-                f"{str(state['fingerprint'])[:12]}, this plan {self.plan.fingerprint[:12]}); "
-                f"load it into a loader built from the same plan, or pass strict=False. "
-                f"Differences (state -> this plan):",
-                diff_dicts(old, self.plan.to_dict())
-                or ["(no visible field differs: the datasets' identities differ)"],
-            )
-        if (state["world_size"], state["rank"]) != (self.world_size, self.rank):
-            raise ResumeError(
-                f"the state was saved by rank {state['rank']} of {state['world_size']}, this "
-                f"loader is rank {self.rank} of {self.world_size}; resume each rank from its "
-                f"own state"
-            )
+        if strict:
+            self._check_stream(state)
         epoch, delivered = state["epoch"], state["batches_delivered"]
         if delivered and delivered > self._planner.num_batches(epoch):
             raise ResumeError(
@@ -1167,6 +1161,62 @@ class Loader:
             )
         self._epoch, self._delivered = epoch, delivered
         self._generation += 1
+
+    def _check_stream(self, state: Mapping[str, Any]) -> None:
+        """Raise :class:`ResumeError` unless ``state`` continues this loader's global stream."""
+        same_place = (state["world_size"], state["rank"]) == (self.world_size, self.rank)
+        if state["fingerprint"] == self.plan.fingerprint and same_place:
+            return
+        if state.get("global_fingerprint") == self.global_fingerprint:
+            return  # another world size or rank, the same global stream: an elastic resume
+        old = state["plan"] if isinstance(state["plan"], Mapping) else {}
+        differences = diff_dicts(old, self.plan.to_dict()) or [
+            "(no visible field differs: the datasets' identities differ)"
+        ]
+        world, mine = state["world_size"], self.world_size
+        plan = self.plan
+        tied = ""
+        if plan.bucketing is not None and plan.bucketing.max_tokens is not None:
+            tied = "a token budget is per rank, so the global batches depend on the world size"
+        elif plan.batch.fn is not None:
+            tied = "a batch-size function gives per-rank sizes, tied to the world size"
+        if world != mine and tied:
+            raise ResumeError(
+                f"the state was saved at {world} rank(s), this loader has {mine}: {tied}; "
+                f"resume at {world} rank(s), or pass strict=False to take the position anyway"
+            )
+        if world != mine:
+            saved = state.get("global_batch_size")
+            here = self.plan.batch.batch_size * mine
+            if isinstance(saved, int) and saved != here:
+                fix = (
+                    f"build this loader with with_batch_size({saved // mine}) to continue the "
+                    f"same stream"
+                    if saved % mine == 0
+                    else f"{saved} samples cannot be split over {mine} ranks; pick a world size "
+                    f"that divides it"
+                )
+                raise ResumeError(
+                    f"the state was saved at {world} rank(s) with a global batch of {saved} "
+                    f"samples; this loader has {mine} rank(s) x {self.plan.batch.batch_size} = "
+                    f"{here}: another global batch is another stream; {fix}. Differences "
+                    f"(state -> this plan):",
+                    differences,
+                )
+            raise ResumeError(
+                f"the state was saved by rank {state['rank']} of {world}, this loader is rank "
+                f"{self.rank} of {mine}, and their global streams differ: the plans differ "
+                f"beyond the world size; resume with the same plan, or pass strict=False. "
+                f"Differences (state -> this plan):",
+                differences,
+            )
+        raise ResumeError(
+            f"the state was saved by a loader of another plan (fingerprint "
+            f"{str(state['fingerprint'])[:12]}, this plan {self.plan.fingerprint[:12]}); "
+            f"load it into a loader built from the same plan, or pass strict=False. "
+            f"Differences (state -> this plan):",
+            differences,
+        )
 
     # -- display ----------------------------------------------------------------------------
 

@@ -21,6 +21,7 @@ from loaderkit.testing.assertions import (
     assert_worker_invariant,
     batches_differ,
     collect,
+    global_batches,
 )
 
 _STRATEGIES = ("builder_calls", "builders", "plans")
@@ -46,5 +47,6 @@ __all__ = [
     "builder_calls",
     "builders",
     "collect",
+    "global_batches",
     "plans",
 ]

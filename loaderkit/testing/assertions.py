@@ -25,6 +25,7 @@ __all__ = [
     "assert_worker_invariant",
     "batches_differ",
     "collect",
+    "global_batches",
 ]
 
 

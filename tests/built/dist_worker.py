@@ -9,7 +9,7 @@ SCENARIO OUT_DIR [ARGS...]``. Every rank writes ``OUT_DIR/<scenario>-rank<r>.jso
 - ``train``: a short DDP training loop (two epochs) over an uneven dataset with bucketing and a
   mixture; reports the steps done and the final weights' checksum.
 - ``resume-save K GLOBAL``: deliver K global batches (per-rank batch GLOBAL // world), save
-  the loader state and exit without finishing the epoch (as if killed).
+  the loader state, then every rank kills itself with SIGKILL mid-epoch.
 - ``resume-load STATE GLOBAL``: load that state at this world size and finish the epoch.
 - ``full GLOBAL``: one uninterrupted epoch at this world size (the reference).
 """
@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import sys
 from pathlib import Path
 
@@ -38,7 +39,7 @@ def dataset() -> dict[str, torch.Tensor]:
     }
 
 
-def global_batch(values: list[int]) -> list[int]:
+def gather_batch(values: list[int]) -> list[int]:
     """The ranks' batches of one step, concatenated in rank order: the global batch."""
     return [i for part in gathered(values) for i in part]
 
@@ -116,14 +117,14 @@ def _elastic_plan(global_batch: int) -> DataLoaderBuilder:
 
 def full_scenario(global_batch: int) -> dict[str, object]:
     loader = _elastic_plan(global_batch).compile().build()
-    return {"global_batches": [global_batch([int(i) for i in b["idx"]]) for b in loader]}
+    return {"global_batches": [gather_batch([int(i) for i in b["idx"]]) for b in loader]}
 
 
 def resume_save_scenario(out: Path, k: int, global_batch: int) -> dict[str, object]:
     loader = _elastic_plan(global_batch).compile().build()
     steps = []
     for step, batch in enumerate(loader):
-        steps.append(global_batch([int(i) for i in batch["idx"]]))
+        steps.append(gather_batch([int(i) for i in batch["idx"]]))
         if step + 1 == k:
             break
     state = loader.state_dict()
@@ -135,7 +136,7 @@ def resume_save_scenario(out: Path, k: int, global_batch: int) -> dict[str, obje
 def resume_load_scenario(state_file: Path, global_batch: int) -> dict[str, object]:
     loader = _elastic_plan(global_batch).compile().build()
     loader.load_state_dict(json.loads(state_file.read_text()))
-    steps = [global_batch([int(i) for i in batch["idx"]]) for batch in loader]
+    steps = [gather_batch([int(i) for i in batch["idx"]]) for batch in loader]
     return {"global_batches": steps}
 
 
@@ -161,6 +162,8 @@ def main() -> None:
         name = f"{scenario}-rank{dist.get_rank()}.json"
         (out / name).write_text(json.dumps(report))
         dist.barrier()
+        if scenario == "resume-save":  # killed mid-epoch: no cleanup, no flush
+            os.kill(os.getpid(), signal.SIGKILL)
     finally:
         dist.destroy_process_group()
     os._exit(0)  # skip interpreter teardown: nothing is left to flush

@@ -22,8 +22,14 @@ LAUNCH_TIMEOUT = 150
 pytestmark = [pytest.mark.timeout(2 * LAUNCH_TIMEOUT + 30), pytest.mark.distributed]
 
 
-def launch(scenario: str, out: Path, *args: object, nproc: int = 2) -> list[dict]:
-    """Run ``scenario`` on ``nproc`` ranks; the ranks' reports in rank order."""
+def launch(
+    scenario: str, out: Path, *args: object, nproc: int = 2, killed: bool = False
+) -> list[dict]:
+    """Run ``scenario`` on ``nproc`` ranks; the ranks' reports in rank order.
+
+    ``killed``: the ranks kill themselves (SIGKILL) once they reported, so the launcher
+    must fail.
+    """
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": os.pathsep.join(sys.path)}
     command = [
         sys.executable,
@@ -47,7 +53,10 @@ def launch(scenario: str, out: Path, *args: object, nproc: int = 2) -> list[dict
         )
     except subprocess.TimeoutExpired as exc:
         pytest.fail(f"{scenario} on {nproc} ranks hung for {LAUNCH_TIMEOUT} s:\n{exc.stderr}")
-    assert result.returncode == 0, result.stderr[-4000:]
+    if killed:
+        assert result.returncode != 0, "the ranks were to be killed"
+    else:
+        assert result.returncode == 0, result.stderr[-4000:]
     return [json.loads((out / f"{scenario}-rank{r}.json").read_text()) for r in range(nproc)]
 
 
@@ -72,3 +81,13 @@ def test_a_ddp_training_loop_on_uneven_data_finishes_on_every_rank(tmp_path):
     reports = launch("train", tmp_path)
     assert reports[0]["steps"] == reports[1]["steps"] > 0
     assert reports[0]["checksum"] == pytest.approx(reports[1]["checksum"])  # DDP kept in sync
+
+
+def test_a_run_killed_mid_epoch_resumes_at_another_world_size(tmp_path):
+    # 2 ranks x 6 = global batch 12: stop after 3 steps, continue on 1 rank x 12
+    reference = launch("full", tmp_path, 12, nproc=1)[0]["global_batches"]
+    before = launch("resume-save", tmp_path, 3, 12, killed=True)[0]["global_batches"]
+    after = launch("resume-load", tmp_path, tmp_path / "state.json", 12, nproc=1)[0]
+    got = before + after["global_batches"]
+    assert got == reference  # the same global stream: every sample of the epoch once
+    assert sorted(i for batch in got for i in batch) == list(range(103))

@@ -270,7 +270,12 @@ def test_a_state_from_another_plan_is_refused_with_the_diff():
         (lambda s: s.pop("epoch"), "missing epoch"),
         (lambda s: s.update(epoch=-1), "must be an int >= 0"),
         (lambda s: s.update(batches_delivered=99), "has 4"),
-        (lambda s: s.update(rank=1, world_size=2), "rank 1 of 2"),
+        (
+            lambda s: s.update(
+                rank=1, world_size=2, global_batch_size=6, global_fingerprint="0" * 64
+            ),
+            "saved at 2 rank",
+        ),
         (lambda s: s.update(loaderkit_state=99), "state format"),
     ],
 )
