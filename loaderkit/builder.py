@@ -281,8 +281,9 @@ class DataLoaderBuilder:
     ) -> DataLoaderBuilder:
         """Return a new builder whose batches hold samples of similar length.
 
-        ``length`` says how long a sample is: a column or sample key holding a sequence (HF
-        columns are measured in Arrow, without reading the data), a function of a sample
+        ``length`` says how long a sample is: a column or sample key holding a sequence or the
+        length as an int (HF columns are measured in Arrow, without reading the data), a
+        function of a sample
         (called once per sample at build, then cached), or a sequence of precomputed lengths.
         Each epoch, samples are shuffled within ``num_buckets`` buckets of similar length
         (default: about four batches per bucket), cut into batches, and the batch order is

@@ -55,11 +55,13 @@ def _hf_column(data: Any, name: str) -> Lengths | None:
         counts = pc.utf8_length(column)
     elif pa.types.is_binary(kind) or pa.types.is_large_binary(kind):
         counts = pc.binary_length(column)
+    elif pa.types.is_integer(kind):
+        counts = column  # the lengths themselves
     else:
         raise PlanError.single(
             "bucketing.length",
-            f"column {name!r} holds {kind}, not sequences; name a column of lists or strings, "
-            f"or give a function of a sample",
+            f"column {name!r} holds {kind}, neither sequences nor integer lengths; name a "
+            f"column of lists, strings or ints, or give a function of a sample",
         )
     lengths = counts.fill_null(0).to_numpy(zero_copy_only=False).astype(np.int64)
     indices = getattr(data, "_indices", None)
@@ -79,12 +81,39 @@ def _column(data: Any, spec: DatasetSpec, name: str) -> tuple[Lengths, str]:
         shape = getattr(column, "shape", None)
         if isinstance(shape, tuple) and len(shape) >= 2:
             return np.full(shape[0], shape[1], dtype=np.int64), f"constant width of {name!r}"
-        lengths = np.fromiter((len(v) for v in column), dtype=np.int64, count=len(column))
-        return lengths, f"len() of the {len(column):,} values of {name!r} in {_since(started)}"
+        lengths = _measured(column, name, len(column))
+        return lengths, f"lengths of the {len(column):,} values of {name!r} in {_since(started)}"
     if spec.kind == "samples" and isinstance(data, Sequence):
-        lengths = np.fromiter((len(s[name]) for s in data), dtype=np.int64, count=len(data))
-        return lengths, f"len() of {name!r} in {len(data):,} samples in {_since(started)}"
-    return _call_each(data, lambda s: len(s[name]), f"{name!r} of every sample")
+        lengths = _measured((s[name] for s in data), name, len(data))
+        return lengths, f"lengths of {name!r} in {len(data):,} samples in {_since(started)}"
+    return _call_each(data, lambda s: _length(s[name], name), f"{name!r} of every sample")
+
+
+def _length(value: Any, name: str) -> int:
+    """A sample's length from its ``name`` value: ``len()`` of a sequence, or an int itself."""
+    if isinstance(value, bool):
+        raise TypeError(f"{name!r} is a bool, neither a sequence nor an int length")
+    if isinstance(value, int | np.integer):
+        return int(value)
+    size = getattr(value, "ndim", None)
+    if size == 0:  # a 0-d tensor or array: a number
+        return int(value.item())
+    return len(value)
+
+
+def _measured(values: Any, name: str, count: int) -> Lengths:
+    """The lengths of ``count`` values (sequences, or ints that are the lengths)."""
+    out = np.empty(count, dtype=np.int64)
+    for i, value in enumerate(values):
+        try:
+            out[i] = _length(value, name)
+        except TypeError as exc:
+            raise PlanError.single(
+                "bucketing.length",
+                f"sample {i}: {exc}; name a column of sequences or int lengths, or give a "
+                f"function of a sample",
+            ) from None
+    return out
 
 
 def _call_each(

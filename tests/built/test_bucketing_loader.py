@@ -217,3 +217,21 @@ def test_an_oversize_sample_under_a_budget_is_an_error_naming_it():
     with pytest.raises(lk.DataError, match="sample 7 has length 5000") as err:
         plan.build()
     assert err.value.sample_index == 7
+
+
+def test_a_column_of_ints_is_read_as_the_lengths():
+    rows = [{"idx": i, "n": 1 + (i * 13) % 90} for i in range(200)]
+    plan = DataLoaderBuilder().with_dataset(rows).with_batch_size(10).with_bucketing("n")
+    by_int = [b["idx"].tolist() for b in collect(plan.compile().build())]
+    precomputed = plan.with_bucketing([r["n"] for r in rows]).compile()
+    assert by_int == [b["idx"].tolist() for b in collect(precomputed.build())]
+    columns = {"n": [r["n"] for r in rows], "idx": list(range(200))}
+    by_column = DataLoaderBuilder().with_dataset(columns).with_batch_size(10).with_bucketing("n")
+    assert [b["idx"].tolist() for b in collect(by_column.compile().build())] == by_int
+
+
+def test_a_column_of_neither_sequences_nor_ints_is_named():
+    rows = [{"n": 1.5} for _ in range(20)]
+    plan = DataLoaderBuilder().with_dataset(rows).with_batch_size(4).with_bucketing("n").compile()
+    with pytest.raises(lk.PlanError, match=r"bucketing.length: sample 0: .*sequences or int"):
+        plan.build()
