@@ -75,7 +75,7 @@ def _column(data: Any, spec: DatasetSpec, name: str) -> tuple[Lengths, str]:
     if spec.kind == "hf":
         found = _hf_column(data, name)
         if found is not None:
-            return found, f"Arrow list lengths of {name!r} in {_since(started)}"
+            return found, f"lengths of {name!r} read in Arrow in {_since(started)}"
     if spec.kind == "columns" and isinstance(data, Mapping):
         column = data[name]
         shape = getattr(column, "shape", None)
