@@ -190,11 +190,13 @@ def global_batches(plan: LoaderPlan, world_size: int, *, epoch: int = 0) -> list
     return out
 
 
-def assert_elastic(plan: LoaderPlan, *, worlds: Sequence[int] = (1, 2, 4), epochs: int = 1) -> None:
+def assert_elastic(
+    plan: LoaderPlan, *, world_sizes: Sequence[int] = (1, 2, 4), epochs: int = 1
+) -> None:
     """Assert the global batches do not depend on the world size (at a fixed global batch).
 
     ``plan``'s batch size is the **global** batch size; for every world size ``W`` in
-    ``worlds`` that divides it, the plan is rebuilt with ``batch_size // W`` per rank on
+    ``world_sizes`` that divides it, the plan is rebuilt with ``batch_size // W`` per rank on
     ``W`` simulated ranks. Every rank must have the same number of batches, and the global
     batches must equal the single-process ones, except that a partial last global batch is
     completed on several ranks (by wrapping around, ``even_batches``): it must start with the
@@ -206,7 +208,7 @@ def assert_elastic(plan: LoaderPlan, *, worlds: Sequence[int] = (1, 2, 4), epoch
     single = plan.to_builder().with_distributed(enabled=False).compile()
     for epoch in range(epochs):
         reference = global_batches(single, 1, epoch=epoch)
-        for world in worlds:
+        for world in world_sizes:
             if size % world:
                 continue
             per_rank = plan.to_builder().with_batch_size(

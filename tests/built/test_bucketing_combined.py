@@ -320,7 +320,7 @@ def test_plans_round_trip_through_files(tmp_path):
 @pytest.mark.parametrize("name", ["weights-noreplace", "curriculum", "round_robin", "weights"])
 def test_fixed_size_global_batches_do_not_depend_on_the_world_size(name):
     # batch 16 is the global batch: 1 x 16, 2 x 8, 4 x 4 give the same global batches
-    assert_elastic(bucketed(name).compile(), worlds=(1, 2, 4))
+    assert_elastic(bucketed(name).compile(), world_sizes=(1, 2, 4))
 
 
 @pytest.mark.parametrize("world", [2, 3])

@@ -200,7 +200,7 @@ def test_ranks_get_the_same_number_of_batches_and_repeat_only_the_tail(world, to
 def test_fixed_size_bucketing_is_elastic():
     base = DataLoaderBuilder().with_dataset(make_samples(400)).with_shuffle().with_collator("text")
     assert_elastic(
-        base.with_batch_size(24).with_bucketing("input_ids").compile(), worlds=(1, 2, 3, 4)
+        base.with_batch_size(24).with_bucketing("input_ids").compile(), world_sizes=(1, 2, 3, 4)
     )
 
 

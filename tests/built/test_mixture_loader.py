@@ -204,7 +204,7 @@ def test_a_source_keeps_its_order_when_another_is_added():
 def test_mixture_global_batches_do_not_depend_on_the_world_size(mode, global_batch, stratified):
     kw = {"weights": [1, 3], "stratified": True} if stratified and mode == "weighted" else {}
     assert_elastic(
-        builder(mode=mode, **kw).with_batch_size(global_batch).compile(), worlds=(1, 2, 3)
+        builder(mode=mode, **kw).with_batch_size(global_batch).compile(), world_sizes=(1, 2, 3)
     )
 
 

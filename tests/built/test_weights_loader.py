@@ -89,7 +89,7 @@ def test_ranks_get_the_same_number_of_batches_and_the_global_draws():
     ids = [i for b in per_rank for i in _ids(b)]
     single = _ids(collect(base.compile().build()))
     assert set(ids) == set(single)  # all draws, and only the wrapped tail twice
-    assert_elastic(base.with_batch_size(12).compile(), worlds=(1, 2, 3, 4))
+    assert_elastic(base.with_batch_size(12).compile(), world_sizes=(1, 2, 3, 4))
 
 
 @pytest.mark.parametrize(
