@@ -10,6 +10,7 @@ serializable :class:`LoaderPlan`, and ``build()`` the plan into a loader::
 
 from loaderkit.builder import DataLoaderBuilder
 from loaderkit.collators import collators, register_collator
+from loaderkit.datamodule import DataModule
 from loaderkit.errors import (
     DataError,
     LoaderkitError,
@@ -18,6 +19,7 @@ from loaderkit.errors import (
     PlanTypeError,
     Problem,
     ResumeError,
+    WorkerError,
 )
 from loaderkit.plan import DEFAULT_SEED, SCHEMA_VERSION, LoaderPlan
 from loaderkit.registry import trust_modules
@@ -41,6 +43,7 @@ __all__ = [
     "SCHEMA_VERSION",
     "DataError",
     "DataLoaderBuilder",
+    "DataModule",
     "Loader",
     "LoaderPlan",
     "LoaderkitError",
@@ -49,6 +52,7 @@ __all__ = [
     "PlanTypeError",
     "Problem",
     "ResumeError",
+    "WorkerError",
     "__version__",
     "collators",
     "register_collator",

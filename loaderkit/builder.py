@@ -13,34 +13,41 @@ from loaderkit.errors import PlanError, Problem
 from loaderkit.plan.fields import (
     batch_schedule_spec,
     bucketing_spec,
+    checks_spec,
     collator_for_modality,
     collator_spec,
     curriculum_spec,
     dataset_spec,
     device_spec,
     distributed_spec,
+    error_policy_spec,
     max_length_spec,
     mixture_spec,
     order_spec,
     resolve_auto,
+    split_spec,
     transform_spec,
     weights_spec,
     workers_spec,
 )
 from loaderkit.plan.plan import PLAN_SECTIONS, LoaderPlan
+from loaderkit.plan.serde import checks_to_dict
 from loaderkit.plan.specs import (
     DEFAULT_COLLATOR,
     DEFAULT_SEED,
     BatchSpec,
     BucketingSpec,
     CallableSpec,
+    ChecksSpec,
     CurriculumSpec,
     DatasetSpec,
     DistributedSpec,
+    ErrorPolicySpec,
     LengthSource,
     MaxLengthSpec,
     MixtureSpec,
     OrderSpec,
+    SplitSpec,
     WeightsSpec,
     WorkersSpec,
 )
@@ -93,6 +100,9 @@ class DataLoaderBuilder:
     _curriculum: CurriculumSpec | None = None
     _mixture: MixtureSpec | None = None
     _max_length: MaxLengthSpec | None = None
+    _split: SplitSpec | None = None
+    _checks: ChecksSpec | None = None
+    _error_policy: ErrorPolicySpec = ErrorPolicySpec()
     _bound: Mapping[str, object] = attrs.field(
         factory=Bindings, eq=False, hash=False, converter=_bindings
     )
@@ -215,13 +225,18 @@ class DataLoaderBuilder:
         spec, live = batch_schedule_spec(batch_size, drop_last, by)
         return attrs.evolve(self, batch=spec, bound=self._rebound("batch", _key(spec.fn), live))
 
-    def with_shuffle(self, enabled: bool = True) -> DataLoaderBuilder:
+    def with_shuffle(
+        self, enabled: bool = True, *, buffer_size: int | None = None
+    ) -> DataLoaderBuilder:
         """Return a new builder that shuffles every epoch (or, with ``False``, reads in order).
 
         The order of epoch ``e`` is a keyed permutation of (seed, e): the same seed and epoch
         always give the same order, and each epoch differs. Replaces any earlier setting.
+        An iterable (streamed) dataset has no random access: it is shuffled through a buffer
+        of ``buffer_size`` samples (required for it; see docs/streaming.md).
         """
-        return attrs.evolve(self, order=order_spec(enabled, self._order.seed))
+        order = order_spec(enabled, self._order.seed, buffer_size)
+        return attrs.evolve(self, order=order)
 
     def with_seed(self, seed: int) -> DataLoaderBuilder:
         """Return a new builder whose random streams all derive from ``seed`` (in [0, 2**63)).
@@ -229,7 +244,8 @@ class DataLoaderBuilder:
         Without it the seed is ``loaderkit.DEFAULT_SEED`` (0), so unseeded plans are
         reproducible too. Replaces any earlier seed.
         """
-        return attrs.evolve(self, order=order_spec(self._order.shuffle, seed))
+        order = order_spec(self._order.shuffle, seed, self._order.buffer_size)
+        return attrs.evolve(self, order=order)
 
     def with_collator(self, collator: object, **options: Any) -> DataLoaderBuilder:
         """Return a new builder that makes batches with ``collator``.
@@ -383,6 +399,90 @@ class DataLoaderBuilder:
             self, max_length=spec, bound=self._rebound("max_length", _key(spec.fn), live)
         )
 
+    def with_split(
+        self,
+        val: float = 0.1,
+        test: float = 0.0,
+        *,
+        seed: int | None = None,
+        stratify_by: str | None = None,
+    ) -> DataLoaderBuilder:
+        """Return a new builder whose dataset is split into train, val and test parts.
+
+        ``val`` and ``test`` are fractions in (0, 1) (rounded up: ``ceil(fraction x n)``, as
+        HF ``train_test_split`` rounds ``test_size``), numbers of samples (ints >= 1), or 0
+        for no such part; train is the rest. The split is a pure function of (seed, dataset
+        length, sizes, labels): a keyed permutation of the indices (``seed``, default the
+        plan's seed), test taken first, then val. ``stratify_by`` names a column or sample key
+        of class labels: each part then keeps the class proportions (largest remainder per
+        class). ``plan.build()`` loads the train part, ``plan.build(split="val")`` /
+        ``"test"`` the others; see ``docs/splits.md``. Replaces any earlier split.
+        """
+        return attrs.evolve(self, split=split_spec(val, test, seed, stratify_by))
+
+    def with_checks(
+        self,
+        *,
+        keys: object = None,
+        dtypes: object = None,
+        shapes: object = None,
+        finite: object = None,
+        ranges: object = None,
+        label_pad: object = None,
+        classes: object = None,
+        every: int | None = None,
+    ) -> DataLoaderBuilder:
+        """Return a new builder that checks batches against a contract while loading.
+
+        Keys are key paths of the batch: ``"input_ids"``, ``"a.b"`` in nested dicts, ``"0"``
+        for a tuple's first item. ``keys``: keys that must be present. ``dtypes``: ``{key:
+        "int64"}`` (torch dtype names). ``shapes``: ``{key: ["B", "T"]}``, each dim an int,
+        a name (the same name is the same size across keys of one batch), ``"*"`` (any) or
+        ``"..."`` (any number of dims). ``finite``: keys without NaN/Inf. ``ranges``: ``{key:
+        [low, high]}``, inclusive, ``None`` for an open end. ``label_pad``: ``True`` or
+        ``{"labels", "mask", "ignore_index", "mode"}``: labels are -100 exactly where
+        ``attention_mask`` is 0 (``mode="only_pad"``: at least there). ``classes``: ``{key:
+        n}`` (ids in [0, n), ``{"n": n, "ignore_index": -100}`` to allow one more value) or
+        ``{key: {"one_hot": n}}``. Checked in the main process on the batch the loader
+        delivers: the first batch of each iteration, and with ``every=N`` also every batch
+        whose index in its epoch is a multiple of N. A violation raises
+        :class:`~loaderkit.DataError` naming the key, the check, the epoch and batch, and the
+        positions and samples. Checks never change batches nor the fingerprint.
+        ``plan.check()`` runs them on the first batch. Replaces any earlier checks.
+        """
+        spec = checks_spec(
+            keys=keys,
+            dtypes=dtypes,
+            shapes=shapes,
+            finite=finite,
+            ranges=ranges,
+            label_pad=label_pad,
+            classes=classes,
+            every=every,
+        )
+        return attrs.evolve(self, checks=spec)
+
+    def with_error_policy(
+        self,
+        policy: str = "raise",
+        *,
+        max_errors: int | None = None,
+        max_error_rate: float | None = None,
+    ) -> DataLoaderBuilder:
+        """Return a new builder handling samples that fail to load or transform by ``policy``.
+
+        ``"raise"`` (the default): the first failure stops the loader with a
+        :class:`~loaderkit.DataError` naming the sample, the worker and the original traceback.
+        ``"skip"``: the sample is dropped from its batch (which is then smaller), counted and
+        recorded in ``loader.skipped`` (index, epoch, batch, exception type and message) and
+        logged; once more than ``max_errors`` samples, or more than a ``max_error_rate`` share
+        of the samples read (checked from 100 samples on), were dropped, the loader raises a
+        ``DataError`` with the summary. Nothing is skipped silently. Replaces any earlier
+        policy.
+        """
+        spec = error_policy_spec(policy, max_errors=max_errors, max_error_rate=max_error_rate)
+        return attrs.evolve(self, error_policy=spec)
+
     def with_workers(
         self,
         num_workers: int,
@@ -511,7 +611,10 @@ class DataLoaderBuilder:
             drop = ", drop_last=True" if b.drop_last else ""
             unit = f", by={b.by!r}" if b.scheduled and b.by != "epoch" else ""
             calls.append(f".with_batch_size({shown}{drop}{unit})")
-        if self._order.shuffle:
+        if self._order.buffer_size is not None:
+            shuffled = "" if self._order.shuffle else "False, "
+            calls.append(f".with_shuffle({shuffled}buffer_size={self._order.buffer_size})")
+        elif self._order.shuffle:
             calls.append(".with_shuffle()")
         if self._order.seed != DEFAULT_SEED:
             calls.append(f".with_seed({self._order.seed})")
@@ -553,6 +656,13 @@ class DataLoaderBuilder:
                 if getattr(cur, key) != default
             )
             calls.append(f".with_curriculum({', '.join(args)})")
+        if self._error_policy != ErrorPolicySpec():
+            e = self._error_policy
+            args = [repr(e.policy)]
+            for key in ("max_errors", "max_error_rate"):
+                if getattr(e, key) is not None:
+                    args.append(f"{key}={getattr(e, key)!r}")
+            calls.append(f".with_error_policy({', '.join(args)})")
         if self._max_length is not None:
             m = self._max_length
             shown = str(m.value)
@@ -562,6 +672,18 @@ class DataLoaderBuilder:
                 shown = repr(list(m.schedule))
             unit = f", by={m.by!r}" if m.by != "epoch" else ""
             calls.append(f".with_max_length({shown}{unit})")
+        if self._checks is not None:
+            args = [f"{key}={value!r}" for key, value in checks_to_dict(self._checks).items()]
+            calls.append(f".with_checks({', '.join(args)})")
+        if self._split is not None:
+            s = self._split
+            args = [f"val={s.val!r}", f"test={s.test!r}"]
+            args.extend(
+                f"{key}={getattr(s, key)!r}"
+                for key in ("seed", "stratify_by")
+                if getattr(s, key) is not None
+            )
+            calls.append(f".with_split({', '.join(args)})")
         if self._distributed.enabled:
             d = self._distributed
             args = [

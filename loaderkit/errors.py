@@ -7,6 +7,8 @@
     │   └── PlanTypeError (TypeError) ... where a value has the wrong type (True for an int)
     ├── DataError                     a bad sample or batch met while loading (names the
     │                                 sample, the worker and the collator)
+    ├── WorkerError (RuntimeError)    a worker process died or a batch timed out (names the
+    │                                 worker, its exit code or signal, or the timeout)
     ├── ResumeError (ValueError)      a state_dict that does not fit this plan (shows the diff)
     ├── UnknownNameError (LookupError) a name missing from a registry (in loaderkit.registry)
     └── NotBuiltYetError              a setting the plan holds that build() cannot honour yet
@@ -30,6 +32,7 @@ __all__ = [
     "PlanTypeError",
     "Problem",
     "ResumeError",
+    "WorkerError",
 ]
 
 
@@ -156,6 +159,32 @@ class ResumeError(LoaderkitError, ValueError):
         if self.diff:
             text += "\n" + "\n".join(f"  {line}" for line in self.diff)
         super().__init__(text)
+
+
+class WorkerError(LoaderkitError, RuntimeError):
+    """A worker process died (killed, crashed, exited) or did not deliver within the timeout.
+
+    ``worker_id`` and ``pid`` name the worker where torch reported them; ``signal`` or
+    ``exit_code`` say how it ended; ``timeout`` is set for a timeout. The loader stays usable:
+    the next iteration starts new workers from the last delivered batch.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        worker_id: int | None = None,
+        pid: int | None = None,
+        signal: str | None = None,
+        exit_code: int | None = None,
+        timeout: float | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.worker_id = worker_id
+        self.pid = pid
+        self.signal = signal
+        self.exit_code = exit_code
+        self.timeout = timeout
 
 
 class NotBuiltYetError(LoaderkitError, NotImplementedError):

@@ -21,7 +21,7 @@ from loaderkit.collators.base import BatchContext
 from loaderkit.errors import DataError
 from loaderkit.order.keys import sample_rng, worker_seed
 
-__all__ = ["BatchFetcher", "BatchRequest", "Failure", "WorkerSeeder"]
+__all__ = ["BatchFetcher", "BatchRequest", "Failure", "Fetched", "Skipped", "WorkerSeeder"]
 
 
 class BatchRequest(NamedTuple):
@@ -32,6 +32,29 @@ class BatchRequest(NamedTuple):
     indices: npt.NDArray[np.int64]
     max_length: int | None = None
     """The sequence length the collator cuts to (a ``with_max_length`` schedule), if any."""
+
+
+class Skipped(NamedTuple):
+    """A sample the ``skip`` error policy dropped: where, and what went wrong."""
+
+    sample_index: int
+    epoch: int
+    batch_index: int
+    worker_id: int | None
+    exc_type: str
+    message: str
+
+
+class Fetched(NamedTuple):
+    """A batch made under the ``skip`` policy and the samples dropped from it.
+
+    ``batch`` is ``None`` when every sample of the request failed.
+    """
+
+    batch: Any
+    skipped: tuple[Skipped, ...]
+    requested: int
+    """How many samples the request asked for (the good and the skipped)."""
 
 
 class Failure(NamedTuple):
@@ -83,8 +106,10 @@ class BatchFetcher:
         transform_rng: bool,
         seed: int,
         source_key: str | None = None,
+        skip: bool = False,
     ) -> None:
         self.source = source
+        self.skip = skip
         self.collate = collate
         self.uses_context = bool(getattr(collate, "uses_context", False))
         self.collator_name = collator_name
@@ -107,10 +132,77 @@ class BatchFetcher:
             for hook in self.epoch_hooks:
                 hook(request.epoch)
             self.seen_epoch = request.epoch
+        if self.skip:
+            return self._skipping(request)
         batch = self._batch(request)
         if self.source_key is not None:
             return self._with_sources(request, batch)
         return batch
+
+    def _skipping(self, request: BatchRequest) -> Fetched:
+        """The batch without the samples that fail to load or transform (the skip policy).
+
+        The collator sees only the good samples (so the batch is smaller), with their own
+        indices in its context; a batch the collator cannot build still raises.
+        """
+        if self.fast:
+            try:
+                batch = self.source.default_batch(request.indices)
+            except Exception:  # noqa: BLE001 - find the bad samples one by one below
+                batch = None
+            if batch is not None:
+                return Fetched(self._finish(request, batch), (), len(request.indices))
+        try:
+            everything = self.source.samples(request.indices)
+        except Exception:  # noqa: BLE001 - read them one by one to drop only the bad ones
+            everything = None
+        if everything is not None and self.transform is None:  # nothing failed
+            batch = self._collate(request, everything)
+            return Fetched(self._finish(request, batch), (), len(request.indices))
+        kept: list[int] = []
+        samples: list[Any] = []
+        skipped: list[Skipped] = []
+        if everything is not None:
+            kept, samples = request.indices.tolist(), everything
+        else:
+            for index in request.indices.tolist():
+                try:
+                    samples.append(self.source.sample(index))
+                    kept.append(index)
+                except Exception as exc:  # noqa: BLE001 - every failure is recorded
+                    skipped.append(self._skipped(request, index, exc, "could not be loaded"))
+        if self.transform is not None:
+            good, out = [], []
+            for index, sample in zip(kept, samples, strict=True):
+                try:
+                    out.append(self._transform_one(request, index, sample))
+                    good.append(index)
+                except Exception as exc:  # noqa: BLE001 - every failure is recorded
+                    skipped.append(self._skipped(request, index, exc, "failed in the transform"))
+            kept, samples = good, out
+        if not samples:
+            return Fetched(None, tuple(skipped), len(request.indices))
+        narrowed = (
+            request if not skipped else request._replace(indices=np.asarray(kept, dtype=np.int64))
+        )
+        batch = self._collate(narrowed, samples)
+        return Fetched(self._finish(narrowed, batch), tuple(skipped), len(request.indices))
+
+    def _finish(self, request: BatchRequest, batch: Any) -> Any:
+        if self.source_key is not None:
+            return self._with_sources(request, batch)
+        return batch
+
+    def _skipped(self, request: BatchRequest, index: int, exc: Exception, what: str) -> Skipped:
+        where = self.source.locate(index)
+        return Skipped(
+            index,
+            request.epoch,
+            request.batch_index,
+            _worker_id(),
+            type(exc).__name__,
+            f"sample {index}{where} {what}: {type(exc).__name__}: {exc}",
+        )
 
     def _with_sources(self, request: BatchRequest, batch: Any) -> Any:
         """Add the source id of every sample under ``source_key`` (mixtures)."""
@@ -140,6 +232,9 @@ class BatchFetcher:
         samples = self._samples(request)
         if self.transform is not None:
             samples = self._transformed(request, samples)
+        return self._collate(request, samples)
+
+    def _collate(self, request: BatchRequest, samples: list[Any]) -> Any:
         collate = self.collate
         if request.max_length is not None:
             collate = self._limited(request.max_length)
@@ -215,14 +310,18 @@ class BatchFetcher:
         out = []
         for index, sample in zip(request.indices.tolist(), samples, strict=True):
             try:
-                if self.transform_rng:
-                    rng = sample_rng(self.seed, "transform", request.epoch, index)
-                    out.append(transform(sample, rng=rng))
-                else:
-                    out.append(transform(sample))
+                out.append(self._transform_one(request, index, sample))
             except Exception as exc:
                 raise self._sample_error(request, index, exc, "failed in the transform") from exc
         return out
+
+    def _transform_one(self, request: BatchRequest, index: int, sample: Any) -> Any:
+        transform = self.transform
+        assert transform is not None
+        if self.transform_rng:
+            rng = sample_rng(self.seed, "transform", request.epoch, index)
+            return transform(sample, rng=rng)
+        return transform(sample)
 
 
 def failure_from(error: DataError, request: BatchRequest) -> Failure:

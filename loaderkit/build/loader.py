@@ -8,10 +8,16 @@ is O(1): the state is the cursor, and the next request is computed directly.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import html
+import logging
 import os
-from collections.abc import Callable, Iterator, Mapping
+import re
+import signal
+import weakref
+from collections import Counter
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -24,14 +30,18 @@ from loaderkit.build.fetch import (
     BatchFetcher,
     BatchRequest,
     Failure,
+    Fetched,
+    Skipped,
     WorkerSeeder,
     failure_from,
 )
 from loaderkit.build.lengths import mixture_lengths, sample_lengths, sample_weights
 from loaderkit.build.schedules import Schedule
 from loaderkit.build.sources import MixtureSource, Source, make_source
+from loaderkit.build.split import split_part
+from loaderkit.checks import BatchChecker, CheckReport, check_loader
 from loaderkit.collators import collators
-from loaderkit.errors import DataError, NotBuiltYetError, PlanError, ResumeError
+from loaderkit.errors import DataError, NotBuiltYetError, PlanError, ResumeError, WorkerError
 from loaderkit.order.batches import EpochBatches
 from loaderkit.order.bucketing import (
     bucket_ids,
@@ -69,7 +79,7 @@ if TYPE_CHECKING:
         WeightsSpec,
     )
 
-__all__ = ["STATE_VERSION", "Loader", "build_loader", "resolve_world"]
+__all__ = ["STATE_VERSION", "CheckReport", "Loader", "build_loader", "resolve_world"]
 
 STATE_VERSION = 1
 """The version of the ``state_dict()`` format."""
@@ -755,12 +765,18 @@ class _RequestSampler(Sampler[BatchRequest]):
         self, planner: _AnyPlanner, requests: Callable[[int, int], Iterator[BatchRequest]]
     ) -> None:
         self.planner = planner
-        self.requests = requests
+        # a weak reference: the loader owns the torch loader that owns this sampler, and a
+        # cycle would leave the loader (and its workers) to the slow cyclic garbage collector
+        self.requests = weakref.WeakMethod(requests)
         self.epoch = 0
         self.start = 0
 
     def __iter__(self) -> Iterator[BatchRequest]:
-        return self.requests(self.epoch, self.start)
+        requests = self.requests()
+        if requests is None:
+            return iter(())
+        batches: Iterator[BatchRequest] = requests(self.epoch, self.start)
+        return batches
 
     def __len__(self) -> int:
         return self.planner.num_batches(self.epoch) - self.start
@@ -785,6 +801,113 @@ def _identity(batch: Any) -> Any:
     return batch
 
 
+class _NoBatchType:
+    """Stands for a batch whose every sample the skip policy dropped."""
+
+    def __repr__(self) -> str:
+        return "<no batch: every sample was skipped>"
+
+
+_NO_BATCH = _NoBatchType()
+
+_LOG = logging.getLogger("loaderkit")
+
+_RATE_FROM = 100
+"""The skip policy's max_error_rate is checked once this many samples were read."""
+
+
+_WORKER_KILLED = re.compile(
+    r"DataLoader worker \(pid(?:\(s\))? ([\d, ]+)\) "
+    r"(?:is killed by signal: ([^.]+)|exited unexpectedly(?: with exit code (-?\d+))?)"
+)
+_TIMEOUT = re.compile(r"DataLoader timed out after (\d+(?:\.\d+)?) seconds")
+
+
+def _dead_workers(iterator: object) -> list[tuple[int, int | None, int]]:
+    """``(worker id, pid, exit code)`` of the torch iterator's workers that have ended.
+
+    A negative exit code is the signal that ended the worker (multiprocessing's convention).
+    """
+    found = []
+    for worker_id, process in enumerate(getattr(iterator, "_workers", ())):
+        process.join(timeout=1.0)  # the worker is gone: reap it so its exit code is known
+        code = process.exitcode
+        if code is not None and code != 0:
+            found.append((worker_id, process.pid, int(code)))
+    return found
+
+
+def _worker_error(
+    exc: Exception,
+    timeout: float | None,
+    dead: Sequence[tuple[int, int | None, int]] = (),
+) -> WorkerError | None:
+    """The :class:`WorkerError` for a torch worker failure, or ``None`` for anything else."""
+    text = str(exc)
+    if dead and ("DataLoader worker" in text or not isinstance(exc, RuntimeError | DataError)):
+        worker_id, pid, code = dead[0]
+        if code < 0:
+            try:
+                name = signal.Signals(-code).name
+            except ValueError:
+                name = f"signal {-code}"
+            how = f"was killed by {name}"
+            hint = (
+                " (SIGKILL is often the out-of-memory killer: lower num_workers or the memory a "
+                "sample needs)"
+                if name == "SIGKILL"
+                else ""
+            )
+        else:
+            name, how, hint = None, f"exited with exit code {code}", ""
+        return WorkerError(
+            f"worker {worker_id} (pid {pid}) {how}{hint}; the batches it held were not "
+            f"delivered. The loader stays usable: iterating again restarts the workers from "
+            f"the last delivered batch",
+            worker_id=worker_id,
+            pid=pid,
+            signal=name,
+            exit_code=None if code < 0 else code,
+        )
+    timed = _TIMEOUT.search(text)
+    if timed:
+        seconds = float(timed.group(1))
+        return WorkerError(
+            f"a batch timed out after {seconds:g} s (with_workers(timeout={timeout})): no worker "
+            f"delivered it in time; look for a sample or transform that blocks, or raise the "
+            f"timeout. The loader stays usable: iterating again restarts the workers from the "
+            f"last delivered batch",
+            timeout=seconds,
+        )
+    killed = _WORKER_KILLED.search(text)
+    if killed:
+        pids = [int(p) for p in re.findall(r"\d+", killed.group(1))]
+        signal_name = killed.group(2)
+        exit_code = None if killed.group(3) is None else int(killed.group(3))
+        how = (
+            f"was killed by signal {signal_name}"
+            if signal_name
+            else f"exited unexpectedly (exit code {exit_code})"
+            if exit_code is not None
+            else "exited unexpectedly"
+        )
+        hint = (
+            " (SIGKILL: often the out-of-memory killer; lower num_workers or the memory a "
+            "sample needs)"
+            if signal_name and "Killed" in signal_name
+            else ""
+        )
+        return WorkerError(
+            f"worker process (pid {', '.join(map(str, pids))}) {how}{hint}; the batches it "
+            f"held were not delivered. The loader stays usable: iterating again restarts the "
+            f"workers from the last delivered batch. torch said: {text.splitlines()[0]}",
+            pid=pids[0] if pids else None,
+            signal=signal_name,
+            exit_code=exit_code,
+        )
+    return None
+
+
 class Loader:
     """An iterable of batches that knows its position and can resume from it exactly.
 
@@ -797,7 +920,7 @@ class Loader:
       batches *delivered to the caller*, not merely prefetched) tied to the plan's fingerprint.
     """
 
-    def __init__(self, plan: LoaderPlan) -> None:
+    def __init__(self, plan: LoaderPlan, *, split: str = "train") -> None:
         if plan.bindings is None:
             raise PlanError.single(
                 "bindings",
@@ -816,6 +939,13 @@ class Loader:
         """The fingerprint of the global stream (see ``load_state_dict``)."""
         n = plan.dataset.length
         assert n is not None
+        data = plan.bindings.get(plan.dataset.binding)  # None for a mixture (never split)
+        self._part = split_part(data, plan.dataset, plan.split, plan.order.seed, split)
+        """The sample indices of the split's part (positions map through it), or ``None``."""
+        self.split = None if plan.split is None else split
+        """The part of the plan's split this loader reads (``None``: the plan has no split)."""
+        if self._part is not None:
+            n = len(self._part)
         self.batch_sizes = _batch_sizes(plan)
         self._max_lengths = _max_lengths(plan)
         self._epoch_starts = [0]
@@ -855,6 +985,10 @@ class Loader:
         self.pin_memory = wants_pinning(plan.workers.pin_memory, self.device)
         collate = _resolve_callable(plan, plan.collator, "collator")
         self._on_device: Callable[[Any], Any] | None = getattr(collate, "on_device", None)
+        self.batch_checks = (
+            None if plan.checks is None else BatchChecker(plan.checks, plan.collator.describe())
+        )
+        """The plan's batch contract (``with_checks``), run on delivered batches."""
         transform = (
             None if plan.transform is None else _resolve_callable(plan, plan.transform, "transform")
         )
@@ -867,7 +1001,12 @@ class Loader:
             transform_rng=plan.transform is not None and plan.transform.accepts_rng,
             seed=plan.order.seed,
             source_key=plan.mixture.source_key if plan.mixture is not None else None,
+            skip=plan.error_policy.policy == "skip",
         )
+        self.skipped: list[Skipped] = []
+        """Every sample the ``skip`` policy dropped, in order (index, epoch, batch, worker,
+        exception type, message)."""
+        self._read = 0
         self._epoch = 0
         self._delivered = 0
         self._generation = 0
@@ -898,6 +1037,7 @@ class Loader:
             lengths, cost = mixture_lengths(plan.bucketing.length, plan.mixture, plan.bindings)
         else:
             lengths, cost = sample_lengths(plan.bucketing.length, plan.dataset, plan.bindings)
+            lengths = self._in_part(lengths)
         sampler = self._sampler_planner(plan, check_empty=False)
         source: _SequencePlanner | None = None
         if sampler is not None:
@@ -913,6 +1053,10 @@ class Loader:
                 f"drop_last=False",
             )
         return bucketed, cost
+
+    def _in_part(self, values: npt.NDArray[Any]) -> npt.NDArray[Any]:
+        """Per-sample values of the whole dataset cut to the split's part, in position order."""
+        return values if self._part is None else values[self._part]
 
     def _shard(self, plan: LoaderPlan) -> tuple[int, int, int, bool, Schedule[int]]:
         """The planners' arguments that deal an epoch's batches to this rank."""
@@ -934,11 +1078,13 @@ class Loader:
             weights, cost = sample_weights(
                 plan.sampling_weights.source, plan.dataset, plan.bindings
             )
+            weights = self._in_part(weights)
             return _WeightedPlanner(weights, plan.sampling_weights, plan.batch, *shard), cost
         if plan.curriculum is not None:
             difficulty, cost = sample_weights(
                 plan.curriculum.difficulty, plan.dataset, plan.bindings, "curriculum.difficulty"
             )
+            difficulty = self._in_part(difficulty)
             fn = plan.curriculum.fn
             schedule = None if fn is None else _resolve_callable(plan, fn, "curriculum.schedule")
             planner = _CurriculumPlanner(difficulty, plan.curriculum, schedule, plan.batch, *shard)
@@ -975,6 +1121,11 @@ class Loader:
         return self._cursor()[0]
 
     @property
+    def errors(self) -> list[Skipped]:
+        """The errors the policy handled: with ``"skip"``, :attr:`skipped` (else empty)."""
+        return self.skipped
+
+    @property
     def repeated_samples(self) -> int:
         """Samples all ranks together deliver twice in the current epoch to even them out.
 
@@ -1003,8 +1154,19 @@ class Loader:
 
     def batch_indices(self, epoch: int, batch_index: int) -> list[int]:
         """The sample indices of batch ``batch_index`` of ``epoch`` on this rank."""
-        indices: list[int] = self._planner.indices(epoch, batch_index).tolist()
+        positions = self._planner.indices(epoch, batch_index)
+        part = self._part  # with a split, the planner's positions index the part
+        indices: list[int] = (positions if part is None else part[positions]).tolist()
         return indices
+
+    def _planned(self, epoch: int, start: int) -> Iterator[BatchRequest]:
+        """The planner's requests, their positions mapped to dataset indices (with a split)."""
+        part = self._part
+        if part is None:
+            yield from self._planner.requests(epoch, start)
+            return
+        for request in self._planner.requests(epoch, start):
+            yield request._replace(indices=part[request.indices])
 
     # -- iteration --------------------------------------------------------------------------
 
@@ -1022,14 +1184,24 @@ class Loader:
         """The requests of ``epoch`` from batch ``start``, with their sequence length."""
         lengths = self._max_lengths
         if lengths is None:
-            yield from self._planner.requests(epoch, start)
+            yield from self._planned(epoch, start)
             return
         first = epoch if lengths.by == "epoch" else self._first_step(epoch)
-        for request in self._planner.requests(epoch, start):
+        for request in self._planned(epoch, start):
             t = first if lengths.by == "epoch" else first + request.batch_index
             yield request._replace(max_length=lengths(t))
 
     def _host_batches(self, epoch: int, start: int) -> Iterator[Any]:
+        if self.plan.error_policy.policy != "skip":  # no Fetched records to unpack
+            yield from self._fetched(epoch, start)
+            return
+        for item in self._fetched(epoch, start):
+            if isinstance(item, Fetched):
+                yield self._account(item)
+            else:
+                yield item
+
+    def _fetched(self, epoch: int, start: int) -> Iterator[Any]:
         workers = self.plan.workers.num_workers
         if workers == 0:
             fetch = self._fetcher
@@ -1038,10 +1210,75 @@ class Loader:
             return
         torch_loader, sampler = self._worker_loader()
         sampler.epoch, sampler.start = epoch, start
-        for item in torch_loader:
+        iterator = iter(torch_loader)
+        while True:
+            try:
+                item = next(iterator)
+            except StopIteration:
+                return
+            except Exception as exc:
+                # a killed worker surfaces as torch's RuntimeError, or as a broken pipe or
+                # connection reset while its result was being read: look at the workers
+                worker_error = self._broken_pool(iterator, exc)
+                if worker_error is None:
+                    raise
+                raise worker_error from exc
             if isinstance(item, Failure):
                 item.reraise()
             yield item
+
+    def _broken_pool(self, iterator: object, exc: Exception) -> WorkerError | None:
+        """The :class:`WorkerError` for ``exc`` if a worker died or timed out, else ``None``.
+
+        The pool is then shut down. torch's SIGCHLD handler raises its own RuntimeError in
+        the main thread whenever a worker ends, wherever the main thread is; while this
+        handles a death it may fire again, so its errors are absorbed until the pool is shut
+        down (which unregisters the workers from the handler).
+        """
+        worker_error: WorkerError | None = None
+        for _ in range(5):
+            try:
+                if worker_error is None:
+                    dead = _dead_workers(iterator)
+                    worker_error = _worker_error(exc, self.plan.workers.timeout, dead)
+                    if worker_error is None:
+                        return None
+                self.close()  # the pool is broken: the next iteration starts new workers
+                return worker_error
+            except RuntimeError as again:
+                if "DataLoader worker" not in str(again):
+                    raise
+        return worker_error
+
+    def _account(self, fetched: Fetched) -> Any:
+        """Record what the skip policy dropped; raise once the budget is spent."""
+        self._read += fetched.requested
+        if not fetched.skipped:
+            return _NO_BATCH if fetched.batch is None else fetched.batch
+        for record in fetched.skipped:
+            self.skipped.append(record)
+            _LOG.warning("loaderkit skipped %s", record.message)
+        spec = self.plan.error_policy
+        count = len(self.skipped)
+        over = spec.max_errors is not None and count > spec.max_errors
+        rate = count / max(self._read, 1)
+        if spec.max_error_rate is not None and self._read >= _RATE_FROM:
+            over = over or rate > spec.max_error_rate
+        if over and fetched.skipped:
+            kinds = Counter(r.exc_type for r in self.skipped)
+            summary = ", ".join(f"{n} {kind}" for kind, n in kinds.most_common())
+            last = self.skipped[-1]
+            raise DataError(
+                f"the skip policy dropped {count:,} samples of the {self._read:,} read "
+                f"({rate:.2%}): {summary}; the budget is max_errors={spec.max_errors}, "
+                f"max_error_rate={spec.max_error_rate}. Last: {last.message}. Fix the data, "
+                f"or raise the budget in with_error_policy('skip', ...); loader.skipped lists "
+                f"them all",
+                sample_index=last.sample_index,
+                worker_id=last.worker_id,
+                batch_index=last.batch_index,
+            )
+        return _NO_BATCH if fetched.batch is None else fetched.batch
 
     def _worker_loader(self) -> tuple[DataLoader[Any], _RequestSampler]:
         if self._torch_loader is None or self._sampler is None:
@@ -1074,6 +1311,9 @@ class Loader:
         pin_here = self.pin_memory and self.plan.workers.num_workers == 0
         finish = self._on_device
         for batch in deliver(host, self.device, pin_host=pin_here):
+            if batch is _NO_BATCH:  # every sample of this batch was skipped
+                self._delivered += 1
+                continue
             if finish is not None:
                 batch = finish(batch)
             if generation != self._generation:
@@ -1081,8 +1321,21 @@ class Loader:
                     "this iterator was superseded: iter(), set_epoch() or load_state_dict() "
                     "was called on the loader since it started; iterate the newest one"
                 )
+            checks, index = self.batch_checks, self._delivered
+            if checks is not None and checks.due(index, first=index == start):
+                checks.run(batch, epoch, index, self.batch_indices)
             self._delivered += 1
             yield batch
+
+    def check(self) -> CheckReport:
+        """Run the plan's batch checks (``with_checks``) on the current epoch's first batch.
+
+        Returns a :class:`~loaderkit.checks.CheckReport` of what was checked (and the batch's
+        keys, dtypes and shapes; without checks only those), or raises
+        :class:`~loaderkit.DataError` at the first violation. The cursor is put back where it
+        was; an iterator in progress is superseded.
+        """
+        return check_loader(self)
 
     def close(self) -> None:
         """Stop the worker processes now.
@@ -1101,6 +1354,12 @@ class Loader:
             if shutdown is not None:
                 shutdown()
 
+    def __del__(self) -> None:
+        # shut the workers down explicitly: left to torch's own finalizer, a pool of
+        # persistent workers takes about 10 s to go (its queues are collected first)
+        with contextlib.suppress(Exception):  # nothing to report at garbage collection
+            self.close()
+
     def __enter__(self) -> Loader:
         return self
 
@@ -1112,7 +1371,7 @@ class Loader:
     def state_dict(self) -> dict[str, Any]:
         """The cursor as a small JSON-serializable dict; a fresh copy every call."""
         epoch, delivered = self._cursor()
-        return {
+        state: dict[str, Any] = {
             "loaderkit_state": STATE_VERSION,
             "fingerprint": self.plan.fingerprint,
             "epoch": epoch,
@@ -1123,6 +1382,9 @@ class Loader:
             "global_fingerprint": self.global_fingerprint,
             "plan": copy.deepcopy(self.plan.to_dict()),
         }
+        if self.split is not None:  # the part of the split this loader reads
+            state["split"] = self.split
+        return state
 
     def load_state_dict(self, state: Mapping[str, Any], *, strict: bool = True) -> None:
         """Continue exactly where ``state`` was taken: O(1), no batch is replayed.
@@ -1151,6 +1413,13 @@ class Loader:
             value = state[key]
             if isinstance(value, bool) or not isinstance(value, int) or value < 0:
                 raise ResumeError(f"state[{key!r}] must be an int >= 0 (got {value!r})")
+        if strict and state.get("split") != self.split:
+            raise ResumeError(
+                f"the state was saved by a loader of the {state.get('split')!r} part of the "
+                f"split, this loader reads the {self.split!r} part: another part is another "
+                f"stream; load it into plan.build(split={state.get('split')!r}), or pass "
+                f"strict=False to take the position anyway"
+            )
         if strict:
             self._check_stream(state)
         epoch, delivered = state["epoch"], state["batches_delivered"]
@@ -1242,6 +1511,11 @@ class Loader:
             f"({self.distributed_source}); device {self.device}; pin memory "
             f"{'on' if self.pin_memory else 'off'}",
         ]
+        if self._part is not None:
+            lines.append(
+                f"  part        {self.split!r} of the split: {len(self._part):,} of "
+                f"{self.plan.dataset.length:,} samples"
+            )
         planner = self._planner
         if self.world_size > 1:
             epoch = self._cursor()[0]
@@ -1287,6 +1561,13 @@ class Loader:
         return f"<pre>{html.escape(repr(self))}\n{html.escape(self.explain())}</pre>"
 
 
-def build_loader(plan: LoaderPlan) -> Loader:
-    """Make the :class:`Loader` for ``plan``."""
-    return Loader(plan)
+def build_loader(plan: LoaderPlan, *, split: str = "train") -> Loader:
+    """Make the :class:`Loader` for ``plan`` (for ``split``, the part of its split).
+
+    An iterable (streamed) dataset gets a :class:`~loaderkit.build.stream.StreamLoader`.
+    """
+    if plan.dataset.iterable and plan.bindings is not None:
+        from loaderkit.build.stream import StreamLoader  # it builds on this module
+
+        return StreamLoader(plan)
+    return Loader(plan, split=split)

@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from loaderkit.order.shard import ShardLayout
+from loaderkit.order.split import split_sizes
 from loaderkit.plan.specs import BatchSpec, BucketingSpec, dataset_summary
 
 if TYPE_CHECKING:
@@ -52,6 +53,8 @@ def epoch_shape(plan: LoaderPlan) -> tuple[int | None, int | None, int, int]:
     when ranks may differ (uneven batches). See :class:`loaderkit.order.ShardLayout`.
     """
     n = plan.dataset.length
+    if plan.split is not None and n is not None:  # build() reads the train part
+        n = max(split_sizes(n, plan.split.val, plan.split.test)[0], 0)
     dist = plan.distributed
     world = dist.world_size if dist.enabled else 1
     if n is None or world is None or plan.batch.scheduled:
@@ -167,6 +170,33 @@ def _mixture_line(plan: LoaderPlan) -> str:
     return line
 
 
+def _checks_line(plan: LoaderPlan) -> str:
+    spec = plan.checks
+    assert spec is not None
+    parts = []
+    for kind in spec.kinds:
+        value = getattr(spec, kind)
+        parts.append(f"{kind} ({value.mode})" if kind == "label_pad" else f"{kind} ({len(value)})")
+    when = "the first batch of each iteration"
+    if spec.every == 1:
+        when = "every batch"
+    elif spec.every is not None:
+        when += f" and batches 0, {spec.every}, {2 * spec.every}, ... of each epoch"
+    return f"{', '.join(parts)} on {when}; a violation raises DataError"
+
+
+def _split_line(plan: LoaderPlan) -> str:
+    spec = plan.split
+    assert spec is not None
+    seed = plan.order.seed if spec.seed is None else spec.seed
+    how = f" (stratified by {spec.stratify_by!r})" if spec.stratify_by else ""
+    n = plan.dataset.length
+    if n is None:
+        return f"val {spec.val!r}, test {spec.test!r}{how}, seed {seed}"
+    train, val, test = split_sizes(n, spec.val, spec.test)
+    return f"train {train:,}, val {val:,}, test {test:,} samples{how}, seed {seed}"
+
+
 def _max_length_line(plan: LoaderPlan) -> str:
     spec = plan.max_length
     assert spec is not None
@@ -192,6 +222,20 @@ def _batch_schedule(batch: BatchSpec) -> str:
     parts = [f"{size} until {until:g}" for until, size in table[:-1]]
     parts.append(f"then {table[-1][1]}" if parts else f"{table[-1][1]}")
     return f"progressive by {batch.by}: {', '.join(parts)}"
+
+
+def _error_line(plan: LoaderPlan) -> str:
+    spec = plan.error_policy
+    limits = []
+    if spec.max_errors is not None:
+        limits.append(f"at most {spec.max_errors:,} samples")
+    if spec.max_error_rate is not None:
+        limits.append(f"at most {spec.max_error_rate:.2%} of the samples read")
+    budget = " and ".join(limits) if limits else "no limit"
+    return (
+        f"skip samples that fail to load or transform ({budget}); each one is recorded in "
+        f"loader.skipped and logged"
+    )
 
 
 def _workers_line(plan: LoaderPlan) -> str:
@@ -298,6 +342,8 @@ def explain_plan(plan: LoaderPlan) -> str:
     )
     if plan.dataset.iterable:
         order = f"stream order (iterable source), seed {o.seed}"
+        if o.shuffle and o.buffer_size is not None:
+            order = f"streamed, shuffled through a buffer of {o.buffer_size:,}, seed {o.seed}"
     if plan.bucketing is not None:
         order = f"shuffled within length buckets, batch order shuffled, seed {o.seed}"
     if plan.sampling_weights is not None:
@@ -361,6 +407,7 @@ def explain_plan(plan: LoaderPlan) -> str:
     lines = [
         f"LoaderPlan {plan.fingerprint[:12]}{status}",
         f"  source      {dataset_summary(plan.dataset)}",
+        *([f"  split       {_split_line(plan)}"] if plan.split else []),
         f"  order       {order}",
         f"  batches     {batch_line}",
         *(f"              {n}" for n in notes),
@@ -371,7 +418,9 @@ def explain_plan(plan: LoaderPlan) -> str:
         *([f"  curriculum  {_curriculum_line(plan)}"] if plan.curriculum else []),
         *([f"  mixture     {_mixture_line(plan)}"] if plan.mixture else []),
         *([f"  max length  {_max_length_line(plan)}"] if plan.max_length else []),
+        *([f"  checks      {_checks_line(plan)}"] if plan.checks else []),
         f"  transform   {transform}",
+        *([f"  errors      {_error_line(plan)}"] if plan.error_policy.policy != "raise" else []),
         f"  workers     {_workers_line(plan)}",
         f"  device      {plan.device}",
         f"  distributed {dist_line}",

@@ -13,6 +13,7 @@ batch.batch_size           stream    batch boundaries (with a schedule: its tabl
                                      and by)
 batch.drop_last            stream    whether the tail is delivered
 order.shuffle, order.seed  stream    the order of the epoch and every random stream
+order.buffer_size          stream    (only when set) a streamed source's shuffle buffer
 collator                   stream    source, name, options, label: what a batch is made of
 transform                  stream    source, name, accepts_rng, label: what a sample becomes
 distributed world / rank   stream    which shard this loader delivers (1 / 0 when not sharded;
@@ -28,8 +29,13 @@ curriculum                 stream    difficulty source, schedule (name or functi
 sampling_weights           stream    weight source (column / function / digest), replacement,
                                      num_samples
 max_length                 stream    the sequence length (fixed, table or function) and by
+checks                     exec      the batch contract of with_checks reads batches, never
+                                     changes them
+error_policy               stream    (only "skip", with its budgets) bad samples are dropped
 mixture                    stream    sources (identity of each), mode, weights or their schedule,
                                      by, stratified, num_samples, source_key
+split                      stream    val, test, seed, stratify_by: which samples each part holds
+                                     (the part a loader reads is in its state: ``"split"``)
 workers.* (the rest)       exec      prefetch_factor, persistent, pin_memory, start_method, timeout
 device                     exec      where batches are delivered, not what they hold
 =========================  ========  =============================================================
@@ -108,6 +114,8 @@ def stream_fields(plan: LoaderPlan) -> dict[str, Any]:
         data["distributed"] = {"world_size": 1, "rank": 0}
     if ds.iterable:
         data["workers"] = {"num_workers": plan.workers.num_workers}
+    if plan.order.buffer_size is not None:  # absent otherwise: older fingerprints are unchanged
+        data["order"]["buffer_size"] = plan.order.buffer_size
     if plan.bucketing is not None:
         from loaderkit.plan.serde import bucketing_to_dict
 
@@ -124,10 +132,18 @@ def stream_fields(plan: LoaderPlan) -> dict[str, Any]:
         from loaderkit.plan.serde import mixture_to_dict
 
         data["mixture"] = mixture_to_dict(plan.mixture)
+    if plan.error_policy.policy != "raise":  # skipping drops samples: another stream
+        from loaderkit.plan.serde import error_policy_to_dict
+
+        data["error_policy"] = error_policy_to_dict(plan.error_policy)
     if plan.max_length is not None:
         from loaderkit.plan.serde import max_length_to_dict
 
         data["max_length"] = max_length_to_dict(plan.max_length)
+    if plan.split is not None:
+        from loaderkit.plan.serde import split_to_dict
+
+        data["split"] = split_to_dict(plan.split)
     return data
 
 

@@ -17,18 +17,21 @@ from loaderkit.plan.specs import (
     BatchSpec,
     BucketingSpec,
     CallableSpec,
+    ChecksSpec,
     CurriculumSpec,
     DatasetSpec,
     DistributedSpec,
+    ErrorPolicySpec,
     MaxLengthSpec,
     MixtureSpec,
     OrderSpec,
+    SplitSpec,
     WeightsSpec,
     WorkersSpec,
 )
 
 if TYPE_CHECKING:
-    from loaderkit.build.loader import Loader
+    from loaderkit.build.loader import CheckReport, Loader
     from loaderkit.builder import DataLoaderBuilder
 
 __all__ = ["PLAN_SECTIONS", "SCHEMA_VERSION", "LoaderPlan"]
@@ -68,6 +71,9 @@ class LoaderPlan:
     curriculum: CurriculumSpec | None = None
     mixture: MixtureSpec | None = None
     max_length: MaxLengthSpec | None = None
+    split: SplitSpec | None = None
+    checks: ChecksSpec | None = None
+    error_policy: ErrorPolicySpec = ErrorPolicySpec()
     bindings: Mapping[str, object] | None = attrs.field(
         factory=Bindings, eq=False, hash=False, converter=_freeze_bindings
     )
@@ -184,11 +190,54 @@ class LoaderPlan:
 
         return DataLoaderBuilder._from_plan(self)
 
-    def build(self) -> Loader:
-        """Make the loader this plan describes (imports torch)."""
+    def check(self) -> CheckReport:
+        """Build the loader, check its first batch against ``with_checks``, stop its workers.
+
+        Returns a report of what was checked and passed, with the batch's keys, dtypes and
+        shapes (only those when the plan has no checks); a violation raises
+        :class:`~loaderkit.DataError`. Nothing else is loaded. Imports torch.
+        """
+        with self.build() as loader:
+            return loader.check()
+
+    def build(self, split: str = "train") -> Loader:
+        """Make the loader this plan describes (imports torch).
+
+        With a split (``with_split``), ``split`` is the part to read: ``"train"`` (the
+        default), ``"val"`` or ``"test"``; the loader's state records it.
+        """
         from loaderkit.build.loader import build_loader
 
-        return build_loader(self)
+        return build_loader(self, split=split)
+
+    def for_eval(
+        self,
+        *,
+        batch_size: int | None = None,
+        keep_transform: bool = False,
+        keep_bucketing: bool = False,
+    ) -> LoaderPlan:
+        """The same plan, made to read every sample exactly once, in a fixed order.
+
+        Changes: shuffle off; drop_last off; a progressive batch size becomes fixed at
+        ``batch_size`` (default: the plan's size at step 0); sampling weights and the
+        curriculum are removed; bucketing is removed unless ``keep_bucketing``; a mixture reads
+        its sources one after the other (``mode="sequential"``; ``"round_robin"`` with
+        bucketing kept), every sample once; a transform taking ``rng`` (random) is removed
+        unless ``keep_transform``; a ``with_max_length`` table becomes its last length, a
+        function is removed (the collator's own ``max_length`` applies); sharded plans get
+        ``even_batches=True``. The rest is kept: dataset, seed and split (so
+        ``build(split="val")`` reads the same val part), collator, deterministic transforms,
+        workers, device, distribution. Returns a new plan; this one is unchanged.
+        """
+        from loaderkit.plan.evaluation import eval_plan
+
+        return eval_plan(
+            self,
+            batch_size=batch_size,
+            keep_transform=keep_transform,
+            keep_bucketing=keep_bucketing,
+        )
 
 
 PLAN_SECTIONS: tuple[str, ...] = tuple(

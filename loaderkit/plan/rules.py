@@ -9,22 +9,28 @@ from __future__ import annotations
 
 import multiprocessing
 import pickle
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+
+import attrs
 
 from loaderkit._checks import did_you_mean
 from loaderkit.collators import collators
 from loaderkit.errors import Problem
+from loaderkit.order.split import split_sizes
 from loaderkit.plan.specs import (
     BatchSpec,
     BucketingSpec,
     CallableSpec,
+    ChecksSpec,
     CurriculumSpec,
     DatasetSpec,
     DistributedSpec,
+    ErrorPolicySpec,
     LengthSource,
     MaxLengthSpec,
     MixtureSpec,
     OrderSpec,
+    SplitSpec,
     WeightsSpec,
     WorkersSpec,
 )
@@ -460,6 +466,89 @@ def _uneven_reason(
     return ""
 
 
+def _split_problems(
+    split: SplitSpec,
+    dataset: DatasetSpec,
+    batch: BatchSpec,
+    distributed: DistributedSpec,
+    mixture: MixtureSpec | None,
+    uneven: Callable[[DatasetSpec], str],
+) -> list[Problem]:
+    """What keeps ``with_split`` from splitting this dataset into non-empty parts."""
+    if dataset.iterable:
+        return [
+            Problem(
+                "split",
+                f"needs random access to pick each part's samples, and {dataset.binding!r} is "
+                f"an iterable dataset; pass a map-style dataset, or split the data before "
+                f"streaming it (e.g. HF Dataset.train_test_split)",
+            )
+        ]
+    if mixture is not None:
+        return [
+            Problem(
+                "split",
+                "cannot be combined with with_mixture yet (splitting every source is not "
+                "implemented); split each source first and mix the parts, or use one dataset",
+            )
+        ]
+    problems: list[Problem] = []
+    key = split.stratify_by
+    if key is not None and dataset.kind == "tensors":
+        problems.append(
+            Problem(
+                "split.stratify_by",
+                f"names a column or sample key ({key!r}), and a tuple of tensors has no named "
+                f"columns; pass the columns as a dict ({{'x': ..., {key!r}: labels}})",
+            )
+        )
+    elif key is not None and dataset.columns and key not in dataset.columns:
+        problems.append(
+            Problem(
+                "split.stratify_by",
+                f"{key!r} is not a column of {dataset.binding!r} (columns: "
+                f"{', '.join(dataset.columns)}){did_you_mean(key, dataset.columns)}",
+            )
+        )
+    n = dataset.length
+    if n is None or n == 0:
+        return problems
+    train, val, test = split_sizes(n, split.val, split.test)
+    if train < 1:
+        problems.append(
+            Problem(
+                "split",
+                f"of {n} samples, val takes {val} and test {test}, leaving {max(train, 0)} for "
+                f"train; give val and test smaller sizes",
+            )
+        )
+        return problems
+    world = distributed.world_size if distributed.enabled and distributed.world_size else 1
+    if batch.drop_last and n // world >= batch.batch_size > train // world:
+        problems.append(
+            Problem(
+                "batch.drop_last",
+                f"with batch_size {batch.batch_size} and the train part's {train // world} "
+                f"samples per rank, drop_last=True leaves 0 batches per epoch; lower "
+                f"batch_size or set drop_last=False",
+            )
+        )
+    if distributed.enabled and not distributed.even_batches and not uneven(dataset):
+        for name, size in (("train", train), ("val", val), ("test", test)):
+            reason = uneven(attrs.evolve(dataset, length=size)) if size else ""
+            if reason:
+                problems.append(
+                    Problem(
+                        "distributed.even_batches",
+                        f"False is allowed only where every rank gets the same number of "
+                        f"batches, and in the {name} part of the split {reason}; keep "
+                        f"even_batches=True or set drop_last=True",
+                    )
+                )
+                break
+    return problems
+
+
 def plan_problems(
     *,
     dataset: DatasetSpec | None,
@@ -475,6 +564,9 @@ def plan_problems(
     curriculum: CurriculumSpec | None = None,
     mixture: MixtureSpec | None = None,
     max_length: MaxLengthSpec | None = None,
+    split: SplitSpec | None = None,
+    error_policy: ErrorPolicySpec | None = None,
+    checks: ChecksSpec | None = None,
 ) -> list[Problem]:
     """All problems of a plan, in section order. ``bindings=None`` skips binding checks."""
     problems: list[Problem] = []
@@ -527,12 +619,22 @@ def plan_problems(
                 )
             )
 
-    if order.shuffle and dataset is not None and dataset.iterable:
+    if order.shuffle and dataset is not None and dataset.iterable and order.buffer_size is None:
         problems.append(
             Problem(
                 "order.shuffle",
                 f"cannot shuffle the iterable dataset {dataset.binding!r} by index (got "
-                f"shuffle=True); drop with_shuffle() or pass a map-style dataset",
+                f"shuffle=True); shuffle it through a buffer with "
+                f"with_shuffle(buffer_size=...), drop with_shuffle() or pass a map-style dataset",
+            )
+        )
+    if order.buffer_size is not None and dataset is not None and not dataset.iterable:
+        problems.append(
+            Problem(
+                "order.buffer_size",
+                f"a shuffle buffer is for iterable (streamed) datasets, and "
+                f"{dataset.binding!r} is a {dataset.kind} dataset shuffled by index; drop "
+                f"buffer_size",
             )
         )
 
@@ -680,6 +782,20 @@ def plan_problems(
 
     if max_length is not None:
         problems.extend(_max_length_problems(max_length, collator, bindings))
+
+    if split is not None and dataset is not None:
+
+        def uneven(part: DatasetSpec) -> str:
+            return _uneven_reason(
+                part, batch, distributed, bucketing, sampling_weights, curriculum, mixture
+            )
+
+        problems.extend(_split_problems(split, dataset, batch, distributed, mixture, uneven))
+
+    if checks is not None and not checks.kinds:
+        problems.append(
+            Problem("checks", "holds no check; give with_checks at least one, or drop it")
+        )
 
     names: dict[str, str] = {}
     sources = [(f"mixture.sources.{n}", n) for n in (mixture.names if mixture else ())]

@@ -29,34 +29,42 @@ from loaderkit.plan.fields import (
     batch_size_value,
     binding_name,
     bucketing_spec,
+    checks_spec,
     collator_spec,
     combined_dataset,
     curriculum_spec,
     dataset_spec,
     device_spec,
     distributed_spec,
+    error_policy_spec,
     max_length_spec,
     mixture_options,
     order_spec,
     resolve_auto,
+    split_spec,
     transform_spec,
     weights_spec,
     workers_spec,
 )
 from loaderkit.plan.plan import SCHEMA_VERSION, LoaderPlan
 from loaderkit.plan.specs import (
+    CHECK_KINDS,
     DATASET_KINDS,
     DEFAULT_COLLATOR,
     BatchSpec,
     BucketingSpec,
     CallableSpec,
+    ChecksSpec,
+    ClassCheck,
     CurriculumSpec,
     DatasetSpec,
     DistributedSpec,
+    ErrorPolicySpec,
     LengthSource,
     MaxLengthSpec,
     MixtureSpec,
     OrderSpec,
+    SplitSpec,
     WeightsSpec,
     WorkersSpec,
 )
@@ -84,6 +92,9 @@ SECTIONS = (
     "curriculum",
     "mixture",
     "max_length",
+    "checks",
+    "error_policy",
+    "split",
 )
 
 
@@ -127,7 +138,7 @@ def plan_to_dict(plan: LoaderPlan) -> dict[str, Any]:
         "schema_version": SCHEMA_VERSION,
         "dataset": dataset,
         "batch": batch_to_dict(plan.batch),
-        "order": {"shuffle": plan.order.shuffle, "seed": plan.order.seed},
+        "order": _order_to_dict(plan.order),
         "collator": _callable_to_dict(plan.collator, with_options=True),
         "workers": workers,
         "device": plan.device,
@@ -145,6 +156,68 @@ def plan_to_dict(plan: LoaderPlan) -> dict[str, Any]:
         out["mixture"] = mixture_to_dict(plan.mixture)
     if plan.max_length is not None:
         out["max_length"] = max_length_to_dict(plan.max_length)
+    if plan.checks is not None:
+        out["checks"] = checks_to_dict(plan.checks)
+    if plan.split is not None:
+        out["split"] = split_to_dict(plan.split)
+    if plan.error_policy != ErrorPolicySpec():
+        out["error_policy"] = error_policy_to_dict(plan.error_policy)
+    return out
+
+
+def error_policy_to_dict(spec: ErrorPolicySpec) -> dict[str, Any]:
+    """The ``[error_policy]`` table of a plan file (also what the fingerprint hashes)."""
+    out: dict[str, Any] = {"policy": spec.policy}
+    if spec.max_errors is not None:
+        out["max_errors"] = spec.max_errors
+    if spec.max_error_rate is not None:
+        out["max_error_rate"] = spec.max_error_rate
+    return out
+
+
+def _class_to_dict(check: ClassCheck) -> int | dict[str, int]:
+    if check.one_hot:
+        return {"one_hot": check.n}
+    if check.ignore_index is None:
+        return check.n
+    return {"n": check.n, "ignore_index": check.ignore_index}
+
+
+def checks_to_dict(spec: ChecksSpec) -> dict[str, Any]:
+    """The ``[checks]`` table of a plan file: the arguments ``with_checks`` takes back."""
+    out: dict[str, Any] = {}
+    if spec.keys:
+        out["keys"] = list(spec.keys)
+    if spec.dtypes:
+        out["dtypes"] = dict(spec.dtypes)
+    if spec.shapes:
+        out["shapes"] = {key: list(dims) for key, dims in spec.shapes}
+    if spec.finite:
+        out["finite"] = list(spec.finite)
+    if spec.ranges:
+        out["ranges"] = {
+            key: {name: v for name, v in (("low", low), ("high", high)) if v is not None}
+            for key, low, high in spec.ranges
+        }
+    if spec.label_pad is not None:
+        out["label_pad"] = attrs.asdict(spec.label_pad)
+    if spec.classes:
+        out["classes"] = {check.key: _class_to_dict(check) for check in spec.classes}
+    if spec.every is not None:
+        out["every"] = spec.every
+    return out
+
+
+def split_to_dict(spec: SplitSpec) -> dict[str, Any]:
+    """The ``[split]`` table of a plan file (also what the fingerprint hashes).
+
+    Sizes keep their type: a float is a fraction, an int a number of samples.
+    """
+    out: dict[str, Any] = {"val": spec.val, "test": spec.test}
+    if spec.seed is not None:
+        out["seed"] = spec.seed
+    if spec.stratify_by is not None:
+        out["stratify_by"] = spec.stratify_by
     return out
 
 
@@ -159,6 +232,13 @@ def max_length_to_dict(spec: MaxLengthSpec) -> dict[str, Any]:
         fn = _callable_to_dict(spec.fn, with_options=False)
         fn.pop("accepts_rng", None)
         out["fn"] = fn
+    return out
+
+
+def _order_to_dict(spec: OrderSpec) -> dict[str, Any]:
+    out: dict[str, Any] = {"shuffle": spec.shuffle, "seed": spec.seed}
+    if spec.buffer_size is not None:  # a streamed source's shuffle buffer
+        out["buffer_size"] = spec.buffer_size
     return out
 
 
@@ -575,6 +655,15 @@ class _Reader:
         chosen: WeightsSpec = attrs.evolve(base[0], source=source)
         return chosen
 
+    def checks(self, data: Mapping[str, Any]) -> ChecksSpec | None:
+        if "checks" not in data:
+            return None
+        sec = self.section(data, "checks", (*CHECK_KINDS, "every"))
+        if not isinstance(data["checks"], Mapping):
+            return None
+        spec: ChecksSpec | None = self.attempt(lambda: checks_spec(**sec))
+        return spec
+
     def max_length(self, data: Mapping[str, Any]) -> MaxLengthSpec | None:
         if "max_length" not in data:
             return None
@@ -782,10 +871,14 @@ def plan_from_dict(
     batch = reader.batch(data) or BatchSpec()
 
     order = OrderSpec()
-    sec_o = reader.section(data, "order", ("shuffle", "seed"))
+    sec_o = reader.section(data, "order", ("shuffle", "seed", "buffer_size"))
     order = (
         reader.attempt(
-            lambda: order_spec(sec_o.get("shuffle", order.shuffle), sec_o.get("seed", order.seed))
+            lambda: order_spec(
+                sec_o.get("shuffle", order.shuffle),
+                sec_o.get("seed", order.seed),
+                sec_o.get("buffer_size"),
+            )
         )
         or order
     )
@@ -797,6 +890,22 @@ def plan_from_dict(
     curriculum = reader.curriculum(data)
     mixture = reader.mixture(data, dataset)
     max_length = reader.max_length(data)
+    split: SplitSpec | None = None
+    if "split" in data:
+        sec_s = reader.section(data, "split", ("val", "test", "seed", "stratify_by"))
+        split = reader.attempt(
+            lambda: split_spec(
+                sec_s.get("val", 0.1),
+                sec_s.get("test", 0),
+                sec_s.get("seed"),
+                sec_s.get("stratify_by"),
+            )
+        )
+    checks = reader.checks(data)
+    error_policy = ErrorPolicySpec()
+    sec_e = reader.section(data, "error_policy", ("policy", "max_errors", "max_error_rate"))
+    if sec_e:
+        error_policy = reader.attempt(lambda: error_policy_spec(**sec_e)) or error_policy
 
     workers = WorkersSpec()
     sec_w = reader.section(
@@ -868,6 +977,9 @@ def plan_from_dict(
             curriculum=curriculum,
             mixture=mixture,
             max_length=max_length,
+            split=split,
+            checks=checks,
+            error_policy=error_policy,
             bindings=None if reader.unbound else reader.used,
         )
     except PlanError as exc:

@@ -18,23 +18,31 @@ from loaderkit.errors import PlanError, PlanTypeError
 
 __all__ = [
     "BUCKET_COSTS",
+    "CHECK_KINDS",
     "CURRICULUM_UNITS",
     "DATASET_KINDS",
     "DEFAULT_SEED",
     "DEVICES",
+    "ERROR_POLICIES",
+    "LABEL_PAD_MODES",
     "MIXTURE_MODES",
     "SCHEDULES",
     "START_METHODS",
     "BatchSpec",
     "BucketingSpec",
     "CallableSpec",
+    "ChecksSpec",
+    "ClassCheck",
     "CurriculumSpec",
     "DatasetSpec",
     "DistributedSpec",
+    "ErrorPolicySpec",
+    "LabelPadCheck",
     "LengthSource",
     "MaxLengthSpec",
     "MixtureSpec",
     "OrderSpec",
+    "SplitSpec",
     "WeightsSpec",
     "WorkersSpec",
     "describe_dataset",
@@ -82,10 +90,18 @@ class DatasetSpec:
 
 @attrs.frozen
 class OrderSpec:
-    """Whether the epoch order is shuffled, and the seed every random stream derives from."""
+    """Whether the epoch order is shuffled, and the seed every random stream derives from.
+
+    ``buffer_size`` is the shuffle buffer of an iterable (streamed) source, ``None`` otherwise.
+    """
 
     shuffle: bool = False
     seed: int = DEFAULT_SEED
+    buffer_size: int | None = None
+
+    def __repr__(self) -> str:
+        buffer = "" if self.buffer_size is None else f", buffer_size={self.buffer_size}"
+        return f"OrderSpec(shuffle={self.shuffle!r}, seed={self.seed!r}{buffer})"
 
 
 @attrs.frozen
@@ -218,6 +234,23 @@ class CurriculumSpec:
     steps: tuple[tuple[float, float], ...] = ()
 
 
+ERROR_POLICIES = ("raise", "skip")
+
+
+@attrs.frozen
+class ErrorPolicySpec:
+    """What a sample that fails to load or transform does (see ``with_error_policy``).
+
+    ``"raise"`` stops with a :class:`~loaderkit.DataError`; ``"skip"`` drops the sample,
+    records it, and raises once ``max_errors`` samples or a ``max_error_rate`` share of the
+    samples read were dropped (``None``: no limit).
+    """
+
+    policy: str = "raise"
+    max_errors: int | None = None
+    max_error_rate: float | None = None
+
+
 @attrs.frozen
 class MaxLengthSpec:
     """A sequence-length schedule applied by the collator (see ``with_max_length``).
@@ -230,6 +263,59 @@ class MaxLengthSpec:
     schedule: tuple[tuple[float, int], ...] = ()
     fn: CallableSpec | None = None
     by: str = "epoch"
+
+
+CHECK_KINDS = ("keys", "dtypes", "shapes", "finite", "ranges", "label_pad", "classes")
+"""The checks of a batch contract (``with_checks``), in the order they run."""
+
+LABEL_PAD_MODES = ("strict", "only_pad")
+
+
+@attrs.frozen
+class LabelPadCheck:
+    """Labels and padding agree: ``labels == ignore_index`` where ``mask == 0``.
+
+    ``"strict"``: exactly there; ``"only_pad"``: real positions may hold ``ignore_index`` too.
+    """
+
+    labels: str = "labels"
+    mask: str = "attention_mask"
+    ignore_index: int = -100
+    mode: str = "strict"
+
+
+@attrs.frozen
+class ClassCheck:
+    """Class ids in ``[0, n)`` (``ignore_index`` allowed too), or one-hot rows of width ``n``."""
+
+    key: str
+    n: int
+    one_hot: bool = False
+    ignore_index: int | None = None
+
+
+@attrs.frozen
+class ChecksSpec:
+    """A batch contract checked while loading (see ``with_checks``); never changes a batch.
+
+    Each check is keyed by a key path of the batch (``"input_ids"``, ``"0"`` for a tuple's
+    first item, ``"a.b"`` inside nested dicts). ``every`` is ``None`` (the first batch each
+    iterator delivers) or ``N`` (also every batch whose index in its epoch is a multiple of N).
+    """
+
+    keys: tuple[str, ...] = ()
+    dtypes: tuple[tuple[str, str], ...] = ()
+    shapes: tuple[tuple[str, tuple[int | str, ...]], ...] = ()
+    finite: tuple[str, ...] = ()
+    ranges: tuple[tuple[str, float | None, float | None], ...] = ()
+    label_pad: LabelPadCheck | None = None
+    classes: tuple[ClassCheck, ...] = ()
+    every: int | None = None
+
+    @property
+    def kinds(self) -> tuple[str, ...]:
+        """The kinds of check this contract holds, in ``CHECK_KINDS`` order."""
+        return tuple(kind for kind in CHECK_KINDS if getattr(self, kind))
 
 
 MIXTURE_MODES = ("weighted", "sequential", "round_robin", "max_size_cycle", "min_size")
@@ -291,6 +377,21 @@ class DistributedSpec:
     world_size: int | None = None
     rank: int | None = None
     even_batches: bool = True
+
+
+@attrs.frozen
+class SplitSpec:
+    """A seeded train / val / test split of the dataset (see ``with_split``).
+
+    ``val`` and ``test`` are fractions in (0, 1) (floats), sample counts (ints >= 1) or 0 (no
+    such part); train is the rest. ``seed`` ``None`` means the plan's seed. ``stratify_by`` is
+    a column or sample key holding class labels (each part keeps the class proportions).
+    """
+
+    val: float = 0.1
+    test: float = 0
+    seed: int | None = None
+    stratify_by: str | None = None
 
 
 def _feature_name(feature: object) -> str:

@@ -1,0 +1,769 @@
+"""``StreamLoader``: the loader of an iterable (streamed) source.
+
+A stream has no length and no random access, so its batches cannot be planned in the main
+process the way :class:`~loaderkit.build.loader.Loader` plans them. Instead every producer (a
+worker process, or the main process with ``num_workers=0``) reads its own *shard* of the
+stream, shuffles it through a keyed buffer when asked, and makes whole batches; the main
+process delivers the producers' batches round-robin (worker 0, 1, ..., skipping producers that
+ran dry), the order torch itself uses.
+
+Shards: with ``W = max(num_workers, 1)`` producers per rank and ``world_size`` ranks there are
+``world_size x W`` shards, and the producer ``worker_id`` of rank ``rank`` reads shard
+``rank x W + worker_id``:
+
+- a torch ``IterableDataset`` defining ``shard(num_shards, index)`` (returning an iterable of
+  that shard's elements) is read through it;
+- any other torch ``IterableDataset`` gives element ``k`` of its stream to shard
+  ``k mod (world_size x W)`` (each producer reads the whole stream and skips the others'
+  elements, so the dataset must yield the *whole* stream in every process: it must not split
+  itself with ``get_worker_info``);
+- an HF ``datasets.IterableDataset`` is split across ranks with
+  ``datasets.distributed.split_dataset_by_node`` (by shards when its ``num_shards`` is a
+  multiple of the world size, else by example) and across workers by HF itself (by shards:
+  workers beyond its ``num_shards`` get nothing).
+
+So the order depends on ``num_workers`` and the world size (both are in the fingerprint).
+
+State: ``(epoch, batches delivered, batches delivered per producer, next producer)``. A resume
+replays each producer's shard and skips the batches it had delivered, reading (and shuffling)
+those samples again but neither transforming nor collating them: O(samples delivered).
+"""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+import copy
+import html
+import itertools
+import traceback
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+import numpy as np
+import torch
+from torch.utils.data import DataLoader, IterableDataset
+
+from loaderkit.build.device import deliver, resolve_device, wants_pinning
+from loaderkit.build.loader import (
+    STATE_VERSION,
+    Loader,
+    _batch_sizes,
+    _dead_workers,
+    _identity,
+    _max_lengths,
+    _resolve_callable,
+    _worker_error,
+    resolve_world,
+)
+from loaderkit.checks import BatchChecker, CheckReport
+from loaderkit.collators.base import BatchContext
+from loaderkit.errors import DataError, NotBuiltYetError, PlanError, ResumeError
+from loaderkit.order.keys import derive_key, sample_rng
+from loaderkit.plan.display import diff_dicts
+
+if TYPE_CHECKING:
+    from loaderkit.build.fetch import Skipped
+    from loaderkit.plan.plan import LoaderPlan
+
+__all__ = ["SHARD_HOOK", "StreamLoader"]
+
+SHARD_HOOK = "shard"
+"""The method a torch ``IterableDataset`` may define to read one shard itself:
+``dataset.shard(num_shards, index)`` returns an iterable of shard ``index``'s elements."""
+
+_STATE_KEYS = (
+    "loaderkit_state",
+    "stream",
+    "fingerprint",
+    "epoch",
+    "batches_delivered",
+    "world_size",
+    "rank",
+    "num_workers",
+    "worker_batches",
+    "next_worker",
+    "plan",
+)
+
+_DRAWS = 4096
+"""Buffer-shuffle indices drawn at a time."""
+
+
+class _Item(NamedTuple):
+    """What a producer sends: a batch, its end, or a failure (as text, to cross processes)."""
+
+    worker: int
+    batch: Any = None
+    positions: tuple[int, ...] = ()
+    end: bool = False
+    error: str | None = None
+    sample_index: int | None = None
+    collator: str | None = None
+
+
+def buffer_shuffle(items: Iterable[Any], size: int, rng: np.random.Generator) -> Iterator[Any]:
+    """Shuffle ``items`` through a buffer of ``size``: each output is a random buffer slot.
+
+    The buffer is filled first; then every new item replaces the one sent out; at the end the
+    rest of the buffer comes out in a random order. The same ``rng`` state gives the same
+    order.
+    """
+    it = iter(items)
+    buffer = list(itertools.islice(it, size))
+    draws: list[int] = []
+    for item in it:
+        if not draws:
+            draws = rng.integers(0, size, _DRAWS).tolist()[::-1]
+        slot = draws.pop()
+        out = buffer[slot]
+        buffer[slot] = item
+        yield out
+    for slot in rng.permutation(len(buffer)).tolist():
+        yield buffer[slot]
+
+
+class _Producer(IterableDataset[_Item]):
+    """What each producer iterates: its shard of the stream, as whole batches.
+
+    Holds no reference to the loader (the torch loader owns this object: a cycle back would
+    leave the loader and its workers to the slow cyclic garbage collector).
+    """
+
+    def __init__(
+        self,
+        data: Any,
+        mode: str,
+        *,
+        rank: int,
+        world_size: int,
+        producers: int,
+        epoch: int,
+        batch_size: int,
+        drop_last: bool,
+        seed: int,
+        buffer_size: int | None,
+        skips: tuple[int, ...],
+        collate: Callable[..., Any],
+        collator_name: str,
+        transform: Callable[..., Any] | None,
+        transform_rng: bool,
+    ) -> None:
+        self.data = data
+        self.mode = mode
+        self.rank = rank
+        self.world_size = world_size
+        self.producers = producers
+        self.epoch = epoch
+        self.batch_size = batch_size
+        self.drop_last = drop_last
+        self.seed = seed
+        self.buffer_size = buffer_size
+        self.skips = skips
+        self.collate = collate
+        self.uses_context = bool(getattr(collate, "uses_context", False))
+        self.collator_name = collator_name
+        self.transform = transform
+        self.transform_rng = transform_rng
+
+    def __iter__(self) -> Iterator[_Item]:
+        info = torch.utils.data.get_worker_info()
+        worker = 0 if info is None else int(info.id)
+        try:
+            yield from self._batches(worker)
+        except DataError as error:
+            cause = error.__cause__ or error
+            text = "".join(traceback.format_exception(cause)).rstrip()
+            yield _Item(
+                worker,
+                error=f"{error.message}\n\nOriginal traceback {_where(info)}:\n{text}",
+                sample_index=error.sample_index,
+                collator=error.collator,
+            )
+        yield _Item(worker, end=True)
+
+    def _where(self, worker: int, position: int, local: int) -> str:
+        shards = self.world_size * self.producers
+        shard = self.rank * self.producers + worker
+        return (
+            f"stream element {position} (element {local} of shard {shard} of {shards}: rank "
+            f"{self.rank}, worker {worker})"
+        )
+
+    def _elements(self, worker: int) -> Iterator[tuple[int, Any]]:
+        """``(position, sample)`` of this producer's shard, in read order."""
+        shards = self.world_size * self.producers
+        shard = self.rank * self.producers + worker
+        data = self.data
+        if self.mode == "element":
+            # zip draws the element before the count: after a failure the count is its index
+            counter = itertools.count()
+            picked = itertools.islice(zip(data, counter, strict=False), shard, None, shards)
+            try:
+                for sample, k in picked:
+                    yield k, sample
+            except Exception as exc:
+                k = next(counter)
+                owner = k % shards
+                by = "" if owner == shard else f" (worker {worker} reads past it)"
+                raise DataError(
+                    f"stream element {k} (shard {owner} of {shards}: rank "
+                    f"{owner // self.producers}, worker {owner % self.producers}) could not be "
+                    f"read{by}: {type(exc).__name__}: {exc}",
+                    sample_index=k,
+                    worker_id=worker,
+                ) from exc
+            return
+        if self.mode == "hook":
+            stream: Iterable[Any] = getattr(data, SHARD_HOOK)(shards, shard)
+        else:  # HF: already split by node; HF splits the node's shards across workers
+            stream = data
+        local = -1
+        try:
+            for local, sample in enumerate(stream):
+                yield local * shards + shard, sample
+        except Exception as exc:
+            local += 1
+            position = local * shards + shard
+            raise DataError(
+                f"{self._where(worker, position, local)} could not be read: "
+                f"{type(exc).__name__}: {exc}",
+                sample_index=position,
+                worker_id=worker,
+            ) from exc
+
+    def _batches(self, worker: int) -> Iterator[_Item]:
+        elements = self._elements(worker)
+        if self.buffer_size is not None:
+            key = derive_key(self.seed, "stream-buffer", self.epoch, self.rank, worker)
+            rng = np.random.Generator(np.random.PCG64(key))
+            elements = buffer_shuffle(elements, self.buffer_size, rng)
+        size = self.batch_size
+        done = self.skips[worker] if worker < len(self.skips) else 0
+        if done:  # a resume: read the delivered samples again, without making batches
+            collections.deque(itertools.islice(elements, done * size), maxlen=0)
+        transform = self.transform
+        positions: list[int] = []
+        samples: list[Any] = []
+        for position, sample in elements:
+            if transform is not None:
+                sample = self._transformed(worker, position, sample)
+            positions.append(position)
+            samples.append(sample)
+            if len(samples) == size:
+                yield self._batch(worker, done, positions, samples)
+                done += 1
+                positions, samples = [], []
+        if samples and not self.drop_last:
+            yield self._batch(worker, done, positions, samples)
+
+    def _transformed(self, worker: int, position: int, sample: Any) -> Any:
+        transform = self.transform
+        assert transform is not None
+        try:
+            if self.transform_rng:
+                return transform(
+                    sample, rng=sample_rng(self.seed, "transform", self.epoch, position)
+                )
+            return transform(sample)
+        except Exception as exc:
+            shards = self.world_size * self.producers
+            raise DataError(
+                f"{self._where(worker, position, position // shards)} failed in the transform "
+                f"in epoch {self.epoch}: {type(exc).__name__}: {exc}",
+                sample_index=position,
+                worker_id=worker,
+            ) from exc
+
+    def _batch(self, worker: int, local: int, positions: list[int], samples: list[Any]) -> _Item:
+        try:
+            if self.uses_context:
+                # a batch id unique in the epoch: producer-local batch number x shards + shard
+                shards = self.world_size * self.producers
+                batch_id = local * shards + self.rank * self.producers + worker
+                context = BatchContext(
+                    self.seed, self.epoch, batch_id, np.asarray(positions, dtype=np.int64)
+                )
+                batch = self.collate(samples, context=context)
+            else:
+                batch = self.collate(samples)
+        except Exception as exc:
+            shown = str(positions[:8])[1:-1] + (", ..." if len(positions) > 8 else "")
+            raise DataError(
+                f"batch {local} of worker {worker} on rank {self.rank} in epoch {self.epoch} "
+                f"(stream elements {shown}) could not be collated by {self.collator_name!r}: "
+                f"{type(exc).__name__}: {exc}",
+                sample_index=exc.sample_index if isinstance(exc, DataError) else None,
+                worker_id=worker,
+                collator=self.collator_name,
+            ) from exc
+        return _Item(worker, batch, tuple(positions))
+
+
+def _where(info: object) -> str:
+    return "in the main process" if info is None else f"in worker {getattr(info, 'id', '?')}"
+
+
+def _ordered(items: Iterator[_Item], producers: int, first: int) -> Iterator[_Item]:
+    """The producers' batches round-robin from producer ``first``, skipping ended ones.
+
+    Items arrive in whatever order torch delivers them; the ones ahead of their turn wait
+    (at most a round of them), so the order is the same from any starting producer.
+    """
+    pending: list[collections.deque[_Item]] = [collections.deque() for _ in range(producers)]
+    ended = [False] * producers
+    turn = first % producers
+    while not all(ended):
+        if ended[turn]:
+            turn = (turn + 1) % producers
+            continue
+        queue = pending[turn]
+        while not queue:
+            item = next(items, None)
+            if item is None:  # torch stopped: every producer has ended
+                return
+            pending[item.worker].append(item)
+        item = queue.popleft()
+        if item.end:
+            ended[turn] = True
+        else:
+            yield item
+        turn = (turn + 1) % producers
+
+
+def _positions(positions: tuple[int, ...]) -> Callable[[int, int], list[int]]:
+    """What the batch checks report as a batch's samples: its stream positions."""
+
+    def indices(_epoch: int, _batch_index: int) -> list[int]:
+        return list(positions)
+
+    return indices
+
+
+def _with_last(items: Iterator[_Item]) -> Iterator[tuple[_Item, bool]]:
+    """Each item and whether it is the last (one item of look-ahead)."""
+    previous: _Item | None = None
+    for item in items:
+        if previous is not None:
+            yield previous, False
+        previous = item
+    if previous is not None:
+        yield previous, True
+
+
+class StreamLoader(Loader):
+    """The loader of an iterable source: an iterable of batches that knows its position.
+
+    The same surface as :class:`~loaderkit.build.loader.Loader` where a stream allows it:
+    ``iter()`` continues from the cursor, ``set_epoch``, ``state_dict`` /
+    ``load_state_dict`` (a resume replays the stream: O(samples delivered) reading),
+    ``explain``, ``close`` and the context manager. A stream has no length (``len()`` raises
+    ``TypeError``) and no sample indices (``batch_indices`` raises ``TypeError``).
+    """
+
+    def __init__(self, plan: LoaderPlan) -> None:
+        if plan.bindings is None:
+            raise PlanError.single(
+                "bindings",
+                "this plan was loaded without its live objects (require_bindings=False); load "
+                "it again with bindings={...} to build it",
+            )
+        assert plan.dataset.iterable
+        self._refuse_unsupported(plan)
+        self.plan = plan
+        self.device = resolve_device(plan.device)
+        self.world_size, self.rank, self.distributed_source = resolve_world(plan.distributed)
+        self.split = None
+        self.sampler = None
+        self.lengths_cost = self.sampler_cost = ""
+        self.skipped: list[Skipped] = []
+        self.batch_sizes = _batch_sizes(plan)
+        self._max_lengths = _max_lengths(plan)
+        self.pin_memory = wants_pinning(plan.workers.pin_memory, self.device)
+        self.num_workers = plan.workers.num_workers
+        self.producers = max(self.num_workers, 1)
+        data = plan.bindings[plan.dataset.binding]
+        if plan.dataset.kind == "hf_iterable":
+            self.sharding = "hf"
+            if self.world_size > 1:
+                from datasets.distributed import split_dataset_by_node
+
+                data = split_dataset_by_node(data, rank=self.rank, world_size=self.world_size)
+        elif callable(getattr(data, SHARD_HOOK, None)):
+            self.sharding = "hook"
+        else:
+            self.sharding = "element"
+        self.data = data
+        """What the producers read: the bound dataset (HF: this rank's split of it)."""
+        collate = _resolve_callable(plan, plan.collator, "collator")
+        self._collate = collate
+        self._on_device: Callable[[Any], Any] | None = getattr(collate, "on_device", None)
+        self._transform = (
+            None if plan.transform is None else _resolve_callable(plan, plan.transform, "transform")
+        )
+        self.batch_checks = (
+            None if plan.checks is None else BatchChecker(plan.checks, plan.collator.describe())
+        )
+        self._epoch = 0
+        self._delivered = 0
+        self._worker_batches = [0] * self.producers
+        self._next_worker = 0
+        self._epoch_done = False
+        self._generation = 0
+        self._iterator: Any = None
+        self._told_epoch: int | None = None
+
+    @staticmethod
+    def _refuse_unsupported(plan: LoaderPlan) -> None:
+        name = plan.dataset.binding
+        if plan.error_policy.policy != "raise":
+            raise NotBuiltYetError(
+                f"the {plan.error_policy.policy!r} error policy is not supported for the "
+                f"iterable dataset {name!r} yet; use with_error_policy('raise')"
+            )
+        if plan.batch.scheduled and plan.batch.by == "step":
+            raise NotBuiltYetError(
+                f"a batch size following the step is not supported for the iterable dataset "
+                f"{name!r} yet; schedule it by epoch"
+            )
+        if plan.max_length is not None and plan.max_length.by == "step":
+            raise NotBuiltYetError(
+                f"a max_length following the step is not supported for the iterable dataset "
+                f"{name!r} yet; schedule it by epoch"
+            )
+
+    # -- position ---------------------------------------------------------------------------
+
+    def __len__(self) -> int:
+        """A stream has no length: raises ``TypeError``."""
+        raise TypeError(
+            f"a StreamLoader has no len(): dataset {self.plan.dataset.binding!r} is streamed "
+            f"(iterable), so its number of batches is only known once an epoch was read; count "
+            f"batches while iterating, or pass a map-style dataset"
+        )
+
+    def _cursor(self) -> tuple[int, int]:
+        if self._epoch_done:
+            return self._epoch + 1, 0
+        return self._epoch, self._delivered
+
+    @property
+    def repeated_samples(self) -> int:
+        """Always 0: a stream never repeats samples to even out ranks."""
+        return 0
+
+    def set_epoch(self, epoch: int) -> None:
+        """Move the cursor to the start of ``epoch`` (an int >= 0).
+
+        The dataset hears of it (``dataset.set_epoch(epoch)``, when it defines one: an HF
+        ``IterableDataset`` reshuffles its shards) before the epoch's first sample is read,
+        and the buffer shuffle is keyed by the epoch.
+        """
+        if isinstance(epoch, bool) or not isinstance(epoch, int) or epoch < 0:
+            raise ValueError(f"set_epoch: epoch must be an int >= 0 (got {epoch!r})")
+        self._move(epoch, 0, [0] * self.producers, 0)
+
+    def _move(self, epoch: int, delivered: int, per_worker: list[int], next_worker: int) -> None:
+        self._epoch, self._delivered = epoch, delivered
+        self._worker_batches, self._next_worker = per_worker, next_worker
+        self._epoch_done = False
+        self._generation += 1
+
+    def batch_indices(self, epoch: int, batch_index: int) -> list[int]:
+        """Not available: a stream has no sample indices (raises ``TypeError``)."""
+        raise TypeError(
+            "a StreamLoader has no batch_indices(): a streamed dataset has no random access, "
+            "so batches are not planned as indices; errors and checks name stream positions"
+        )
+
+    def check(self) -> CheckReport:
+        """Not available for streams yet (raises ``NotBuiltYetError``): iterate instead.
+
+        The plan's batch checks (``with_checks``) do run on the delivered batches.
+        """
+        raise NotBuiltYetError(
+            "StreamLoader.check() is not available yet; with_checks(...) runs on the batches "
+            "as they are delivered"
+        )
+
+    # -- iteration --------------------------------------------------------------------------
+
+    def _producer(self, epoch: int, skips: tuple[int, ...]) -> _Producer:
+        plan = self.plan
+        collate = self._collate
+        lengths = self._max_lengths
+        if lengths is not None:
+            collate = collate.with_max_length(lengths(epoch))  # type: ignore[attr-defined]
+        buffer = plan.order.buffer_size if plan.order.shuffle else None
+        return _Producer(
+            self.data,
+            self.sharding,
+            rank=self.rank,
+            world_size=self.world_size,
+            producers=self.producers,
+            epoch=epoch,
+            batch_size=self.batch_sizes(epoch),
+            drop_last=plan.batch.drop_last,
+            seed=plan.order.seed,
+            buffer_size=buffer,
+            skips=skips,
+            collate=collate,
+            collator_name=plan.collator.describe(),
+            transform=self._transform,
+            transform_rng=plan.transform is not None and plan.transform.accepts_rng,
+        )
+
+    def _tell_epoch(self, epoch: int) -> None:
+        hook = getattr(self.data, "set_epoch", None)
+        if callable(hook):
+            hook(epoch)
+        self._told_epoch = epoch
+
+    def _items(self, producer: _Producer) -> Iterator[_Item]:
+        """The producers' items as torch (or the main process) delivers them."""
+        if self.num_workers == 0:
+            yield from producer
+            return
+        w = self.plan.workers
+        torch_loader = DataLoader(
+            producer,
+            batch_size=None,
+            collate_fn=_identity,
+            num_workers=w.num_workers,
+            prefetch_factor=w.prefetch_factor,
+            persistent_workers=False,  # the producers are made per pass (epoch, skips)
+            pin_memory=self.pin_memory and self.device.type == "cuda",
+            timeout=w.timeout or 0,
+            multiprocessing_context=w.start_method,
+        )
+        iterator = self._iterator = iter(torch_loader)
+        del torch_loader
+        while True:
+            try:
+                item = next(iterator)
+            except StopIteration:
+                return
+            except Exception as exc:
+                worker_error = _worker_error(exc, w.timeout, _dead_workers(iterator))
+                self.close()
+                if worker_error is None:
+                    raise
+                raise worker_error from exc
+            yield item
+
+    def __iter__(self) -> Iterator[Any]:
+        epoch, delivered = self._cursor()
+        if self._epoch_done:
+            self._move(epoch, 0, [0] * self.producers, 0)
+        self.close()  # a previous pass's workers
+        self._generation += 1
+        generation = self._generation
+        self._tell_epoch(epoch)
+        producer = self._producer(epoch, tuple(self._worker_batches))
+        sent: collections.deque[tuple[_Item, bool]] = collections.deque()
+
+        def host() -> Iterator[Any]:
+            items = _ordered(self._items(producer), self.producers, self._next_worker)
+            for item, last in _with_last(items):
+                if item.error is not None:
+                    raise DataError(
+                        item.error,
+                        sample_index=item.sample_index,
+                        worker_id=item.worker if self.num_workers else None,
+                        collator=item.collator,
+                    )
+                sent.append((item, last))
+                yield item.batch
+
+        pin_here = self.pin_memory and self.num_workers == 0
+        finish = self._on_device
+        checks = self.batch_checks
+        for batch in deliver(host(), self.device, pin_host=pin_here):
+            item, last = sent.popleft()
+            if finish is not None:
+                batch = finish(batch)
+            if generation != self._generation:
+                raise RuntimeError(
+                    "this iterator was superseded: iter(), set_epoch() or load_state_dict() "
+                    "was called on the loader since it started; iterate the newest one"
+                )
+            index = self._delivered
+            if checks is not None and checks.due(index, first=index == delivered):
+                checks.run(batch, epoch, index, _positions(item.positions))
+            self._delivered += 1
+            self._worker_batches[item.worker] += 1
+            self._next_worker = (item.worker + 1) % self.producers
+            self._epoch_done = last
+            yield batch
+        if generation == self._generation:
+            self._epoch_done = True
+            self._iterator = None
+
+    def close(self) -> None:
+        """Stop the worker processes now (the next iteration starts new ones)."""
+        iterator = self._iterator
+        self._iterator = None
+        shutdown = getattr(iterator, "_shutdown_workers", None)
+        if shutdown is not None:
+            shutdown()
+
+    def __del__(self) -> None:
+        with contextlib.suppress(Exception):  # nothing to report at garbage collection
+            self.close()
+
+    def __enter__(self) -> StreamLoader:
+        return self
+
+    # -- state ------------------------------------------------------------------------------
+
+    def state_dict(self) -> dict[str, Any]:
+        """The cursor as a small JSON-serializable dict; a fresh copy every call.
+
+        Besides the epoch and the batches delivered it records, per producer, the batches it
+        delivered and which producer is next (a resume needs them), and the world size, rank
+        and ``num_workers`` the order depends on.
+        """
+        epoch, delivered = self._cursor()
+        done = self._epoch_done
+        return {
+            "loaderkit_state": STATE_VERSION,
+            "stream": True,
+            "fingerprint": self.plan.fingerprint,
+            "epoch": epoch,
+            "batches_delivered": delivered,
+            "world_size": self.world_size,
+            "rank": self.rank,
+            "num_workers": self.num_workers,
+            "worker_batches": [0] * self.producers if done else list(self._worker_batches),
+            "next_worker": 0 if done else self._next_worker,
+            "plan": copy.deepcopy(self.plan.to_dict()),
+        }
+
+    def load_state_dict(self, state: Mapping[str, Any], *, strict: bool = True) -> None:
+        """Continue where ``state`` was taken, by replaying the stream.
+
+        Each producer reads its shard again and skips the batches it had delivered (those
+        samples are read, and shuffled, again but not transformed or collated): the cost is
+        O(samples already delivered). The state must come from a stream loader of a plan with
+        the same fingerprint, on the same rank and world size, else
+        :class:`~loaderkit.ResumeError` says why with the differences (``strict=False`` skips
+        the fingerprint check; the layout must still fit).
+        """
+        if not isinstance(state, Mapping):
+            raise ResumeError(f"a loader state is a dict (got {type(state).__name__})")
+        missing = [k for k in _STATE_KEYS if k not in state]
+        if missing:
+            raise ResumeError(
+                f"not a loaderkit stream state: missing {', '.join(missing)}; pass what "
+                f"StreamLoader.state_dict() returned"
+            )
+        if state["loaderkit_state"] != STATE_VERSION:
+            raise ResumeError(
+                f"state format {state['loaderkit_state']!r} is not the one this loaderkit "
+                f"reads ({STATE_VERSION})"
+            )
+        for key in ("epoch", "batches_delivered", "world_size", "rank", "next_worker"):
+            value = state[key]
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise ResumeError(f"state[{key!r}] must be an int >= 0 (got {value!r})")
+        if strict and state["fingerprint"] != self.plan.fingerprint:
+            old = state["plan"] if isinstance(state["plan"], Mapping) else {}
+            differences = diff_dicts(old, self.plan.to_dict()) or [
+                "(no visible field differs: the datasets' identities differ)"
+            ]
+            raise ResumeError(
+                f"the state was saved by a loader of another plan (fingerprint "
+                f"{str(state['fingerprint'])[:12]}, this plan {self.plan.fingerprint[:12]}); "
+                f"a stream's order depends on the whole plan, num_workers included: load it "
+                f"into a loader built from the same plan, or pass strict=False. Differences "
+                f"(state -> this plan):",
+                differences,
+            )
+        here = (self.world_size, self.rank, self.num_workers)
+        there = (state["world_size"], state["rank"], state["num_workers"])
+        if here != there:
+            raise ResumeError(
+                f"the state was saved at world size {there[0]}, rank {there[1]}, num_workers "
+                f"{there[2]}; this loader has {here[0]}, {here[1]}, {here[2]}: a stream's "
+                f"shards depend on all three, so resume with the same ones"
+            )
+        per_worker = state["worker_batches"]
+        if (
+            not isinstance(per_worker, list)
+            or len(per_worker) != self.producers
+            or not all(isinstance(v, int) and not isinstance(v, bool) for v in per_worker)
+            or sum(per_worker) != state["batches_delivered"]
+            or state["next_worker"] >= self.producers
+        ):
+            raise ResumeError(
+                f"state['worker_batches'] must list the batches each of the {self.producers} "
+                f"producers delivered, summing to batches_delivered, and next_worker must be "
+                f"one of them (got {per_worker!r}, next_worker {state['next_worker']!r})"
+            )
+        self._move(
+            state["epoch"], state["batches_delivered"], list(per_worker), state["next_worker"]
+        )
+
+    # -- display ----------------------------------------------------------------------------
+
+    def __repr__(self) -> str:
+        epoch, delivered = self._cursor()
+        return (
+            f"StreamLoader(plan={self.plan.fingerprint[:12]}, epoch={epoch}, "
+            f"batch={delivered}, rank={self.rank}/{self.world_size}, "
+            f"workers={self.num_workers}, device={self.device})"
+        )
+
+    def explain(self) -> str:
+        """The plan's report plus how the stream is read on this machine.
+
+        The sharding used, that the order depends on ``num_workers`` and the world size, the
+        shuffle buffer, and what a resume costs.
+        """
+        shards = self.world_size * self.producers
+        name = type(self.plan.bindings[self.plan.dataset.binding]).__name__  # type: ignore[index]
+        if self.sharding == "hf":
+            how = (
+                f"HF split_dataset_by_node(rank={self.rank}, world_size={self.world_size}), "
+                f"then HF's own split of this rank's shards over {self.producers} worker(s)"
+                if self.world_size > 1
+                else f"HF's own split of its shards over {self.producers} worker(s)"
+            )
+        elif self.sharding == "hook":
+            how = (
+                f"{name}.{SHARD_HOOK}({shards}, rank x {self.producers} + worker) (the "
+                f"dataset's sharding hook)"
+            )
+        else:
+            how = (
+                f"by element: element k goes to shard k mod {shards} (rank x "
+                f"{self.producers} + worker)"
+            )
+        o = self.plan.order
+        shuffle = (
+            f"buffer shuffle of {o.buffer_size:,} samples per (seed, epoch, rank, worker) "
+            f"stream, seed {o.seed}"
+            if o.shuffle and o.buffer_size is not None
+            else "none (stream order)"
+        )
+        epoch, delivered = self._cursor()
+        return "\n".join(
+            [
+                self.plan.explain(),
+                f"  resolved    rank {self.rank} of {self.world_size} "
+                f"({self.distributed_source}); device {self.device}; pin memory "
+                f"{'on' if self.pin_memory else 'off'}",
+                f"  stream      streamed (iterable source: no length, no random access); "
+                f"{shards} shard(s) = {self.world_size} rank(s) x {self.producers} producer(s)",
+                f"  sharding    {how}",
+                f"  shuffle     {shuffle}",
+                f"  order       depends on num_workers ({self.num_workers}) and the world size "
+                f"({self.world_size}): batches come round-robin from the producers; change "
+                f"either and the order changes",
+                f"  resume      replays the stream: O(samples already delivered) reading; now at "
+                f"epoch {epoch}, {delivered} batch(es) delivered",
+            ]
+        )
+
+    def _repr_html_(self) -> str:
+        return f"<pre>{html.escape(repr(self))}\n{html.escape(self.explain())}</pre>"

@@ -1,0 +1,207 @@
+"""``DataModule``: the train, val, test and predict loaders of a set of plans, built once.
+
+It has the methods a Lightning ``LightningDataModule`` has (``prepare_data``, ``setup``,
+``train_dataloader`` ... ``predict_dataloader``, ``state_dict`` / ``load_state_dict``,
+``teardown``), so a trainer that calls them by name can use it, and plain training loops can
+too. Lightning is not imported (nor needed); torch is imported only when a loader is built.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from typing import TYPE_CHECKING, Any
+
+from loaderkit.errors import PlanError, PlanTypeError, ResumeError
+from loaderkit.order.split import split_sizes
+from loaderkit.plan.plan import LoaderPlan
+
+if TYPE_CHECKING:
+    from loaderkit.build.loader import Loader
+
+__all__ = ["DATAMODULE_STATE_VERSION", "DataModule", "EvalLoader"]
+
+DATAMODULE_STATE_VERSION = 1
+"""The version of ``DataModule.state_dict()``'s format."""
+
+_STAGES = ("val", "test", "predict")
+
+
+class EvalLoader:
+    """An evaluation loader: every iteration is one whole pass, from the first batch.
+
+    A training loader continues where it stopped; an evaluation pass must not. Each
+    ``iter()`` moves the wrapped :class:`~loaderkit.Loader` to the start of epoch 0 (so every
+    pass reads the same batches in the same order, even after a pass was cut short, as a
+    sanity check does), and puts it back there when the pass ends. Everything else
+    (``len``, ``explain()``, ``plan``, ``split``, ``close()``) is the loader's.
+    """
+
+    def __init__(self, loader: Loader) -> None:
+        self.loader = loader
+
+    def __iter__(self) -> Iterator[Any]:
+        loader = self.loader
+        loader.set_epoch(0)
+        yield from loader
+        loader.set_epoch(0)
+
+    def __len__(self) -> int:
+        return len(self.loader)
+
+    def __getattr__(self, name: str) -> Any:
+        if name == "loader":  # not set yet (unpickling): do not recurse
+            raise AttributeError(name)
+        return getattr(self.loader, name)
+
+    def __repr__(self) -> str:
+        return f"EvalLoader({self.loader!r})"
+
+
+class DataModule:
+    """The loaders of a training run, from plans: ``DataModule(train, val, test, predict)``.
+
+    ``train`` is a :class:`~loaderkit.LoaderPlan`; ``train_dataloader()`` builds it (its
+    train part when it has a split) and continues where it stopped, like the loader itself.
+    ``val``, ``test`` and ``predict`` are plans too, or ``None``: then, if the train plan has
+    a split with a val (test) part, ``val_dataloader()`` (``test_dataloader()``) reads that
+    part through ``train.for_eval()``: every sample once, in order, nothing random. A given
+    plan that has a split reads its part named like the stage (``"val"``, ``"test"``;
+    ``"test"`` for predict); one without reads its whole dataset. Evaluation loaders are
+    :class:`EvalLoader`: each iteration is one full pass.
+
+    Every loader is built once, on first request, and reused. ``state_dict()`` holds the
+    train loader's state (evaluation loaders need none: every pass starts afresh), and
+    ``load_state_dict()`` continues the train stream exactly; ``set_epoch(e)`` moves the
+    train loader to the start of epoch ``e``.
+    """
+
+    prepare_data_per_node = True
+    """Lightning reads this; there is nothing to prepare (``prepare_data`` does nothing)."""
+
+    def __init__(
+        self,
+        train: LoaderPlan,
+        val: LoaderPlan | None = None,
+        test: LoaderPlan | None = None,
+        predict: LoaderPlan | None = None,
+    ) -> None:
+        for name, plan in (("train", train), ("val", val), ("test", test), ("predict", predict)):
+            if not isinstance(plan, LoaderPlan) and (name == "train" or plan is not None):
+                raise PlanTypeError.single(
+                    f"datamodule.{name}",
+                    f"must be a LoaderPlan{'' if name == 'train' else ' or None'} (got "
+                    f"{type(plan).__name__}); call .compile() on the builder",
+                )
+        self.train_plan = train
+        self.plans: dict[str, LoaderPlan | None] = {"val": val, "test": test, "predict": predict}
+        self._train: Loader | None = None
+        self._eval: dict[str, EvalLoader] = {}
+        self._for_eval: LoaderPlan | None = None
+
+    # -- the Lightning hooks that have nothing to do here ----------------------------------
+
+    def prepare_data(self) -> None:
+        """Nothing to download or write: plans hold their datasets already."""
+
+    def setup(self, stage: str | None = None) -> None:
+        """Nothing to set up: loaders are built on first request."""
+
+    def teardown(self, stage: str | None = None) -> None:
+        """Stop the worker processes of every loader built (they stay usable)."""
+        for loader in self._loaders():
+            loader.close()
+
+    # -- loaders ------------------------------------------------------------------------------
+
+    def train_dataloader(self) -> Loader:
+        """The train loader (built on the first call, then the same object)."""
+        if self._train is None:
+            self._train = self.train_plan.build()
+        return self._train
+
+    def val_dataloader(self) -> EvalLoader:
+        """The val loader; see the class docstring for where it comes from."""
+        return self._eval_loader("val")
+
+    def test_dataloader(self) -> EvalLoader:
+        """The test loader; see the class docstring for where it comes from."""
+        return self._eval_loader("test")
+
+    def predict_dataloader(self) -> EvalLoader:
+        """The loader of the ``predict`` plan (its test part, if it has a split)."""
+        return self._eval_loader("predict")
+
+    def _source(self, stage: str) -> tuple[LoaderPlan, str]:
+        """The plan an evaluation stage reads and the part of its split to build."""
+        part = "test" if stage == "predict" else stage
+        given = self.plans[stage]
+        if given is not None:
+            return given, "train" if given.split is None else part
+        split = self.train_plan.split
+        n = self.train_plan.dataset.length or 0
+        _, n_val, n_test = (0, 0, 0) if split is None else split_sizes(n, split.val, split.test)
+        if stage == "predict" or (n_val if stage == "val" else n_test) < 1:
+            fix = (
+                f"DataModule(train, {stage}=plan)"
+                if stage == "predict"
+                else f"DataModule(train, {stage}=plan), or give the train plan a {stage} part "
+                f"with .with_split({stage}=...)"
+            )
+            raise PlanError.single(
+                f"datamodule.{stage}", f"no {stage} loader: there is no {stage} plan; pass {fix}"
+            )
+        if self._for_eval is None:
+            self._for_eval = self.train_plan.for_eval()
+        return self._for_eval, part
+
+    def _eval_loader(self, stage: str) -> EvalLoader:
+        found = self._eval.get(stage)
+        if found is None:
+            plan, part = self._source(stage)
+            found = self._eval[stage] = EvalLoader(plan.build(split=part))
+        return found
+
+    def _loaders(self) -> list[Loader]:
+        built = [] if self._train is None else [self._train]
+        return built + [e.loader for e in self._eval.values()]
+
+    # -- state --------------------------------------------------------------------------------
+
+    def set_epoch(self, epoch: int) -> None:
+        """Move the train loader to the start of ``epoch``.
+
+        Evaluation loaders need no epoch: every pass starts at epoch 0.
+        """
+        self.train_dataloader().set_epoch(epoch)
+
+    def state_dict(self) -> dict[str, Any]:
+        """What continues the run exactly: the train loader's state (JSON-serializable)."""
+        return {
+            "loaderkit_datamodule": DATAMODULE_STATE_VERSION,
+            "train": self.train_dataloader().state_dict(),
+        }
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Continue from ``state``, what :meth:`state_dict` returned.
+
+        The train loader's next batch is the one after the last delivered (the train loader is
+        built if it was not yet). Raises :class:`~loaderkit.ResumeError` for a state of
+        another plan or split.
+        """
+        if not isinstance(state, Mapping) or "train" not in state:
+            raise ResumeError(
+                "not a loaderkit DataModule state: pass what DataModule.state_dict() returned "
+                "(a dict with 'loaderkit_datamodule' and 'train')"
+            )
+        version = state.get("loaderkit_datamodule")
+        if version != DATAMODULE_STATE_VERSION:
+            raise ResumeError(
+                f"DataModule state format {version!r} is not the one this loaderkit reads "
+                f"({DATAMODULE_STATE_VERSION})"
+            )
+        self.train_dataloader().load_state_dict(state["train"])
+
+    def __repr__(self) -> str:
+        given = [s for s in _STAGES if self.plans[s] is not None]
+        extra = "".join(f", {s}=..." for s in given)
+        return f"DataModule(train={self.train_plan!r}{extra})"
