@@ -247,6 +247,8 @@ def _workers_line(plan: LoaderPlan) -> str:
         persistent = {None: "persistent auto (on)", True: "persistent", False: "not persistent"}[
             w.persistent
         ]
+        if plan.dataset.iterable:
+            persistent = "started for every pass over the stream"
         start = w.start_method or "platform default start method"
         text = f"{w.num_workers}, {prefetch}, {persistent}, {start}"
         if w.timeout:
@@ -366,6 +368,9 @@ def explain_plan(plan: LoaderPlan) -> str:
     elif b.scheduled:
         batch_line = f"{_batch_schedule(b)} per rank, drop_last={b.drop_last}; batches per "
         batch_line += "epoch follow the schedule"
+    elif plan.dataset.iterable:
+        batch_line = f"{b.batch_size} per rank, drop_last={b.drop_last}; a stream: batches until "
+        batch_line += "the source ends"
     elif batches is None:
         batch_line = f"{b.batch_size} per rank, drop_last={b.drop_last}; batches per epoch known "
         batch_line += "when built"
