@@ -32,7 +32,6 @@ those samples again but neither transforming nor collating them: O(samples deliv
 from __future__ import annotations
 
 import collections
-import contextlib
 import copy
 import html
 import itertools
@@ -49,11 +48,9 @@ from loaderkit.build.loader import (
     STATE_VERSION,
     Loader,
     _batch_sizes,
-    _dead_workers,
     _identity,
     _max_lengths,
     _resolve_callable,
-    _worker_error,
     resolve_world,
 )
 from loaderkit.checks import BatchChecker, CheckReport
@@ -544,9 +541,9 @@ class StreamLoader(Loader):
             except StopIteration:
                 return
             except Exception as exc:
-                worker_error = _worker_error(exc, w.timeout, _dead_workers(iterator))
-                self.close()
+                worker_error = self._broken_pool(iterator, exc)  # closes the pool if broken
                 if worker_error is None:
+                    self.close()
                     raise
                 raise worker_error from exc
             yield item
@@ -606,13 +603,6 @@ class StreamLoader(Loader):
         shutdown = getattr(iterator, "_shutdown_workers", None)
         if shutdown is not None:
             shutdown()
-
-    def __del__(self) -> None:
-        with contextlib.suppress(Exception):  # nothing to report at garbage collection
-            self.close()
-
-    def __enter__(self) -> StreamLoader:
-        return self
 
     # -- state ------------------------------------------------------------------------------
 
