@@ -361,3 +361,83 @@ def test_fifty_loaders_leave_no_fd_or_process_behind(tmp_path):
     before, after = json.loads(result.stdout.strip().splitlines()[-1])
     assert after[1] == before[1] == 0
     assert after[0] <= before[0] + 2  # no growth beyond noise
+
+
+def exiting_transform(sample: int) -> int:
+    if sample == 11 and torch.utils.data.get_worker_info() is not None:
+        os._exit(123)
+    return sample
+
+
+def test_os_exit_in_a_transform_is_named():
+    plan = (
+        DataLoaderBuilder()
+        .with_dataset(list(range(40)))
+        .with_batch_size(4)
+        .with_transform(exiting_transform)
+        .with_workers(2, start_method="fork")
+        .compile()
+    )
+    loader = plan.build()
+    with pytest.raises(WorkerError, match="exit code 123") as error:
+        collect(loader)
+    assert error.value.exit_code == 123
+    loader.close()
+
+
+_STUCK_SCRIPT = textwrap.dedent(
+    """
+    import gc, json, os, time
+    import torch
+    from loaderkit import DataLoaderBuilder
+
+    class Stuck(torch.utils.data.Dataset):
+        def __len__(self):
+            return 64
+        def __getitem__(self, i):
+            if i == 20:
+                time.sleep(600)  # a worker stuck for good
+            return i
+
+    def children():
+        me, found = str(os.getpid()), []
+        for pid in os.listdir("/proc"):
+            if pid.isdigit():
+                try:
+                    with open(f"/proc/{pid}/stat") as f:
+                        fields = f.read().rsplit(")", 1)[1].split()
+                except OSError:
+                    continue
+                if fields[1] == me and fields[0] != "Z":
+                    found.append(int(pid))
+        return found
+
+    loader = (DataLoaderBuilder().with_dataset(Stuck()).with_batch_size(4)
+              .with_workers(2, start_method="fork").compile().build())
+    iterator = iter(loader)
+    first = [next(iterator).tolist() for _ in range(3)]  # batches before the stuck one
+    started = time.monotonic()
+    del iterator, loader
+    gc.collect()
+    for _ in range(100):
+        if not children():
+            break
+        time.sleep(0.1)
+    print(json.dumps([first, children(), round(time.monotonic() - started, 1)]))
+    """
+)
+
+
+def test_deleting_a_loader_with_a_stuck_worker_does_not_hang(tmp_path):
+    if not os.path.isdir("/proc"):
+        pytest.skip("needs /proc to list child processes")
+    script = tmp_path / "stuck.py"
+    script.write_text(_STUCK_SCRIPT)
+    result = subprocess.run(
+        [sys.executable, str(script)], capture_output=True, text=True, timeout=120, check=False
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    first, left, seconds = json.loads(result.stdout.strip().splitlines()[-1])
+    assert first == [[0, 1, 2, 3], [4, 5, 6, 7], [8, 9, 10, 11]]
+    assert left == []  # the stuck worker was terminated, not waited for
+    assert seconds < 30
