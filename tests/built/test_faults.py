@@ -237,6 +237,28 @@ def test_the_loader_recovers_after_a_worker_died():
 
 # -- every exit path leaves no child process ------------------------------------------------------
 
+_CHILDREN = textwrap.dedent(
+    """
+    import os
+
+
+    def children():
+        \"\"\"This process's live child processes (zombies excluded), read from /proc.\"\"\"
+        me, found = str(os.getpid()), []
+        for pid in os.listdir("/proc"):
+            if pid.isdigit():
+                try:
+                    with open(f"/proc/{pid}/stat") as f:
+                        fields = f.read().rsplit(")", 1)[1].split()
+                except OSError:
+                    continue
+                if fields[1] == me and fields[0] != "Z":
+                    found.append(int(pid))
+        return found
+    """
+)
+"""Prepended to the scripts below, which run in a subprocess of their own."""
+
 _EXIT_SCRIPT = textwrap.dedent(
     """
     import gc, json, os, sys
@@ -250,20 +272,6 @@ _EXIT_SCRIPT = textwrap.dedent(
             if i == 30 and os.environ.get("EXIT_HOW") == "error":
                 raise ValueError("bad")
             return i
-
-    def children():
-        me = str(os.getpid())
-        found = []
-        for pid in os.listdir("/proc"):
-            if pid.isdigit():
-                try:
-                    with open(f"/proc/{pid}/stat") as f:
-                        fields = f.read().rsplit(")", 1)[1].split()
-                except OSError:
-                    continue
-                if fields[1] == me and fields[0] != "Z":
-                    found.append(int(pid))
-        return found
 
     workers, persistent, how = int(sys.argv[1]), sys.argv[2] == "1", sys.argv[3]
     os.environ["EXIT_HOW"] = how
@@ -298,7 +306,7 @@ def test_no_child_process_outlives_the_loader(tmp_path, workers, persistent, how
     if not os.path.isdir("/proc"):
         pytest.skip("needs /proc to list child processes")
     script = tmp_path / "exits.py"
-    script.write_text(_EXIT_SCRIPT)
+    script.write_text(_CHILDREN + _EXIT_SCRIPT)
     result = subprocess.run(
         [sys.executable, str(script), str(workers), "1" if persistent else "0", how],
         capture_output=True,
@@ -321,17 +329,7 @@ _LEAK_SCRIPT = textwrap.dedent(
     from loaderkit import DataLoaderBuilder
 
     def counts():
-        me = str(os.getpid())
-        kids = 0
-        for pid in os.listdir("/proc"):
-            if pid.isdigit():
-                try:
-                    with open(f"/proc/{pid}/stat") as f:
-                        fields = f.read().rsplit(")", 1)[1].split()
-                except OSError:
-                    continue
-                kids += fields[1] == me and fields[0] != "Z"
-        return len(os.listdir("/proc/self/fd")), kids
+        return len(os.listdir("/proc/self/fd")), len(children())
 
     plan = (DataLoaderBuilder().with_dataset(list(range(64))).with_batch_size(8)
             .with_workers(2, start_method="fork").compile())
@@ -353,7 +351,7 @@ def test_fifty_loaders_leave_no_fd_or_process_behind(tmp_path):
     if not os.path.isdir("/proc"):
         pytest.skip("needs /proc to count file descriptors and child processes")
     script = tmp_path / "leaks.py"
-    script.write_text(_LEAK_SCRIPT)
+    script.write_text(_CHILDREN + _LEAK_SCRIPT)
     result = subprocess.run(
         [sys.executable, str(script)], capture_output=True, text=True, timeout=200, check=False
     )
@@ -399,19 +397,6 @@ _STUCK_SCRIPT = textwrap.dedent(
                 time.sleep(600)  # a worker stuck for good
             return i
 
-    def children():
-        me, found = str(os.getpid()), []
-        for pid in os.listdir("/proc"):
-            if pid.isdigit():
-                try:
-                    with open(f"/proc/{pid}/stat") as f:
-                        fields = f.read().rsplit(")", 1)[1].split()
-                except OSError:
-                    continue
-                if fields[1] == me and fields[0] != "Z":
-                    found.append(int(pid))
-        return found
-
     loader = (DataLoaderBuilder().with_dataset(Stuck()).with_batch_size(4)
               .with_workers(2, start_method="fork").compile().build())
     iterator = iter(loader)
@@ -432,7 +417,7 @@ def test_deleting_a_loader_with_a_stuck_worker_does_not_hang(tmp_path):
     if not os.path.isdir("/proc"):
         pytest.skip("needs /proc to list child processes")
     script = tmp_path / "stuck.py"
-    script.write_text(_STUCK_SCRIPT)
+    script.write_text(_CHILDREN + _STUCK_SCRIPT)
     result = subprocess.run(
         [sys.executable, str(script)], capture_output=True, text=True, timeout=120, check=False
     )
