@@ -11,7 +11,7 @@ import hashlib
 import inspect
 import re
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 import attrs
 
@@ -168,6 +168,29 @@ def function_spec(path: str, value: object, binding: str) -> tuple[CallableSpec,
     return CallableSpec("binding", binding, label=_label(value)), value
 
 
+V = TypeVar("V")
+
+
+def until_table(
+    path: str, value: list[Any] | tuple[Any, ...], what: str, read: Callable[[str, object], V]
+) -> tuple[tuple[float, V], ...]:
+    """A schedule table ``[(until, value), ...]`` with increasing ``until``.
+
+    Each value is read and checked by ``read(path_of_the_entry, value)``.
+    """
+    table: list[tuple[float, V]] = []
+    for i, pair in enumerate(value):
+        if not isinstance(pair, list | tuple) or len(pair) != 2:
+            raise PlanTypeError.single(
+                f"{path}[{i}]", f"must be an (until, {what}) pair (got {pair!r})"
+            )
+        until = check_number(f"{path}[{i}]", pair[0], minimum=0.0)
+        if table and until <= table[-1][0]:
+            raise PlanError.single(f"{path}[{i}]", "the 'until' values must increase")
+        table.append((until, read(f"{path}[{i}]", pair[1])))
+    return tuple(table)
+
+
 def int_schedule(
     path: str,
     value: object,
@@ -185,17 +208,8 @@ def int_schedule(
     if isinstance(value, list | tuple):
         if not value:
             raise PlanError.single(path, "an empty schedule; give (until, value) pairs")
-        table: list[tuple[float, int]] = []
-        for i, pair in enumerate(value):
-            if not isinstance(pair, list | tuple) or len(pair) != 2:
-                raise PlanTypeError.single(
-                    f"{path}[{i}]", f"must be an (until, value) pair (got {pair!r})"
-                )
-            until = check_number(f"{path}[{i}]", pair[0], minimum=0.0)
-            if table and until <= table[-1][0]:
-                raise PlanError.single(f"{path}[{i}]", "the 'until' values must increase")
-            table.append((until, check(pair[1], f"{path}[{i}]")))
-        return None, tuple(table), None, None
+        table = until_table(path, value, "value", lambda where, v: check(v, where))
+        return None, table, None, None
     return check(value, path), (), None, None
 
 
@@ -833,19 +847,10 @@ def _weights_table(
 ) -> tuple[tuple[float, tuple[float, ...]], ...]:
     """A discrete weight schedule ``[(until, weights), ...]`` with increasing ``until``."""
     assert isinstance(value, list | tuple)
-    out: list[tuple[float, tuple[float, ...]]] = []
-    for i, pair in enumerate(value):
-        if not isinstance(pair, list | tuple) or len(pair) != 2:
-            raise PlanTypeError.single(
-                f"{path}[{i}]", f"must be an (until, weights) pair (got {pair!r})"
-            )
-        until = check_number(f"{path}[{i}]", pair[0], minimum=0.0)
-        if out and until <= out[-1][0]:
-            raise PlanError.single(f"{path}[{i}]", "the 'until' values must increase")
-        out.append((until, source_weights(f"{path}[{i}]", pair[1], names)))
+    out = until_table(path, value, "weights", lambda where, v: source_weights(where, v, names))
     if not out:
         raise PlanError.single(path, "an empty weight schedule; give (until, weights) pairs")
-    return tuple(out)
+    return out
 
 
 def _is_schedule_table(value: object) -> bool:
