@@ -11,6 +11,7 @@ serializable :class:`LoaderPlan`, and ``build()`` the plan into a loader::
 from loaderkit.builder import DataLoaderBuilder
 from loaderkit.collators import collators, register_collator
 from loaderkit.datamodule import DataModule
+from loaderkit.datasets import register as register_dataset
 from loaderkit.errors import (
     DataError,
     LoaderkitError,
@@ -56,6 +57,7 @@ __all__ = [
     "__version__",
     "collators",
     "register_collator",
+    "register_dataset",
     "register_transform",
     "transforms",
     "trust_modules",

@@ -2,17 +2,19 @@
 
 from __future__ import annotations
 
-import html
+import os
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Literal
 
 import attrs
 
-from loaderkit._checks import Bindings
+from loaderkit._checks import Bindings, thaw_value
 from loaderkit.errors import PlanError, Problem
+from loaderkit.plan.display import builder_html
 from loaderkit.plan.fields import (
     batch_schedule_spec,
     bucketing_spec,
+    cache_spec,
     checks_spec,
     collator_for_modality,
     collator_spec,
@@ -31,12 +33,14 @@ from loaderkit.plan.fields import (
     workers_spec,
 )
 from loaderkit.plan.plan import PLAN_SECTIONS, LoaderPlan
+from loaderkit.plan.preset import PresetSpec, preset_repr
 from loaderkit.plan.serde import checks_to_dict
 from loaderkit.plan.specs import (
     DEFAULT_COLLATOR,
     DEFAULT_SEED,
     BatchSpec,
     BucketingSpec,
+    CacheSpec,
     CallableSpec,
     ChecksSpec,
     CurriculumSpec,
@@ -81,10 +85,12 @@ class DataLoaderBuilder:
     :meth:`compile` applies the rules that involve several settings and returns a frozen
     :class:`~loaderkit.LoaderPlan`, reporting every problem at once.
 
-    >>> plan = (DataLoaderBuilder().with_dataset(list(range(10))).with_batch_size(4)
-    ...         .with_shuffle().compile())
-    >>> plan.batch.batch_size
-    4
+    Examples:
+        >>> plan = (DataLoaderBuilder().with_dataset(list(range(10))).with_batch_size(4)
+        ...         .with_shuffle().compile())
+        >>> plan.batch.batch_size
+        4
+
     """
 
     _dataset: DatasetSpec | None = None
@@ -103,6 +109,8 @@ class DataLoaderBuilder:
     _split: SplitSpec | None = None
     _checks: ChecksSpec | None = None
     _error_policy: ErrorPolicySpec = ErrorPolicySpec()
+    _cache: CacheSpec | None = None
+    _preset: PresetSpec | None = attrs.field(default=None, eq=False)
     _bound: Mapping[str, object] = attrs.field(
         factory=Bindings, eq=False, hash=False, converter=_bindings
     )
@@ -483,9 +491,33 @@ class DataLoaderBuilder:
         spec = error_policy_spec(policy, max_errors=max_errors, max_error_rate=max_error_rate)
         return attrs.evolve(self, error_policy=spec)
 
+    def with_cache(
+        self,
+        storage: str = "memory",
+        *,
+        stage: str = "fetched",
+        path: str | os.PathLike[str] | None = None,
+        max_bytes: int | None = None,
+    ) -> DataLoaderBuilder:
+        """Return a new builder keeping loaded samples in a cache, so later epochs skip loading.
+
+        ``storage``: ``"memory"`` (a cache in each process that fetches: the main process with
+        ``num_workers=0``, else each persistent worker) or ``"disk"`` (the folder ``path``,
+        created if missing and shared by workers, ranks on the node and later runs; it records
+        which dataset and stage it holds and refuses another). ``stage``: ``"fetched"`` keeps
+        what the dataset returns, before the transform (which still runs every epoch);
+        ``"transformed"`` keeps the transform's output (only for a transform without ``rng``:
+        its output must be a pure function of the sample). ``max_bytes`` caps the cache
+        (memory: new samples stop being stored; disk: the oldest are evicted). Samples that
+        fail are never cached. A cache never changes a batch (not in the fingerprint).
+        ``loader.cache_stats`` counts hits and misses. Replaces any earlier cache.
+        """
+        spec = cache_spec(storage, stage=stage, path=path, max_bytes=max_bytes)
+        return attrs.evolve(self, cache=spec)
+
     def with_workers(
         self,
-        num_workers: int,
+        num_workers: int | Literal["auto"],
         *,
         prefetch_factor: int | None = None,
         persistent: bool | None = None,
@@ -495,8 +527,13 @@ class DataLoaderBuilder:
     ) -> DataLoaderBuilder:
         """Return a new builder loading with ``num_workers`` worker processes (0: in-process).
 
+        ``"auto"`` is kept in the plan and resolved by ``build()`` on the machine that builds:
+        the CPUs this process may use, shared by the ranks on the node, minus one for the main
+        process, at most 8 (``loaderkit.plan.workers``; ``explain()`` shows the numbers). It is
+        refused for iterable (streamed) sources, whose order depends on ``num_workers``.
         ``None`` means automatic: pin memory only when delivering to an available CUDA device;
-        persistent workers and a prefetch factor of 2 when ``num_workers > 0``.
+        persistent workers and a prefetch factor of 2 when ``num_workers > 0`` (with
+        ``"auto"``: a prefetch factor keeping at least 4 batches in flight).
         ``start_method`` is ``"fork"``, ``"spawn"`` or ``"forkserver"``; ``timeout`` is the
         seconds to wait for one batch. These settings change speed, never the batches.
         Replaces any earlier worker settings.
@@ -591,13 +628,26 @@ class DataLoaderBuilder:
     # -- display ----------------------------------------------------------------------------
 
     def __repr__(self) -> str:
-        calls = ["DataLoaderBuilder()"]
+        calls = self._repr_calls()
+        if self._preset is not None:  # made by loaderkit.presets: the preset call, then changes
+            shown = preset_repr(self._preset, calls)
+            if shown is not None:
+                return shown
+        return "DataLoaderBuilder()" + "".join(calls)
+
+    def _repr_calls(self) -> list[str]:
+        """The ``with_*`` calls that rebuild this builder from ``DataLoaderBuilder()``."""
+        calls: list[str] = []
         if self._mixture is not None:
             calls.append(f".with_mixture({self._mixture_args()})")
         elif self._dataset is not None:
             ds = self._dataset
             size = "streamed" if ds.length is None else f"{ds.length} samples"
             arg = f"<{ds.type_name.rsplit('.', 1)[-1]}: {size}>"
+            if ds.source is not None:  # the call that makes the dataset again
+                opts = ds.source.options.items()
+                options = "".join(f", {k}={thaw_value(v)!r}" for k, v in opts)
+                arg = f"loaderkit.datasets.load({ds.source.name!r}{options})"
             if ds.binding != "dataset":
                 arg += f", name={ds.binding!r}"
             calls.append(f".with_dataset({arg})")
@@ -624,7 +674,7 @@ class DataLoaderBuilder:
             calls.append(f".with_transform({self._callable_arg(self._transform, False)})")
         if self._workers != WorkersSpec():
             w = self._workers
-            args = [str(w.num_workers)]
+            args = [repr(w.num_workers)]
             for key in ("prefetch_factor", "persistent", "pin_memory", "start_method", "timeout"):
                 value = getattr(w, key)
                 if value is not None:
@@ -663,6 +713,15 @@ class DataLoaderBuilder:
                 if getattr(e, key) is not None:
                     args.append(f"{key}={getattr(e, key)!r}")
             calls.append(f".with_error_policy({', '.join(args)})")
+        if self._cache is not None:
+            c = self._cache
+            args = [repr(c.storage)]
+            if c.stage != "fetched":
+                args.append(f"stage={c.stage!r}")
+            for key in ("path", "max_bytes"):
+                if getattr(c, key) is not None:
+                    args.append(f"{key}={getattr(c, key)!r}")
+            calls.append(f".with_cache({', '.join(args)})")
         if self._max_length is not None:
             m = self._max_length
             shown = str(m.value)
@@ -694,7 +753,7 @@ class DataLoaderBuilder:
             if not d.even_batches:
                 args.append("even_batches=False")
             calls.append(f".with_distributed({', '.join(args)})")
-        return "".join(calls)
+        return calls
 
     def _mixture_args(self) -> str:
         spec = self._mixture
@@ -762,4 +821,4 @@ class DataLoaderBuilder:
         return f"<{type(obj).__name__} {getattr(obj, '__qualname__', spec.name)}>"
 
     def _repr_html_(self) -> str:
-        return f"<pre>{html.escape(repr(self))}</pre>"
+        return builder_html(self)

@@ -3,11 +3,15 @@
 It has the methods a Lightning ``LightningDataModule`` has (``prepare_data``, ``setup``,
 ``train_dataloader`` ... ``predict_dataloader``, ``state_dict`` / ``load_state_dict``,
 ``teardown``), so a trainer that calls them by name can use it, and plain training loops can
-too. Lightning is not imported (nor needed); torch is imported only when a loader is built.
+too. Lightning's own ``Trainer`` wants an instance of its class: ``DataModule.to_lightning()``
+gives one that delegates every hook here. Lightning is imported by that method only; torch is
+imported only when a loader is built.
 """
 
 from __future__ import annotations
 
+import functools
+import importlib
 from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -201,7 +205,75 @@ class DataModule:
             )
         self.train_dataloader().load_state_dict(state["train"])
 
+    def to_lightning(self) -> Any:
+        """A ``lightning.pytorch.LightningDataModule`` of this data module, for ``Trainer.fit``.
+
+        Every hook (the dataloaders, ``state_dict`` / ``load_state_dict``, ``setup``,
+        ``teardown``) delegates to this object, available as the result's ``.data``. Lightning
+        also sees that the train loader is stateful (it has ``state_dict`` and
+        ``load_state_dict``) and stores its state in checkpoints, so ``Trainer.fit(...,
+        ckpt_path=...)`` continues after the last batch of a mid-epoch checkpoint. Needs
+        Lightning (``lightning`` or ``pytorch_lightning``) installed.
+        """
+        return _lightning_class()(self)
+
     def __repr__(self) -> str:
         given = [s for s in _STAGES if self.plans[s] is not None]
         extra = "".join(f", {s}=..." for s in given)
         return f"DataModule(train={self.train_plan!r}{extra})"
+
+
+@functools.cache
+def _lightning_class() -> type[Any]:
+    """The ``LightningDataModule`` subclass wrapping a :class:`DataModule` (made once)."""
+    pl: Any
+    try:
+        pl = importlib.import_module("lightning.pytorch")
+    except ImportError:
+        try:
+            pl = importlib.import_module("pytorch_lightning")
+        except ImportError as exc:
+            raise ImportError(
+                "DataModule.to_lightning() needs Lightning; install it with `pip install "
+                "lightning` (or pass the DataModule's loaders to your own loop)"
+            ) from exc
+
+    class LoaderkitDataModule(pl.LightningDataModule):  # type: ignore[misc]
+        """A Lightning data module whose hooks are those of a loaderkit ``DataModule``."""
+
+        def __init__(self, data: DataModule) -> None:
+            super().__init__()
+            self.data = data
+            self.prepare_data_per_node = data.prepare_data_per_node
+
+        def prepare_data(self) -> None:
+            self.data.prepare_data()
+
+        def setup(self, stage: str) -> None:
+            self.data.setup(stage)
+
+        def teardown(self, stage: str) -> None:
+            self.data.teardown(stage)
+
+        def train_dataloader(self) -> Any:
+            return self.data.train_dataloader()
+
+        def val_dataloader(self) -> Any:
+            return self.data.val_dataloader()
+
+        def test_dataloader(self) -> Any:
+            return self.data.test_dataloader()
+
+        def predict_dataloader(self) -> Any:
+            return self.data.predict_dataloader()
+
+        def state_dict(self) -> dict[str, Any]:
+            return self.data.state_dict()
+
+        def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+            self.data.load_state_dict(state_dict)
+
+        def __repr__(self) -> str:
+            return f"{self.data!r}.to_lightning()"
+
+    return LoaderkitDataModule

@@ -16,6 +16,7 @@ import numpy as np
 import numpy.typing as npt
 import torch
 
+from loaderkit.build.cache import Cache, CachedSource
 from loaderkit.build.sources import MixtureSource, Source
 from loaderkit.collators.base import BatchContext
 from loaderkit.errors import DataError
@@ -107,9 +108,13 @@ class BatchFetcher:
         seed: int,
         source_key: str | None = None,
         skip: bool = False,
+        cache: Cache | None = None,
     ) -> None:
         self.source = source
         self.skip = skip
+        self.cache = cache
+        """The ``"transformed"`` stage of ``with_cache`` (the ``"fetched"`` stage is a
+        :class:`~loaderkit.build.cache.CachedSource`)."""
         self.collate = collate
         self.uses_context = bool(getattr(collate, "uses_context", False))
         self.collator_name = collator_name
@@ -132,6 +137,8 @@ class BatchFetcher:
             for hook in self.epoch_hooks:
                 hook(request.epoch)
             self.seen_epoch = request.epoch
+        if self.cache is not None:
+            return self._cached(request)
         if self.skip:
             return self._skipping(request)
         batch = self._batch(request)
@@ -159,6 +166,22 @@ class BatchFetcher:
         if everything is not None and self.transform is None:  # nothing failed
             batch = self._collate(request, everything)
             return Fetched(self._finish(request, batch), (), len(request.indices))
+        kept, samples, skipped = self._load_skipping(request, everything)
+        if not samples:
+            return Fetched(None, tuple(skipped), len(request.indices))
+        narrowed = (
+            request if not skipped else request._replace(indices=np.asarray(kept, dtype=np.int64))
+        )
+        batch = self._collate(narrowed, samples)
+        return Fetched(self._finish(narrowed, batch), tuple(skipped), len(request.indices))
+
+    def _load_skipping(
+        self, request: BatchRequest, everything: list[Any] | None
+    ) -> tuple[list[int], list[Any], list[Skipped]]:
+        """The samples of ``request`` that load and transform, their indices, and the others.
+
+        ``everything`` is the whole request already loaded, or ``None`` to load it one by one.
+        """
         kept: list[int] = []
         samples: list[Any] = []
         skipped: list[Skipped] = []
@@ -180,13 +203,48 @@ class BatchFetcher:
                 except Exception as exc:  # noqa: BLE001 - every failure is recorded
                     skipped.append(self._skipped(request, index, exc, "failed in the transform"))
             kept, samples = good, out
-        if not samples:
-            return Fetched(None, tuple(skipped), len(request.indices))
+        return kept, samples, skipped
+
+    def _cached(self, request: BatchRequest) -> Any:
+        """The batch from transformed samples kept in the cache (the ``"transformed"`` stage).
+
+        Only the samples missing from the cache are loaded and transformed (then stored); a
+        sample that fails is never stored. Under the ``skip`` policy the result is a
+        :class:`Fetched`, as from :meth:`_skipping`.
+        """
+        cache = self.cache
+        assert cache is not None
+        wanted = request.indices.tolist()
+        found, missing = cache.lookup(wanted)
+        skipped: list[Skipped] = []
+        loaded: list[tuple[int, Any]] = []
+        if missing:
+            sub = request._replace(indices=np.asarray(missing, dtype=np.int64))
+            if self.skip:
+                try:
+                    everything: list[Any] | None = self.source.samples(sub.indices)
+                except Exception:  # noqa: BLE001 - read them one by one to drop only the bad ones
+                    everything = None
+                kept, samples, skipped = self._load_skipping(sub, everything)
+            else:
+                kept, samples = missing, self._samples(sub)
+                if self.transform is not None:
+                    samples = self._transformed(sub, samples)
+            loaded = list(zip(kept, samples, strict=True))
+            found.update(loaded)
+        cache.store_many(loaded, len(wanted) - len(missing))
+        order = [i for i in wanted if i in found]
         narrowed = (
-            request if not skipped else request._replace(indices=np.asarray(kept, dtype=np.int64))
+            request
+            if len(order) == len(wanted)
+            else request._replace(indices=np.asarray(order, dtype=np.int64))
         )
-        batch = self._collate(narrowed, samples)
-        return Fetched(self._finish(narrowed, batch), tuple(skipped), len(request.indices))
+        if not order:
+            return Fetched(None, tuple(skipped), len(wanted))
+        batch = self._finish(narrowed, self._collate(narrowed, [found[i] for i in order]))
+        if self.skip:
+            return Fetched(batch, tuple(skipped), len(wanted))
+        return batch
 
     def _finish(self, request: BatchRequest, batch: Any) -> Any:
         if self.source_key is not None:
@@ -207,6 +265,8 @@ class BatchFetcher:
     def _with_sources(self, request: BatchRequest, batch: Any) -> Any:
         """Add the source id of every sample under ``source_key`` (mixtures)."""
         source = self.source
+        if isinstance(source, CachedSource):
+            source = source.inner
         assert isinstance(source, MixtureSource)
         assert self.source_key is not None
         if not isinstance(batch, MutableMapping):

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import contextlib
 import copy
-import html
 import logging
 import os
 import re
@@ -25,6 +24,7 @@ import numpy.typing as npt
 import torch
 from torch.utils.data import DataLoader, Dataset, Sampler
 
+from loaderkit.build.cache import CachedSource, CacheStats, open_cache
 from loaderkit.build.device import deliver, resolve_device, wants_pinning
 from loaderkit.build.fetch import (
     BatchFetcher,
@@ -62,9 +62,10 @@ from loaderkit.order.keys import derive_key
 from loaderkit.order.mixture import mixture_batches, mixture_num_batches, source_of
 from loaderkit.order.shard import ShardLayout
 from loaderkit.order.weighted import weighted_batches
-from loaderkit.plan.display import bucket_plan, diff_dicts
+from loaderkit.plan.display import bucket_plan, diff_dicts, loader_html
 from loaderkit.plan.fields import batch_size_value, max_length_value, source_weights
 from loaderkit.plan.fingerprint import compute_elastic_fingerprint
+from loaderkit.plan.workers import resolve_workers
 from loaderkit.transforms import transforms
 
 if TYPE_CHECKING:
@@ -920,6 +921,10 @@ class Loader:
       batches *delivered to the caller*, not merely prefetched) tied to the plan's fingerprint.
     """
 
+    batch_sampler: None = None
+    """Always ``None``: the loader plans its batches itself. Named like torch's ``DataLoader``
+    attribute, which tools that inspect data loaders (Lightning) read."""
+
     def __init__(self, plan: LoaderPlan, *, split: str = "train") -> None:
         if plan.bindings is None:
             raise PlanError.single(
@@ -982,6 +987,8 @@ class Loader:
                 f"samples, drop_last=True leaves 0 batches per epoch; lower batch_size or set "
                 f"drop_last=False",
             )
+        self.workers = resolve_workers(plan.workers)
+        """The worker settings this loader runs with (``"auto"`` resolved on this machine)."""
         self.pin_memory = wants_pinning(plan.workers.pin_memory, self.device)
         collate = _resolve_callable(plan, plan.collator, "collator")
         self._on_device: Callable[[Any], Any] | None = getattr(collate, "on_device", None)
@@ -992,8 +999,16 @@ class Loader:
         transform = (
             None if plan.transform is None else _resolve_callable(plan, plan.transform, "transform")
         )
+        self._cache = (
+            None
+            if plan.cache is None
+            else open_cache(plan, self.workers.num_workers + 1, self.workers.start_method)
+        )
+        source = self._source(plan)
+        if self._cache is not None and plan.cache is not None and plan.cache.stage == "fetched":
+            source = CachedSource(source, self._cache)
         self._fetcher = BatchFetcher(
-            self._source(plan),
+            source,
             collate=collate,
             collator_name=plan.collator.describe(),
             default_collator=plan.collator.source == "registry" and plan.collator.name == "default",
@@ -1002,6 +1017,9 @@ class Loader:
             seed=plan.order.seed,
             source_key=plan.mixture.source_key if plan.mixture is not None else None,
             skip=plan.error_policy.policy == "skip",
+            cache=self._cache
+            if plan.cache is not None and plan.cache.stage == "transformed"
+            else None,
         )
         self.skipped: list[Skipped] = []
         """Every sample the ``skip`` policy dropped, in order (index, epoch, batch, worker,
@@ -1012,6 +1030,15 @@ class Loader:
         self._generation = 0
         self._torch_loader: DataLoader[Any] | None = None
         self._sampler: _RequestSampler | None = None
+
+    @property
+    def cache_stats(self) -> CacheStats | None:
+        """What the sample cache (``with_cache``) did so far, over every fetching process.
+
+        Hits, misses, samples not stored (the cache was full) and the hit rate; ``None``
+        without a cache. A worker's counts are seen as soon as it has fetched a batch.
+        """
+        return None if self._cache is None else self._cache.stats()
 
     @staticmethod
     def _source(plan: LoaderPlan) -> Source:
@@ -1202,7 +1229,7 @@ class Loader:
                 yield item
 
     def _fetched(self, epoch: int, start: int) -> Iterator[Any]:
-        workers = self.plan.workers.num_workers
+        workers = self.workers.num_workers
         if workers == 0:
             fetch = self._fetcher
             for request in self._requests(epoch, start):
@@ -1240,7 +1267,7 @@ class Loader:
             try:
                 if worker_error is None:
                     dead = _dead_workers(iterator)
-                    worker_error = _worker_error(exc, self.plan.workers.timeout, dead)
+                    worker_error = _worker_error(exc, self.workers.timeout, dead)
                     if worker_error is None:
                         return None
                 self.close()  # the pool is broken: the next iteration starts new workers
@@ -1282,7 +1309,7 @@ class Loader:
 
     def _worker_loader(self) -> tuple[DataLoader[Any], _RequestSampler]:
         if self._torch_loader is None or self._sampler is None:
-            w = self.plan.workers
+            w = self.workers
             sampler = _RequestSampler(self._planner, self._requests)
             generator = torch.Generator()
             generator.manual_seed(derive_key(self.plan.order.seed, "torch-base-seed") % 2**63)
@@ -1308,7 +1335,7 @@ class Loader:
         self._generation += 1
         generation = self._generation
         host = self._host_batches(epoch, start)
-        pin_here = self.pin_memory and self.plan.workers.num_workers == 0
+        pin_here = self.pin_memory and self.workers.num_workers == 0
         finish = self._on_device
         for batch in deliver(host, self.device, pin_host=pin_here):
             if batch is _NO_BATCH:  # every sample of this batch was skipped
@@ -1511,6 +1538,8 @@ class Loader:
             f"({self.distributed_source}); device {self.device}; pin memory "
             f"{'on' if self.pin_memory else 'off'}",
         ]
+        if self.workers.auto is not None:
+            lines.append(f"  workers     resolved {self.workers.reason}")
         if self._part is not None:
             lines.append(
                 f"  part        {self.split!r} of the split: {len(self._part):,} of "
@@ -1558,7 +1587,7 @@ class Loader:
         return "\n".join(lines)
 
     def _repr_html_(self) -> str:
-        return f"<pre>{html.escape(repr(self))}\n{html.escape(self.explain())}</pre>"
+        return loader_html(self)
 
 
 def build_loader(plan: LoaderPlan, *, split: str = "train") -> Loader:

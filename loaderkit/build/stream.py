@@ -24,16 +24,31 @@ Shards: with ``W = max(num_workers, 1)`` producers per rank and ``world_size`` r
 
 So the order depends on ``num_workers`` and the world size (both are in the fingerprint).
 
-State: ``(epoch, batches delivered, batches delivered per producer, next producer)``. A resume
-replays each producer's shard and skips the batches it had delivered, reading (and shuffling)
-those samples again but neither transforming nor collating them: O(samples delivered).
+Positions: element ``k`` of a stream read by element has position ``k``; element ``j`` of
+shard ``s`` read through the hook or by HF has position ``j x (world_size x W) + s``. Unique in
+an epoch over all ranks and workers, they stand for sample indices in errors, skip records,
+batch checks and the per-sample random streams (transforms, collator contexts).
+
+State: ``(epoch, batches delivered, batches delivered per producer, next producer)`` and, per
+producer, the source's own state right after the last element of its last delivered batch was
+read. A resume is O(1) when the source is *stateful* and nothing reads ahead of the delivered
+batches: an HF ``IterableDataset`` (without its own shuffle buffer) or a torch
+``IterableDataset`` defining ``state_dict()`` / ``load_state_dict()``, and no buffer shuffle;
+each producer then loads its saved state and reads on. Otherwise it replays: each producer
+reads its shard again and skips the batches it had delivered, reading (and shuffling) those
+samples again but neither transforming nor collating them: O(samples delivered).
+
+Skip policy: an element failing in the transform is dropped from its batch (a batch is still
+the next ``batch_size`` elements of the producer's shard, so it is delivered smaller) and
+recorded by position through the same accounting as :class:`~loaderkit.build.loader.Loader`
+(``Fetched`` records, ``skipped``, the error budget). An error raised by the source's own
+iterator ends it and cannot be skipped.
 """
 
 from __future__ import annotations
 
 import collections
 import copy
-import html
 import itertools
 import traceback
 from collections.abc import Callable, Iterable, Iterator, Mapping
@@ -44,7 +59,9 @@ import torch
 from torch.utils.data import DataLoader, IterableDataset
 
 from loaderkit.build.device import deliver, resolve_device, wants_pinning
+from loaderkit.build.fetch import Fetched, Skipped
 from loaderkit.build.loader import (
+    _NO_BATCH,
     STATE_VERSION,
     Loader,
     _batch_sizes,
@@ -57,10 +74,10 @@ from loaderkit.checks import BatchChecker, CheckReport
 from loaderkit.collators.base import BatchContext
 from loaderkit.errors import DataError, NotBuiltYetError, PlanError, ResumeError
 from loaderkit.order.keys import derive_key, sample_rng
-from loaderkit.plan.display import diff_dicts
+from loaderkit.plan.display import diff_dicts, loader_html
+from loaderkit.plan.workers import resolve_workers
 
 if TYPE_CHECKING:
-    from loaderkit.build.fetch import Skipped
     from loaderkit.plan.plan import LoaderPlan
 
 __all__ = ["SHARD_HOOK", "StreamLoader"]
@@ -93,10 +110,21 @@ class _Item(NamedTuple):
     worker: int
     batch: Any = None
     positions: tuple[int, ...] = ()
+    """The stream positions of the batch's samples (the ones the skip policy kept)."""
     end: bool = False
     error: str | None = None
     sample_index: int | None = None
     collator: str | None = None
+    dropped: bool = False
+    """Every element of the batch was skipped: there is no batch, only its records."""
+    skipped: tuple[Skipped, ...] = ()
+    """The elements of the batch the skip policy dropped."""
+    requested: int = 0
+    """How many elements the batch was made from (the kept and the skipped)."""
+    state: dict[str, Any] | None = None
+    """The producer's resume state right after the batch's last element was read:
+    ``{"read": elements its iterator had yielded, "source": the source's state_dict()}``
+    (only for a stateful source read without a buffer shuffle)."""
 
 
 def buffer_shuffle(items: Iterable[Any], size: int, rng: np.random.Generator) -> Iterator[Any]:
@@ -120,6 +148,43 @@ def buffer_shuffle(items: Iterable[Any], size: int, rng: np.random.Generator) ->
         yield buffer[slot]
 
 
+def _is_stateful(data: object) -> bool:
+    """Whether ``data`` defines both ``state_dict()`` and ``load_state_dict(state)``."""
+    return callable(getattr(data, "state_dict", None)) and callable(
+        getattr(data, "load_state_dict", None)
+    )
+
+
+def _hf_resume_caveat(data: object) -> str | None:
+    """Why HF's own ``state_dict()`` would not resume ``data`` exactly, or ``None``.
+
+    HF documents two cases where its resume is not exact: a shuffle buffer
+    (``IterableDataset.shuffle``: the buffer's content is not in the state, so it is refilled
+    with other data) and a batched ``map()`` over arrow-formatted data (a batch may be skipped).
+    Both are found by walking the dataset's chain of example iterables.
+    """
+    root = getattr(data, "_ex_iterable", None)
+    if root is None:
+        return "this datasets version's IterableDataset cannot be inspected for a shuffle buffer"
+    todo: list[Any] = [root]
+    while todo:
+        node = todo.pop()
+        if type(node).__name__ == "BufferShuffledExamplesIterable":
+            return (
+                "its own shuffle buffer (IterableDataset.shuffle(buffer_size=...)) is not in "
+                "HF's state_dict(): HF would refill the buffer with other data"
+            )
+        if getattr(node, "batched", False) and getattr(
+            getattr(node, "formatting", None), "is_table", False
+        ):
+            return "a batched map() over arrow-formatted data may skip a batch in HF's resume"
+        child = getattr(node, "ex_iterable", None)
+        if child is not None:
+            todo.append(child)
+        todo.extend(getattr(node, "ex_iterables", None) or ())
+    return None
+
+
 class _Producer(IterableDataset[_Item]):
     """What each producer iterates: its shard of the stream, as whole batches.
 
@@ -141,6 +206,9 @@ class _Producer(IterableDataset[_Item]):
         seed: int,
         buffer_size: int | None,
         skips: tuple[int, ...],
+        states: tuple[Mapping[str, Any] | None, ...],
+        stateful: bool,
+        skip: bool,
         collate: Callable[..., Any],
         collator_name: str,
         transform: Callable[..., Any] | None,
@@ -157,6 +225,9 @@ class _Producer(IterableDataset[_Item]):
         self.seed = seed
         self.buffer_size = buffer_size
         self.skips = skips
+        self.states = states
+        self.stateful = stateful
+        self.skip = skip
         self.collate = collate
         self.uses_context = bool(getattr(collate, "uses_context", False))
         self.collator_name = collator_name
@@ -187,17 +258,51 @@ class _Producer(IterableDataset[_Item]):
             f"{self.rank}, worker {worker})"
         )
 
-    def _elements(self, worker: int) -> Iterator[tuple[int, Any]]:
-        """``(position, sample)`` of this producer's shard, in read order."""
+    def _source(self, worker: int) -> tuple[Any, int, bool]:
+        """What this producer iterates, the elements of it read before, and if it resumes.
+
+        ``resumed`` is True when a saved source state was loaded (a resume without replay).
+        """
+        state = self.states[worker] if worker < len(self.states) else None
+        if state is None:
+            return self.data, 0, False
+        source = self.data
+        if self.mode == "hf":  # HF keeps a loaded state for later passes: load it on a copy
+            source = _own_copy(source)
+        source.load_state_dict(copy.deepcopy(state["source"]))
+        return source, int(state["read"]), True
+
+    def _read_error(self, exc: Exception, resumed: bool) -> str:
+        """The end of the message of an element the source's own iterator failed to read."""
+        text = f"{type(exc).__name__}: {exc}"
+        if resumed:
+            text += " (the first read after loading the source's saved state_dict)"
+        if self.skip:
+            text += (
+                "; the skip policy cannot skip it: the source's own iterator raised, which "
+                "ends it (a generator that raised is finished), so nothing after it can be "
+                "read. Catch the error inside the dataset's __iter__ (skipping the record "
+                "there), or fix the record"
+            )
+        return text
+
+    def _elements(self, worker: int, source: Any, start: int) -> Iterator[tuple[int, Any]]:
+        """``(position, sample)`` of this producer's shard, in read order.
+
+        ``source`` continues after ``start`` elements of its stream (0 unless a saved state
+        was loaded into it).
+        """
         shards = self.world_size * self.producers
         shard = self.rank * self.producers + worker
-        data = self.data
+        resumed = start > 0
         if self.mode == "element":
             # zip draws the element before the count: after a failure the count is its index
-            counter = itertools.count()
-            picked = itertools.islice(zip(data, counter, strict=False), shard, None, shards)
+            counter = itertools.count(start)
+            first = (shard - start) % shards
+            picked = itertools.islice(zip(source, counter, strict=False), first, None, shards)
             try:
                 for sample, k in picked:
+                    resumed = False
                     yield k, sample
             except Exception as exc:
                 k = next(counter)
@@ -206,63 +311,91 @@ class _Producer(IterableDataset[_Item]):
                 raise DataError(
                     f"stream element {k} (shard {owner} of {shards}: rank "
                     f"{owner // self.producers}, worker {owner % self.producers}) could not be "
-                    f"read{by}: {type(exc).__name__}: {exc}",
+                    f"read{by}: {self._read_error(exc, resumed)}",
                     sample_index=k,
                     worker_id=worker,
                 ) from exc
             return
         if self.mode == "hook":
-            stream: Iterable[Any] = getattr(data, SHARD_HOOK)(shards, shard)
+            stream: Iterable[Any] = getattr(source, SHARD_HOOK)(shards, shard)
         else:  # HF: already split by node; HF splits the node's shards across workers
-            stream = data
-        local = -1
+            stream = source
+        local = start - 1
         try:
-            for local, sample in enumerate(stream):
+            for local, sample in enumerate(stream, start):
                 yield local * shards + shard, sample
         except Exception as exc:
             local += 1
             position = local * shards + shard
             raise DataError(
                 f"{self._where(worker, position, local)} could not be read: "
-                f"{type(exc).__name__}: {exc}",
+                f"{self._read_error(exc, resumed and local == start)}",
                 sample_index=position,
                 worker_id=worker,
             ) from exc
 
+    def _read_after(self, position: int) -> int:
+        """Elements the producer's iterator has yielded once the one at ``position`` was read."""
+        if self.mode == "element":  # it reads the whole stream
+            return position + 1
+        return position // (self.world_size * self.producers) + 1
+
     def _batches(self, worker: int) -> Iterator[_Item]:
-        elements = self._elements(worker)
+        source, start, resumed = self._source(worker)
+        elements = self._elements(worker, source, start)
         if self.buffer_size is not None:
             key = derive_key(self.seed, "stream-buffer", self.epoch, self.rank, worker)
             rng = np.random.Generator(np.random.PCG64(key))
             elements = buffer_shuffle(elements, self.buffer_size, rng)
         size = self.batch_size
         done = self.skips[worker] if worker < len(self.skips) else 0
-        if done:  # a resume: read the delivered samples again, without making batches
+        if done and not resumed:  # a replay: read the delivered samples again, no batches
             collections.deque(itertools.islice(elements, done * size), maxlen=0)
-        transform = self.transform
-        positions: list[int] = []
+        transform, skip = self.transform, self.skip
+        stateful = self.stateful and self.buffer_size is None
+        positions: list[int] = []  # every element of the batch being made
+        kept: list[int] = []  # the ones not skipped
         samples: list[Any] = []
+        skipped: list[Skipped] = []
         for position, sample in elements:
-            if transform is not None:
-                sample = self._transformed(worker, position, sample)
             positions.append(position)
-            samples.append(sample)
-            if len(samples) == size:
-                yield self._batch(worker, done, positions, samples)
+            if transform is None:
+                kept.append(position)
+                samples.append(sample)
+            elif not skip:
+                kept.append(position)
+                samples.append(self._transformed(worker, position, sample))
+            else:
+                try:
+                    samples.append(self._transform_one(position, sample))
+                    kept.append(position)
+                except Exception as exc:  # noqa: BLE001 - every failure is recorded
+                    skipped.append(self._skipped(worker, position, exc))
+            if len(positions) == size:
+                state = self._state(source, position) if stateful else None
+                yield self._batch(worker, done, positions, kept, samples, skipped, state)
                 done += 1
-                positions, samples = [], []
-        if samples and not self.drop_last:
-            yield self._batch(worker, done, positions, samples)
+                positions, kept, samples, skipped = [], [], [], []
+        if positions and not self.drop_last:
+            state = self._state(source, positions[-1]) if stateful else None
+            yield self._batch(worker, done, positions, kept, samples, skipped, state)
 
-    def _transformed(self, worker: int, position: int, sample: Any) -> Any:
+    def _state(self, source: Any, position: int) -> dict[str, Any]:
+        return {
+            "read": self._read_after(position),
+            "source": copy.deepcopy(source.state_dict()),
+        }
+
+    def _transform_one(self, position: int, sample: Any) -> Any:
         transform = self.transform
         assert transform is not None
+        if self.transform_rng:
+            return transform(sample, rng=sample_rng(self.seed, "transform", self.epoch, position))
+        return transform(sample)
+
+    def _transformed(self, worker: int, position: int, sample: Any) -> Any:
         try:
-            if self.transform_rng:
-                return transform(
-                    sample, rng=sample_rng(self.seed, "transform", self.epoch, position)
-                )
-            return transform(sample)
+            return self._transform_one(position, sample)
         except Exception as exc:
             shards = self.world_size * self.producers
             raise DataError(
@@ -272,20 +405,54 @@ class _Producer(IterableDataset[_Item]):
                 worker_id=worker,
             ) from exc
 
-    def _batch(self, worker: int, local: int, positions: list[int], samples: list[Any]) -> _Item:
+    def _skipped(self, worker: int, position: int, exc: Exception) -> Skipped:
+        """The record of an element the skip policy drops.
+
+        Its batch index is -1 until the main process numbers the batch it is delivered in.
+        """
+        shards = self.world_size * self.producers
+        in_worker = torch.utils.data.get_worker_info() is not None
+        return Skipped(
+            position,
+            self.epoch,
+            -1,
+            worker if in_worker else None,
+            type(exc).__name__,
+            f"{self._where(worker, position, position // shards)} failed in the transform: "
+            f"{type(exc).__name__}: {exc}",
+        )
+
+    def _batch(
+        self,
+        worker: int,
+        local: int,
+        positions: list[int],
+        kept: list[int],
+        samples: list[Any],
+        skipped: list[Skipped],
+        state: dict[str, Any] | None,
+    ) -> _Item:
+        if not samples:  # the skip policy dropped every element
+            return _Item(
+                worker,
+                dropped=True,
+                skipped=tuple(skipped),
+                requested=len(positions),
+                state=state,
+            )
         try:
             if self.uses_context:
                 # a batch id unique in the epoch: producer-local batch number x shards + shard
                 shards = self.world_size * self.producers
                 batch_id = local * shards + self.rank * self.producers + worker
                 context = BatchContext(
-                    self.seed, self.epoch, batch_id, np.asarray(positions, dtype=np.int64)
+                    self.seed, self.epoch, batch_id, np.asarray(kept, dtype=np.int64)
                 )
                 batch = self.collate(samples, context=context)
             else:
                 batch = self.collate(samples)
         except Exception as exc:
-            shown = str(positions[:8])[1:-1] + (", ..." if len(positions) > 8 else "")
+            shown = str(kept[:8])[1:-1] + (", ..." if len(kept) > 8 else "")
             raise DataError(
                 f"batch {local} of worker {worker} on rank {self.rank} in epoch {self.epoch} "
                 f"(stream elements {shown}) could not be collated by {self.collator_name!r}: "
@@ -294,7 +461,26 @@ class _Producer(IterableDataset[_Item]):
                 worker_id=worker,
                 collator=self.collator_name,
             ) from exc
-        return _Item(worker, batch, tuple(positions))
+        return _Item(
+            worker,
+            batch,
+            tuple(kept),
+            skipped=tuple(skipped),
+            requested=len(positions),
+            state=state,
+        )
+
+
+def _own_copy(obj: Any) -> Any:
+    """A shallow copy of ``obj`` with an attribute dict of its own.
+
+    Not ``copy.copy``: an HF ``IterableDataset``'s ``__getstate__`` returns its very
+    ``__dict__``, so its ``copy.copy`` shares the attributes (a state loaded into the copy
+    would stay on the original).
+    """
+    clone = object.__new__(type(obj))
+    clone.__dict__.update(vars(obj))
+    return clone
 
 
 def _where(info: object) -> str:
@@ -353,9 +539,11 @@ class StreamLoader(Loader):
 
     The same surface as :class:`~loaderkit.build.loader.Loader` where a stream allows it:
     ``iter()`` continues from the cursor, ``set_epoch``, ``state_dict`` /
-    ``load_state_dict`` (a resume replays the stream: O(samples delivered) reading),
-    ``explain``, ``close`` and the context manager. A stream has no length (``len()`` raises
-    ``TypeError``) and no sample indices (``batch_indices`` raises ``TypeError``).
+    ``load_state_dict`` (O(1) for a stateful source read without a buffer shuffle, else a
+    replay of the stream: see :attr:`resume_native`), the ``skip`` error policy
+    (``skipped`` / ``errors``), ``explain``, ``close`` and the context manager. A stream has
+    no length (``len()`` raises ``TypeError``) and no sample indices (``batch_indices``
+    raises ``TypeError``).
     """
 
     def __init__(self, plan: LoaderPlan) -> None:
@@ -374,10 +562,15 @@ class StreamLoader(Loader):
         self.sampler = None
         self.lengths_cost = self.sampler_cost = ""
         self.skipped: list[Skipped] = []
+        """Every element the ``skip`` policy dropped, in order (stream position, epoch,
+        batch, worker, exception type, message)."""
+        self._read = 0
         self.batch_sizes = _batch_sizes(plan)
         self._max_lengths = _max_lengths(plan)
         self.pin_memory = wants_pinning(plan.workers.pin_memory, self.device)
-        self.num_workers = plan.workers.num_workers
+        self.workers = resolve_workers(plan.workers)  # never "auto": compile() refuses it here
+        """The worker settings this loader runs with."""
+        self.num_workers = self.workers.num_workers
         self.producers = max(self.num_workers, 1)
         data = plan.bindings[plan.dataset.binding]
         if plan.dataset.kind == "hf_iterable":
@@ -392,6 +585,9 @@ class StreamLoader(Loader):
             self.sharding = "element"
         self.data = data
         """What the producers read: the bound dataset (HF: this rank's split of it)."""
+        self.resume_native, self.resume_replays_because = self._resume_mode(plan, data)
+        """Whether a resume loads each producer's saved source state (O(1)) instead of
+        replaying the stream, and if not, why not."""
         collate = _resolve_callable(plan, plan.collator, "collator")
         self._collate = collate
         self._on_device: Callable[[Any], Any] | None = getattr(collate, "on_device", None)
@@ -404,6 +600,7 @@ class StreamLoader(Loader):
         self._epoch = 0
         self._delivered = 0
         self._worker_batches = [0] * self.producers
+        self._worker_states: list[dict[str, Any] | None] = [None] * self.producers
         self._next_worker = 0
         self._epoch_done = False
         self._generation = 0
@@ -413,21 +610,39 @@ class StreamLoader(Loader):
     @staticmethod
     def _refuse_unsupported(plan: LoaderPlan) -> None:
         name = plan.dataset.binding
-        if plan.error_policy.policy != "raise":
-            raise NotBuiltYetError(
-                f"the {plan.error_policy.policy!r} error policy is not supported for the "
-                f"iterable dataset {name!r} yet; use with_error_policy('raise')"
-            )
+        why = (
+            f"the producers of a stream make their batches independently, ahead of delivery "
+            f"and without a length to plan from, so where the iterable dataset {name!r} is "
+            f"made there is no global step to look the value up by"
+        )
         if plan.batch.scheduled and plan.batch.by == "step":
             raise NotBuiltYetError(
-                f"a batch size following the step is not supported for the iterable dataset "
-                f"{name!r} yet; schedule it by epoch"
+                f"batch.by: a batch size scheduled by step is not supported for streams: "
+                f"{why}; schedule it by epoch (with_batch_size([...], by='epoch')), or pass "
+                f"a map-style dataset"
             )
         if plan.max_length is not None and plan.max_length.by == "step":
             raise NotBuiltYetError(
-                f"a max_length following the step is not supported for the iterable dataset "
-                f"{name!r} yet; schedule it by epoch"
+                f"max_length.by: a max_length scheduled by step is not supported for streams: "
+                f"{why}; schedule it by epoch (with_max_length([...], by='epoch')), or pass a "
+                f"map-style dataset"
             )
+
+    def _resume_mode(self, plan: LoaderPlan, data: Any) -> tuple[bool, str]:
+        """Whether resumes load saved source states, and if not, why they replay."""
+        if plan.order.shuffle and plan.order.buffer_size is not None:
+            return False, (
+                "the buffer shuffle has read ahead of the delivered batches, and the buffer's "
+                "content is not in any source state"
+            )
+        if self.sharding == "hf":
+            caveat = _hf_resume_caveat(data)
+            return (False, f"the HF dataset: {caveat}") if caveat else (True, "")
+        if _is_stateful(data):
+            return True, ""
+        return False, (
+            f"{type(data).__name__} defines no state_dict() / load_state_dict() to continue from"
+        )
 
     # -- position ---------------------------------------------------------------------------
 
@@ -458,11 +673,19 @@ class StreamLoader(Loader):
         """
         if isinstance(epoch, bool) or not isinstance(epoch, int) or epoch < 0:
             raise ValueError(f"set_epoch: epoch must be an int >= 0 (got {epoch!r})")
-        self._move(epoch, 0, [0] * self.producers, 0)
+        self._move(epoch, 0, [0] * self.producers, 0, [None] * self.producers)
 
-    def _move(self, epoch: int, delivered: int, per_worker: list[int], next_worker: int) -> None:
+    def _move(
+        self,
+        epoch: int,
+        delivered: int,
+        per_worker: list[int],
+        next_worker: int,
+        states: list[dict[str, Any] | None],
+    ) -> None:
         self._epoch, self._delivered = epoch, delivered
         self._worker_batches, self._next_worker = per_worker, next_worker
+        self._worker_states = states
         self._epoch_done = False
         self._generation += 1
 
@@ -485,7 +708,12 @@ class StreamLoader(Loader):
 
     # -- iteration --------------------------------------------------------------------------
 
-    def _producer(self, epoch: int, skips: tuple[int, ...]) -> _Producer:
+    def _producer(
+        self,
+        epoch: int,
+        skips: tuple[int, ...],
+        states: tuple[dict[str, Any] | None, ...],
+    ) -> _Producer:
         plan = self.plan
         collate = self._collate
         lengths = self._max_lengths
@@ -504,6 +732,9 @@ class StreamLoader(Loader):
             seed=plan.order.seed,
             buffer_size=buffer,
             skips=skips,
+            states=states if self.resume_native else (None,) * self.producers,
+            stateful=self.resume_native,
+            skip=plan.error_policy.policy == "skip",
             collate=collate,
             collator_name=plan.collator.describe(),
             transform=self._transform,
@@ -521,7 +752,7 @@ class StreamLoader(Loader):
         if self.num_workers == 0:
             yield from producer
             return
-        w = self.plan.workers
+        w = self.workers
         torch_loader = DataLoader(
             producer,
             batch_size=None,
@@ -551,12 +782,14 @@ class StreamLoader(Loader):
     def __iter__(self) -> Iterator[Any]:
         epoch, delivered = self._cursor()
         if self._epoch_done:
-            self._move(epoch, 0, [0] * self.producers, 0)
+            self._move(epoch, 0, [0] * self.producers, 0, [None] * self.producers)
         self.close()  # a previous pass's workers
         self._generation += 1
         generation = self._generation
         self._tell_epoch(epoch)
-        producer = self._producer(epoch, tuple(self._worker_batches))
+        producer = self._producer(
+            epoch, tuple(self._worker_batches), tuple(copy.deepcopy(self._worker_states))
+        )
         sent: collections.deque[tuple[_Item, bool]] = collections.deque()
 
         def host() -> Iterator[Any]:
@@ -570,28 +803,36 @@ class StreamLoader(Loader):
                         collator=item.collator,
                     )
                 sent.append((item, last))
-                yield item.batch
+                yield _NO_BATCH if item.dropped else item.batch
 
         pin_here = self.pin_memory and self.num_workers == 0
         finish = self._on_device
         checks = self.batch_checks
+        skipping = self.plan.error_policy.policy == "skip"
         for batch in deliver(host(), self.device, pin_host=pin_here):
             item, last = sent.popleft()
-            if finish is not None:
-                batch = finish(batch)
             if generation != self._generation:
                 raise RuntimeError(
                     "this iterator was superseded: iter(), set_epoch() or load_state_dict() "
                     "was called on the loader since it started; iterate the newest one"
                 )
             index = self._delivered
-            if checks is not None and checks.due(index, first=index == delivered):
-                checks.run(batch, epoch, index, _positions(item.positions))
+            if skipping:  # the records are numbered by the batch they were delivered in
+                records = tuple(r._replace(batch_index=index) for r in item.skipped)
+                fetched = Fetched(None if item.dropped else batch, records, item.requested)
+                batch = self._account(fetched)  # raises once the budget is spent
+            if batch is not _NO_BATCH:
+                if finish is not None:
+                    batch = finish(batch)
+                if checks is not None and checks.due(index, first=index == delivered):
+                    checks.run(batch, epoch, index, _positions(item.positions))
             self._delivered += 1
             self._worker_batches[item.worker] += 1
+            self._worker_states[item.worker] = item.state
             self._next_worker = (item.worker + 1) % self.producers
             self._epoch_done = last
-            yield batch
+            if batch is not _NO_BATCH:  # else every element of the batch was skipped
+                yield batch
         if generation == self._generation:
             self._epoch_done = True
             self._iterator = None
@@ -611,7 +852,11 @@ class StreamLoader(Loader):
 
         Besides the epoch and the batches delivered it records, per producer, the batches it
         delivered and which producer is next (a resume needs them), and the world size, rank
-        and ``num_workers`` the order depends on.
+        and ``num_workers`` the order depends on. ``worker_states`` holds, per producer, the
+        source's own state right after the last element of its last *delivered* batch was
+        read (``{"read": elements its iterator had yielded, "source": state_dict()}``), or
+        ``None``: filled only when :attr:`resume_native` (the source state must then be
+        JSON-serializable for the whole state to be; an HF dataset's is).
         """
         epoch, delivered = self._cursor()
         done = self._epoch_done
@@ -626,15 +871,21 @@ class StreamLoader(Loader):
             "num_workers": self.num_workers,
             "worker_batches": [0] * self.producers if done else list(self._worker_batches),
             "next_worker": 0 if done else self._next_worker,
+            "worker_states": (
+                [None] * self.producers if done else copy.deepcopy(self._worker_states)
+            ),
             "plan": copy.deepcopy(self.plan.to_dict()),
         }
 
     def load_state_dict(self, state: Mapping[str, Any], *, strict: bool = True) -> None:
-        """Continue where ``state`` was taken, by replaying the stream.
+        """Continue exactly where ``state`` was taken.
 
-        Each producer reads its shard again and skips the batches it had delivered (those
-        samples are read, and shuffled, again but not transformed or collated): the cost is
-        O(samples already delivered). The state must come from a stream loader of a plan with
+        When :attr:`resume_native` (a stateful source, no buffer shuffle) each producer loads
+        its source's saved state and reads on from the element after its last delivered batch:
+        O(1), nothing is read twice. Otherwise (or for a producer without a saved state) it
+        *replays*: it reads its shard again and skips the batches it had delivered (those
+        samples are read, and shuffled, again but not transformed or collated): O(samples
+        already delivered). The state must come from a stream loader of a plan with
         the same fingerprint, on the same rank and world size, else
         :class:`~loaderkit.ResumeError` says why with the differences (``strict=False`` skips
         the fingerprint check; the layout must still fit).
@@ -690,9 +941,43 @@ class StreamLoader(Loader):
                 f"producers delivered, summing to batches_delivered, and next_worker must be "
                 f"one of them (got {per_worker!r}, next_worker {state['next_worker']!r})"
             )
+        states = self._checked_states(state.get("worker_states"), per_worker)
         self._move(
-            state["epoch"], state["batches_delivered"], list(per_worker), state["next_worker"]
+            state["epoch"],
+            state["batches_delivered"],
+            list(per_worker),
+            state["next_worker"],
+            states,
         )
+
+    def _checked_states(self, states: object, per_worker: list[int]) -> list[Any]:
+        """The per-producer source states of a saved state (``None``: none was saved)."""
+        if states is None:  # a state from before worker_states: every producer replays
+            return [None] * self.producers
+        fits = isinstance(states, list) and len(states) == self.producers
+        if fits:
+            assert isinstance(states, list)
+            for entry, batches in zip(states, per_worker, strict=True):
+                if entry is None:
+                    continue
+                read = entry.get("read") if isinstance(entry, Mapping) else None
+                if (
+                    not isinstance(entry, Mapping)
+                    or "source" not in entry
+                    or isinstance(read, bool)
+                    or not isinstance(read, int)
+                    or read < 1
+                    or batches == 0
+                ):
+                    fits = False
+                    break
+        if not fits:
+            raise ResumeError(
+                f"state['worker_states'] must list, for each of the {self.producers} "
+                f"producers, None or the {{'read': int >= 1, 'source': ...}} of its last "
+                f"delivered batch (only for a producer that delivered one); got {states!r:.200}"
+            )
+        return copy.deepcopy(states)  # type: ignore[arg-type]
 
     # -- display ----------------------------------------------------------------------------
 
@@ -708,7 +993,8 @@ class StreamLoader(Loader):
         """The plan's report plus how the stream is read on this machine.
 
         The sharding used, that the order depends on ``num_workers`` and the world size, the
-        shuffle buffer, and what a resume costs.
+        shuffle buffer, what a resume costs (and why, when it replays) and, under the ``skip``
+        policy, what a stream can skip.
         """
         shards = self.world_size * self.producers
         name = type(self.plan.bindings[self.plan.dataset.binding]).__name__  # type: ignore[index]
@@ -737,6 +1023,28 @@ class StreamLoader(Loader):
             else "none (stream order)"
         )
         epoch, delivered = self._cursor()
+        if self.resume_native:
+            source = (
+                "HF IterableDataset.load_state_dict"
+                if self.sharding == "hf"
+                else f"{name}.load_state_dict"
+            )
+            resume = (
+                f"O(1): each producer loads its source's state saved after its last delivered "
+                f"batch ({source}), nothing is read twice"
+            )
+        else:
+            resume = (
+                f"replays the stream, O(samples already delivered) reading, because "
+                f"{self.resume_replays_because}"
+            )
+        errors = []
+        if self.plan.error_policy.policy == "skip":
+            errors = [
+                "  skipping    elements failing in the transform are dropped from their batch "
+                "and recorded by stream position; an error raised by the source's own iterator "
+                "cannot be skipped (it ends the iterator) and raises DataError"
+            ]
         return "\n".join(
             [
                 self.plan.explain(),
@@ -750,10 +1058,10 @@ class StreamLoader(Loader):
                 f"  order       depends on num_workers ({self.num_workers}) and the world size "
                 f"({self.world_size}): batches come round-robin from the producers; change "
                 f"either and the order changes",
-                f"  resume      replays the stream: O(samples already delivered) reading; now at "
-                f"epoch {epoch}, {delivered} batch(es) delivered",
+                f"  resume      {resume}; now at epoch {epoch}, {delivered} batch(es) delivered",
+                *errors,
             ]
         )
 
     def _repr_html_(self) -> str:
-        return f"<pre>{html.escape(repr(self))}\n{html.escape(self.explain())}</pre>"
+        return loader_html(self)

@@ -1,18 +1,31 @@
-"""How plans show themselves: ``explain()`` and ``diff()``."""
+"""How plans show themselves: ``explain()``, ``diff()`` and the notebook (HTML) view."""
 
 from __future__ import annotations
 
+import functools
+import html
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
+from loaderkit.errors import PlanError
 from loaderkit.order.shard import ShardLayout
 from loaderkit.order.split import split_sizes
 from loaderkit.plan.specs import BatchSpec, BucketingSpec, dataset_summary
+from loaderkit.plan.workers import resolve_workers
 
 if TYPE_CHECKING:
     from loaderkit.plan.plan import LoaderPlan
 
-__all__ = ["diff_dicts", "epoch_shape", "explain_plan", "flatten"]
+__all__ = [
+    "builder_html",
+    "diff_dicts",
+    "epoch_shape",
+    "explain_plan",
+    "flatten",
+    "loader_html",
+    "plan_html",
+    "settings_rows",
+]
 
 
 def flatten(data: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
@@ -224,6 +237,27 @@ def _batch_schedule(batch: BatchSpec) -> str:
     return f"progressive by {batch.by}: {', '.join(parts)}"
 
 
+def _cache_line(plan: LoaderPlan) -> str:
+    """``"disk at 'cache/' (shared by every process), fetched samples (before the transform)"``."""
+    spec = plan.cache
+    assert spec is not None
+    if spec.storage == "disk":
+        where = f"disk at {spec.path!r} (shared by every process)"
+    elif plan.workers.num_workers == "auto":
+        where = "memory of each worker (of the main process if auto resolves to 0 workers)"
+    elif plan.workers.num_workers > 0:
+        where = f"memory of each of the {plan.workers.num_workers} workers"
+    else:
+        where = "memory of the main process"
+    stage = (
+        "fetched samples (before the transform)"
+        if spec.stage == "fetched"
+        else "transformed samples (the transform runs once per sample)"
+    )
+    limit = "" if spec.max_bytes is None else f", at most {spec.max_bytes:,} bytes"
+    return f"{where}, {stage}{limit}"
+
+
 def _error_line(plan: LoaderPlan) -> str:
     spec = plan.error_policy
     limits = []
@@ -240,20 +274,26 @@ def _error_line(plan: LoaderPlan) -> str:
 
 def _workers_line(plan: LoaderPlan) -> str:
     w = plan.workers
-    if w.num_workers == 0:
-        text = "0 (load in the main process)"
+    try:
+        r = resolve_workers(w)  # "auto" as this machine resolves it
+    except PlanError as exc:  # a malformed LOCAL_WORLD_SIZE: build() raises it too
+        return f"auto, resolved at build; on this machine it cannot be: {exc}"
+    if r.auto is not None:
+        text = f"{r.reason} (on this machine; build() resolves it where it runs)"
     else:
-        prefetch = f"prefetch {w.prefetch_factor}" if w.prefetch_factor else "prefetch auto (2)"
+        text = "0 (load in the main process)" if r.num_workers == 0 else str(r.num_workers)
+    if r.num_workers > 0:
+        prefetch = f"prefetch {r.prefetch_factor}" if r.prefetch_factor else "prefetch auto (2)"
         persistent = {None: "persistent auto (on)", True: "persistent", False: "not persistent"}[
-            w.persistent
+            r.persistent
         ]
         if plan.dataset.iterable:
             persistent = "started for every pass over the stream"
-        start = w.start_method or "platform default start method"
-        text = f"{w.num_workers}, {prefetch}, {persistent}, {start}"
-        if w.timeout:
-            text += f", timeout {w.timeout:g} s"
-    pin = {None: "auto (when delivering to CUDA)", True: "on", False: "off"}[w.pin_memory]
+        start = r.start_method or "platform default start method"
+        text = f"{text}, {prefetch}, {persistent}, {start}"
+        if r.timeout:
+            text += f", timeout {r.timeout:g} s"
+    pin = {None: "auto (when delivering to CUDA)", True: "on", False: "off"}[r.pin_memory]
     return f"{text}; pin memory {pin}"
 
 
@@ -412,6 +452,7 @@ def explain_plan(plan: LoaderPlan) -> str:
     lines = [
         f"LoaderPlan {plan.fingerprint[:12]}{status}",
         f"  source      {dataset_summary(plan.dataset)}",
+        *([f"  preset      {plan.preset.describe()}"] if plan.preset else []),
         *([f"  split       {_split_line(plan)}"] if plan.split else []),
         f"  order       {order}",
         f"  batches     {batch_line}",
@@ -427,8 +468,145 @@ def explain_plan(plan: LoaderPlan) -> str:
         f"  transform   {transform}",
         *([f"  errors      {_error_line(plan)}"] if plan.error_policy.policy != "raise" else []),
         f"  workers     {_workers_line(plan)}",
+        *([f"  cache       {_cache_line(plan)}"] if plan.cache else []),
         f"  device      {plan.device}",
         f"  distributed {dist_line}",
         f"  fingerprint {plan.fingerprint}",
     ]
     return "\n".join(lines)
+
+
+# -- the notebook view (``_repr_html_``) --------------------------------------------------------
+
+
+class _Compiles(Protocol):
+    """What the HTML view needs of a builder (``plan/`` does not import ``builder``)."""
+
+    def compile(self) -> LoaderPlan: ...
+
+
+class _Explains(Protocol):
+    """What the HTML view needs of a built loader (``plan/`` does not import ``build/``)."""
+
+    @property
+    def plan(self) -> LoaderPlan: ...
+
+    def explain(self) -> str: ...
+
+
+@functools.cache
+def _default_settings() -> dict[str, Any]:
+    """The flattened settings of a plan that sets nothing but its dataset (dataset left out)."""
+    from loaderkit.plan.plan import LoaderPlan
+    from loaderkit.plan.specs import DatasetSpec
+
+    bare = LoaderPlan(dataset=DatasetSpec("dataset", "torch_map", "list", 1), bindings=None)
+    return {
+        path: value
+        for path, value in flatten(bare.to_dict()).items()
+        if not path.startswith("dataset.")
+    }
+
+
+def settings_rows(plan: LoaderPlan) -> list[tuple[str, str, str, bool]]:
+    """``(section, field, value, is_default)`` for every setting of ``plan``'s data.
+
+    The rows are the flattened ``to_dict()`` (``schema_version`` left out), in plan-file
+    order; values are Python reprs. A setting is a default when a plan that sets nothing but
+    its dataset has the same value there (dataset rows never are).
+    """
+    defaults = _default_settings()
+    rows = []
+    for path, value in flatten(plan.to_dict()).items():
+        if path == "schema_version":
+            continue
+        section, _, field = path.partition(".")
+        default = path in defaults and defaults[path] == value
+        default = default and type(defaults[path]) is type(value)
+        rows.append((section, field, repr(value), default))
+    return rows
+
+
+_DIM = "opacity:0.5"
+_CELL = "text-align:left;padding-right:1em"
+
+
+def _settings_table(plan: LoaderPlan) -> str:
+    rows = settings_rows(plan)
+    body = []
+    previous = None
+    for section, field, value, default in rows:
+        shown = "" if section == previous else section  # a section's name on its first row
+        previous = section
+        attrs_ = f' style="{_DIM}" title="default"' if default else ""
+        cells = "".join(f'<td style="{_CELL}">{html.escape(text)}</td>' for text in (shown, field))
+        body.append(
+            f'<tr{attrs_}>{cells}<td style="{_CELL}"><code>{html.escape(value)}</code></td></tr>'
+        )
+    set_ = sum(not row[3] for row in rows)
+    head = "".join(f'<th style="{_CELL}">{name}</th>' for name in ("section", "field", "value"))
+    return (
+        f"<details open><summary>settings: {set_} set, {len(rows) - set_} default "
+        f"(dimmed)</summary>"
+        f'<table class="loaderkit-settings"><thead><tr>{head}</tr></thead>'
+        f"<tbody>{''.join(body)}</tbody></table></details>"
+    )
+
+
+def _plan_parts(plan: LoaderPlan, explained: str) -> str:
+    """The settings table, ``explained`` in a ``<pre>``, and the fingerprint."""
+    return (
+        f"{_settings_table(plan)}"
+        f'<pre class="loaderkit-explain">{html.escape(explained)}</pre>'
+        f"<div>fingerprint <code>{html.escape(plan.fingerprint)}</code></div>"
+    )
+
+
+def _frame(title: str, subtitle: str, body: str) -> str:
+    return (
+        f'<div class="loaderkit-repr"><div><strong>{html.escape(title)}</strong> '
+        f"<code>{html.escape(subtitle)}</code></div>{body}</div>"
+    )
+
+
+def plan_html(plan: LoaderPlan) -> str:
+    """The notebook view of a plan (``LoaderPlan._repr_html_``).
+
+    Its settings (section / field / value; defaults dimmed), ``explain()`` in a ``<pre>``
+    and the fingerprint. Every text from the plan is HTML-escaped.
+    """
+    status = "" if plan.bound else " (unbound: load with bindings to build)"
+    return _frame("LoaderPlan", plan.fingerprint[:12] + status, _plan_parts(plan, plan.explain()))
+
+
+def builder_html(builder: _Compiles) -> str:
+    """The notebook view of a builder (``DataLoaderBuilder._repr_html_``).
+
+    The chain that rebuilds it, then what it compiles to (as :func:`plan_html`), or, when it
+    does not compile yet, every problem ``compile()`` reports.
+    """
+    chain = f"<pre>{html.escape(repr(builder))}</pre>"
+    try:
+        plan = builder.compile()
+    except PlanError as exc:
+        problems = len(exc.problems)
+        return _frame(
+            "DataLoaderBuilder",
+            f"does not compile yet: {problems} problem{'s' if problems != 1 else ''}",
+            f'{chain}<pre class="loaderkit-problems">{html.escape(str(exc))}</pre>',
+        )
+    return _frame(
+        "DataLoaderBuilder",
+        f"compiles to plan {plan.fingerprint[:12]}",
+        chain + _plan_parts(plan, plan.explain()),
+    )
+
+
+def loader_html(loader: _Explains) -> str:
+    """The notebook view of a built loader (``Loader._repr_html_``, ``StreamLoader``'s too).
+
+    Its ``repr`` (position, rank, device), its plan's settings, the loader's ``explain()``
+    (the plan's report plus what was resolved on this machine) and the fingerprint.
+    """
+    name, _, rest = repr(loader).partition("(")
+    return _frame(name, f"({rest}", _plan_parts(loader.plan, loader.explain()))

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import inspect
+import os
 import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar
@@ -27,10 +28,13 @@ from loaderkit._checks import (
     freeze_value,
     unknown_keys,
 )
+from loaderkit.datasets import plain_type_name, source_of
 from loaderkit.errors import PlanError, PlanTypeError, Problem
 from loaderkit.order.split import decimal_ratio
 from loaderkit.plan.specs import (
     BUCKET_COSTS,
+    CACHE_STAGES,
+    CACHE_STORAGES,
     CHECK_KINDS,
     CURRICULUM_UNITS,
     DEVICES,
@@ -42,6 +46,7 @@ from loaderkit.plan.specs import (
     START_METHODS,
     BatchSpec,
     BucketingSpec,
+    CacheSpec,
     CallableSpec,
     ChecksSpec,
     ClassCheck,
@@ -59,6 +64,7 @@ from loaderkit.plan.specs import (
     WorkersSpec,
     describe_dataset,
 )
+from loaderkit.plan.workers import num_workers_value
 from loaderkit.registry import callable_ref, resolve_ref
 
 __all__ = [
@@ -68,6 +74,7 @@ __all__ = [
     "batch_spec",
     "binding_name",
     "bucketing_spec",
+    "cache_spec",
     "checks_spec",
     "collator_spec",
     "dataset_spec",
@@ -132,7 +139,14 @@ def dataset_spec(dataset: object, name: object = None) -> DatasetSpec:
         )
     if dataset is None:
         raise PlanTypeError.single("dataset", "got None; pass a dataset object")
-    return describe_dataset(dataset, binding)
+    return _described(dataset, binding)
+
+
+def _described(dataset: object, binding: str) -> DatasetSpec:
+    """``describe_dataset``, with the source a ``loaderkit.datasets.load`` result remembers."""
+    spec = describe_dataset(dataset, binding)
+    type_name = plain_type_name(dataset) or spec.type_name
+    return attrs.evolve(spec, source=source_of(dataset), type_name=type_name)
 
 
 def batch_spec(batch_size: object, drop_last: object = False) -> BatchSpec:
@@ -685,10 +699,8 @@ def workers_spec(
     start_method: object = None,
     timeout: object = None,
 ) -> WorkersSpec:
-    """Worker count and execution settings; ``None`` means automatic."""
-    count = check_int(
-        "workers.num_workers", num_workers, minimum=0, fix="use 0 to load in the main process"
-    )
+    """Worker count (an int or ``"auto"``) and execution settings; ``None`` means automatic."""
+    count = num_workers_value(num_workers)
     prefetch = (
         None
         if prefetch_factor is None
@@ -891,7 +903,7 @@ def mixture_spec(
         if obj is None:
             raise PlanTypeError.single(path, "got None; pass a dataset object")
         try:
-            spec = describe_dataset(obj, name)
+            spec = _described(obj, name)
         except PlanError as exc:
             raise type(exc)(
                 [Problem(p.path.replace("dataset", path, 1), p.message) for p in exc.problems]
@@ -1288,3 +1300,36 @@ def error_policy_spec(
             "first bad sample stops the loader); drop them or use 'skip'",
         )
     return ErrorPolicySpec(chosen, count, rate)
+
+
+def cache_spec(
+    storage: object = "memory",
+    *,
+    stage: object = "fetched",
+    path: object = None,
+    max_bytes: object = None,
+) -> CacheSpec:
+    """The sample cache of ``with_cache``."""
+    chosen = check_choice("cache.storage", storage, CACHE_STORAGES)
+    at = check_choice("cache.stage", stage, CACHE_STAGES)
+    folder: str | None = None
+    if path is not None:
+        if isinstance(path, os.PathLike):
+            path = os.fspath(path)
+        folder = check_str("cache.path", path)
+    if chosen == "disk" and folder is None:
+        raise PlanError.single(
+            "cache.path",
+            "a disk cache needs a folder; pass with_cache('disk', path='...') (it is created "
+            "if missing, and shared by workers, ranks and later runs)",
+        )
+    if chosen == "memory" and folder is not None:
+        raise PlanError.single(
+            "cache.path",
+            f"a memory cache keeps no folder (got {folder!r}); drop path, or use "
+            f"with_cache('disk', path={folder!r})",
+        )
+    limit = None
+    if max_bytes is not None:
+        limit = check_int("cache.max_bytes", max_bytes, minimum=1, fix="bytes the cache may hold")
+    return CacheSpec(chosen, at, folder, limit)

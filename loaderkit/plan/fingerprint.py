@@ -9,6 +9,8 @@ hashed:
 field                      kind      why
 =========================  ========  =============================================================
 dataset identity           stream    binding name, kind, type, length, columns; HF fingerprint
+dataset source             stream    (only when set) factory name and options, path options left
+                                     out (hf_files' identity hashes the files' bytes)
 batch.batch_size           stream    batch boundaries (with a schedule: its table or function,
                                      and by)
 batch.drop_last            stream    whether the tail is delivered
@@ -37,7 +39,10 @@ mixture                    stream    sources (identity of each), mode, weights o
 split                      stream    val, test, seed, stratify_by: which samples each part holds
                                      (the part a loader reads is in its state: ``"split"``)
 workers.* (the rest)       exec      prefetch_factor, persistent, pin_memory, start_method, timeout
+cache                      exec      with_cache keeps samples to load them faster; a transformed
+                                     cache needs a transform without rng (a pure function)
 device                     exec      where batches are delivered, not what they hold
+preset                     info      which loaderkit.presets entry made the plan (display only)
 =========================  ========  =============================================================
 """
 
@@ -112,6 +117,8 @@ def stream_fields(plan: LoaderPlan) -> dict[str, Any]:
         }
     else:
         data["distributed"] = {"world_size": 1, "rank": 0}
+    if ds.source is not None:  # absent otherwise: older fingerprints are unchanged
+        data["dataset"]["source"] = ds.source.without_paths()
     if ds.iterable:
         data["workers"] = {"num_workers": plan.workers.num_workers}
     if plan.order.buffer_size is not None:  # absent otherwise: older fingerprints are unchanged
@@ -132,6 +139,9 @@ def stream_fields(plan: LoaderPlan) -> dict[str, Any]:
         from loaderkit.plan.serde import mixture_to_dict
 
         data["mixture"] = mixture_to_dict(plan.mixture)
+        for table, spec in zip(data["mixture"]["sources"], plan.mixture.sources, strict=True):
+            if spec.source is not None:  # where the files are is not what they hold
+                table["source"] = spec.source.without_paths()
     if plan.error_policy.policy != "raise":  # skipping drops samples: another stream
         from loaderkit.plan.serde import error_policy_to_dict
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import functools
-import html
 import os
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
@@ -12,10 +11,12 @@ import attrs
 
 from loaderkit._checks import Bindings
 from loaderkit.errors import PlanError
+from loaderkit.plan.preset import PresetSpec
 from loaderkit.plan.specs import (
     DEFAULT_COLLATOR,
     BatchSpec,
     BucketingSpec,
+    CacheSpec,
     CallableSpec,
     ChecksSpec,
     CurriculumSpec,
@@ -31,6 +32,9 @@ from loaderkit.plan.specs import (
 )
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from loaderkit.build.autotune import AutotuneResult
     from loaderkit.build.loader import CheckReport, Loader
     from loaderkit.builder import DataLoaderBuilder
 
@@ -74,6 +78,10 @@ class LoaderPlan:
     split: SplitSpec | None = None
     checks: ChecksSpec | None = None
     error_policy: ErrorPolicySpec = ErrorPolicySpec()
+    cache: CacheSpec | None = None
+    preset: PresetSpec | None = attrs.field(default=None, eq=False, hash=False)
+    """The preset the plan was made from (``loaderkit.presets``): information only, neither
+    compared nor fingerprinted."""
     bindings: Mapping[str, object] | None = attrs.field(
         factory=Bindings, eq=False, hash=False, converter=_freeze_bindings
     )
@@ -81,7 +89,9 @@ class LoaderPlan:
     def __attrs_post_init__(self) -> None:
         from loaderkit.plan.rules import plan_problems
 
-        sections = {name: getattr(self, name) for name in PLAN_SECTIONS if name != "device"}
+        sections = {
+            name: getattr(self, name) for name in PLAN_SECTIONS if name not in ("device", "preset")
+        }
         problems = plan_problems(**sections, bindings=self.bindings)
         if problems:
             raise PlanError(problems)
@@ -180,7 +190,9 @@ class LoaderPlan:
         return f"LoaderPlan(<{self.dataset.binding!r}>, fingerprint={self.fingerprint[:12]})"
 
     def _repr_html_(self) -> str:
-        return f"<pre>{html.escape(self.explain())}</pre>"
+        from loaderkit.plan.display import plan_html
+
+        return plan_html(self)
 
     # -- conversion -------------------------------------------------------------------------
 
@@ -209,6 +221,40 @@ class LoaderPlan:
         from loaderkit.build.loader import build_loader
 
         return build_loader(self, split=split)
+
+    def autotune(
+        self,
+        budget_s: float = 30.0,
+        *,
+        num_workers: Sequence[int] | None = None,
+        prefetch_factors: Sequence[int] = (2, 4),
+        warmup_batches: int = 2,
+        batches: int = 20,
+        tolerance: float = 0.05,
+    ) -> AutotuneResult:
+        """Measure worker settings on this machine; return ``(tuned plan, report)``.
+
+        Tries the plan's own settings, then ``num_workers`` values (default: 0, 1, 2, 4, 8,
+        16 up to this process's CPUs, and what ``"auto"`` picks) and, at the best count, the
+        ``prefetch_factors``; each setting reads ``warmup_batches`` batches, then times
+        ``batches`` batches and keeps the median samples/s of 5 rounds. Stops when
+        ``budget_s`` seconds are spent. Only execution fields change: the tuned plan has this
+        plan's fingerprint and gives the same batches. Settings within ``tolerance`` of the
+        fastest are ties, won by fewer workers. Returns an ``AutotuneResult(plan, report)``;
+        ``print(report)`` shows every setting tried and why the search stopped. Imports
+        torch and builds loaders (see ``docs/autotune.md``).
+        """
+        from loaderkit.build.autotune import autotune
+
+        return autotune(
+            self,
+            budget_s,
+            num_workers=num_workers,
+            prefetch_factors=prefetch_factors,
+            warmup_batches=warmup_batches,
+            batches=batches,
+            tolerance=tolerance,
+        )
 
     def for_eval(
         self,

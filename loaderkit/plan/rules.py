@@ -15,11 +15,12 @@ import attrs
 
 from loaderkit._checks import did_you_mean
 from loaderkit.collators import collators
-from loaderkit.errors import Problem
+from loaderkit.errors import PlanError, Problem
 from loaderkit.order.split import split_sizes
 from loaderkit.plan.specs import (
     BatchSpec,
     BucketingSpec,
+    CacheSpec,
     CallableSpec,
     ChecksSpec,
     CurriculumSpec,
@@ -34,6 +35,7 @@ from loaderkit.plan.specs import (
     WeightsSpec,
     WorkersSpec,
 )
+from loaderkit.plan.workers import resolve_auto_workers
 from loaderkit.transforms import transforms
 
 __all__ = ["default_start_method", "plan_problems"]
@@ -549,6 +551,52 @@ def _split_problems(
     return problems
 
 
+def _cache_problems(
+    cache: CacheSpec,
+    dataset: DatasetSpec | None,
+    transform: CallableSpec | None,
+    workers: WorkersSpec,
+) -> list[Problem]:
+    """What keeps ``with_cache`` from caching this plan's samples."""
+    problems: list[Problem] = []
+    if dataset is not None and dataset.iterable:
+        problems.append(
+            Problem(
+                "cache",
+                f"dataset {dataset.binding!r} is an iterable (streamed) source, and the cache "
+                f"keeps samples by index; drop with_cache, or pass a map-style dataset",
+            )
+        )
+    if cache.stage == "transformed":
+        if transform is None:
+            problems.append(
+                Problem(
+                    "cache.stage",
+                    "is 'transformed' but the plan has no transform; use stage='fetched' "
+                    "(the samples as the dataset returns them)",
+                )
+            )
+        elif transform.accepts_rng:
+            problems.append(
+                Problem(
+                    "cache.stage",
+                    f"is 'transformed' but transform {transform.describe()} takes rng (a "
+                    f"random transform: a cached output would repeat every epoch); use "
+                    f"stage='fetched' so the transform runs anew, or drop its rng",
+                )
+            )
+    if cache.storage == "memory" and workers.num_workers != 0 and workers.persistent is False:
+        problems.append(
+            Problem(
+                "cache.storage",
+                f"a memory cache lives in each worker, and with_workers({workers.num_workers!r}, "
+                f"persistent=False) drops the workers (and their caches) after every epoch; "
+                f"keep the workers persistent, or use with_cache('disk', path=...)",
+            )
+        )
+    return problems
+
+
 def plan_problems(
     *,
     dataset: DatasetSpec | None,
@@ -567,6 +615,7 @@ def plan_problems(
     split: SplitSpec | None = None,
     error_policy: ErrorPolicySpec | None = None,
     checks: ChecksSpec | None = None,
+    cache: CacheSpec | None = None,
 ) -> list[Problem]:
     """All problems of a plan, in section order. ``bindings=None`` skips binding checks."""
     problems: list[Problem] = []
@@ -673,6 +722,20 @@ def plan_problems(
             )
     elif workers.timeout is not None and workers.timeout < 0:
         problems.append(Problem("workers.timeout", f"must be >= 0 (got {workers.timeout:g})"))
+    if workers.num_workers == "auto" and dataset is not None and dataset.iterable:
+        try:
+            here = str(resolve_auto_workers().num_workers)
+        except PlanError:  # a malformed LOCAL_WORLD_SIZE: build() reports it
+            here = "N"
+        problems.append(
+            Problem(
+                "workers.num_workers",
+                f'"auto" is refused for the iterable dataset {dataset.binding!r}: a stream\'s '
+                f"order depends on num_workers (it is in the fingerprint), so it must not change "
+                f"with the machine that builds; give a number, e.g. with_workers({here}) (what "
+                f'"auto" would choose on this machine)',
+            )
+        )
 
     if distributed.enabled:
         size, rank = distributed.world_size, distributed.rank
@@ -716,7 +779,7 @@ def plan_problems(
                 )
 
     needs_pickle = None
-    if workers.num_workers > 0:
+    if workers.num_workers == "auto" or workers.num_workers > 0:  # "auto" may start workers
         method = workers.start_method or default_start_method()
         if method != "fork":
             needs_pickle = method
@@ -791,6 +854,9 @@ def plan_problems(
             )
 
         problems.extend(_split_problems(split, dataset, batch, distributed, mixture, uneven))
+
+    if cache is not None:
+        problems.extend(_cache_problems(cache, dataset, transform, workers))
 
     if checks is not None and not checks.kinds:
         problems.append(

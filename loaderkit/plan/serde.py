@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import os
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -23,12 +23,20 @@ from loaderkit._checks import (
     thaw_value,
     unknown_keys,
 )
+from loaderkit.datasets import (
+    DatasetSource,
+    make_source,
+    rebuild,
+    relative_to,
+    source_problems,
+)
 from loaderkit.errors import PlanError, PlanTypeError, Problem
 from loaderkit.plan.fields import (
     batch_schedule_spec,
     batch_size_value,
     binding_name,
     bucketing_spec,
+    cache_spec,
     checks_spec,
     collator_spec,
     combined_dataset,
@@ -47,12 +55,14 @@ from loaderkit.plan.fields import (
     workers_spec,
 )
 from loaderkit.plan.plan import SCHEMA_VERSION, LoaderPlan
+from loaderkit.plan.preset import PresetSpec, preset_spec
 from loaderkit.plan.specs import (
     CHECK_KINDS,
     DATASET_KINDS,
     DEFAULT_COLLATOR,
     BatchSpec,
     BucketingSpec,
+    CacheSpec,
     CallableSpec,
     ChecksSpec,
     ClassCheck,
@@ -68,7 +78,7 @@ from loaderkit.plan.specs import (
     WeightsSpec,
     WorkersSpec,
 )
-from loaderkit.registry import resolve_ref
+from loaderkit.registry import UnknownNameError, resolve_ref
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -95,6 +105,8 @@ SECTIONS = (
     "checks",
     "error_policy",
     "split",
+    "cache",
+    "preset",
 )
 
 
@@ -162,6 +174,20 @@ def plan_to_dict(plan: LoaderPlan) -> dict[str, Any]:
         out["split"] = split_to_dict(plan.split)
     if plan.error_policy != ErrorPolicySpec():
         out["error_policy"] = error_policy_to_dict(plan.error_policy)
+    if plan.cache is not None:
+        out["cache"] = cache_to_dict(plan.cache)
+    if plan.preset is not None:  # information only: which loaderkit.presets entry made it
+        out["preset"] = {"name": plan.preset.name, "options": thaw_value(plan.preset.options)}
+    return out
+
+
+def cache_to_dict(spec: CacheSpec) -> dict[str, Any]:
+    """The ``[cache]`` table of a plan file (execution only: never fingerprinted)."""
+    out: dict[str, Any] = {"storage": spec.storage, "stage": spec.stage}
+    if spec.path is not None:
+        out["path"] = spec.path
+    if spec.max_bytes is not None:
+        out["max_bytes"] = spec.max_bytes
     return out
 
 
@@ -267,7 +293,21 @@ def dataset_to_dict(ds: DatasetSpec) -> dict[str, Any]:
         out["columns"] = list(ds.columns)
     if ds.features:
         out["features"] = list(ds.features)
+    if ds.source is not None:
+        out["source"] = source_table(ds.source)
     return out
+
+
+def source_table(source: DatasetSource, folder: Path | None = None) -> dict[str, Any]:
+    """The ``[dataset.source]`` table: ``name`` or ``ref``, and ``options``.
+
+    With ``folder`` (the folder of the file being written), path options that lie inside it
+    are written relative to it.
+    """
+    if folder is not None:
+        source = relative_to(source, folder)
+    key = "ref" if source.is_ref else "name"
+    return {key: source.name, "options": thaw_value(source.options)}
 
 
 def mixture_to_dict(spec: MixtureSpec) -> dict[str, Any]:
@@ -352,6 +392,7 @@ class _Reader:
         bindings: Mapping[str, object] | None,
         allow_imports: bool,
         require_bindings: bool,
+        base_dir: Path | None = None,
     ) -> None:
         self.problems: list[Problem] = []
         self.given = dict(bindings or {})
@@ -360,6 +401,7 @@ class _Reader:
         self.wanted: list[str] = []
         self.allow_imports = allow_imports
         self.require_bindings = require_bindings
+        self.base_dir = base_dir
 
     def attempt(self, fn: Callable[[], Any]) -> Any:
         try:
@@ -402,7 +444,7 @@ class _Reader:
         sec = self.section(
             data,
             path,
-            ("binding", "kind", "type", "length", "identity", "columns", "features"),
+            ("binding", "kind", "type", "length", "identity", "columns", "features", "source"),
         )
         if path not in data:
             self.problems.append(Problem(path, "missing; a plan needs a [dataset] table"))
@@ -441,20 +483,32 @@ class _Reader:
                 Problem(f"{path}.features", f"must be a list of strings (got {features!r})")
             )
             return None
+        source = None
+        if "source" in sec:
+            source = self.dataset_source(sec["source"], path)
+            if source is None:
+                return None
         recorded = DatasetSpec(
-            binding, kind, type_name, length, identity, tuple(columns), tuple(features)
+            binding, kind, type_name, length, identity, tuple(columns), tuple(features), source
         )
         if kind == "mixture":
             if path != "dataset":
                 self.problems.append(Problem(path, "a mixture cannot be a source of a mixture"))
                 return None
+            if source is not None:
+                self.problems.append(
+                    Problem(f"{path}.source", "a mixture is made from its sources; drop it")
+                )
             return recorded  # its sources are bound by the [mixture] table
+        if source is not None and binding not in self.given:
+            return self.rebuilt(path, recorded, source)
         obj = self.bind(path, binding)
         if obj is None:
             return recorded
         live = self.attempt(lambda: dataset_spec(obj, binding))
         if live is None:
             return recorded
+        live = attrs.evolve(live, source=source)  # a bound object wins over the source
         if live != recorded:
             self.problems.append(
                 Problem(
@@ -464,6 +518,92 @@ class _Reader:
                     f"same dataset or compile a new plan",
                 )
             )
+        return recorded
+
+    def dataset_source(self, table: object, dataset_path: str) -> DatasetSource | None:
+        """Read the ``source`` table of ``[dataset]``: ``name`` or ``ref``, and ``options``.
+
+        A name must be registered and the options must fit its factory's signature; a ``ref``
+        is only checked for its form here (it resolves, under the trust rules, when called).
+        """
+        path = f"{dataset_path}.source"
+        if not isinstance(table, Mapping):
+            self.problems.append(
+                Problem(path, f"must be a table with 'name' or 'ref' (got {type(table).__name__})")
+            )
+            return None
+        self.problems.extend(unknown_keys(path, table, ("name", "ref", "options")))
+        given = [k for k in ("name", "ref") if k in table]
+        if len(given) != 1:
+            self.problems.append(
+                Problem(
+                    path,
+                    f"needs exactly one of 'name' (a registered dataset factory) or 'ref' "
+                    f"('module:qualname') (got {', '.join(given) or 'none'})",
+                )
+            )
+            return None
+        key = given[0]
+        options = table.get("options", {})
+        try:
+            name = check_str(f"{path}.{key}", table[key])
+            if (key == "ref") != (":" in name):
+                raise PlanError.single(
+                    f"{path}.{key}",
+                    f"{name!r} is not a 'module:qualname' reference; write it as name = {name!r}"
+                    if key == "ref"
+                    else f"{name!r} is a 'module:qualname' reference; write it as ref = {name!r}",
+                )
+            if not isinstance(options, Mapping):
+                raise PlanTypeError.single(
+                    f"{path}.options", f"must be a table (got {type(options).__name__})"
+                )
+            source = make_source(name, options, self.base_dir)
+        except UnknownNameError as exc:
+            self.problems.append(Problem(f"{path}.name", str(exc)))
+            return None
+        except PlanError as exc:
+            self.problems.extend(_repath(exc.problems, dataset_path))
+            return None
+        problems = source_problems(source)
+        if problems:
+            self.problems.extend(_repath(problems, dataset_path))
+            return None
+        return source
+
+    def rebuilt(self, path: str, recorded: DatasetSpec, source: DatasetSource) -> DatasetSpec:
+        """Make the dataset again from its source and check it is the one recorded."""
+        binding = recorded.binding
+        self.wanted.append(binding)
+        if not self.require_bindings:  # inspecting: no factory is called, no module imported
+            self.unbound.append(binding)
+            return recorded
+        try:
+            obj = rebuild(source, allow_imports=self.allow_imports)
+        except PermissionError as exc:
+            self.problems.append(Problem(f"{path}.source.ref", str(exc)))
+            return recorded
+        except LookupError as exc:
+            self.problems.append(Problem(f"{path}.source.ref", str(exc)))
+            return recorded
+        except PlanError as exc:
+            self.problems.extend(_repath(exc.problems, path))
+            return recorded
+        live = self.attempt(lambda: dataset_spec(obj, binding))
+        if live is None:
+            return recorded
+        if live != recorded:
+            self.problems.append(
+                Problem(
+                    path,
+                    f"the dataset made by {source.describe()} is not the one the plan was made "
+                    f"for: {_describe(live)} made, {_describe(recorded)} expected; its data "
+                    f"changed: compile a new plan, or bind the original dataset "
+                    f"(bindings={{{binding!r}: ...}})",
+                )
+            )
+            return recorded
+        self.used[binding] = obj
         return recorded
 
     def _callable(
@@ -826,6 +966,16 @@ def _value_fn(fn: object) -> tuple[CallableSpec, object | None]:
     return CallableSpec("binding", "value"), fn
 
 
+def _repath(problems: Sequence[Problem], path: str) -> list[Problem]:
+    """Problems reported at ``dataset...`` moved to ``path`` (a mixture source's table)."""
+    return [
+        Problem(path + p.path.removeprefix("dataset"), p.message)
+        if p.path.startswith("dataset")
+        else p
+        for p in problems
+    ]
+
+
 def _describe(spec: DatasetSpec) -> str:
     size = "?" if spec.length is None else str(spec.length)
     ident = f", identity {spec.identity}" if spec.identity else ""
@@ -838,15 +988,21 @@ def plan_from_dict(
     bindings: Mapping[str, object] | None = None,
     allow_imports: bool = False,
     require_bindings: bool = True,
+    base_dir: str | os.PathLike[str] | None = None,
 ) -> LoaderPlan:
-    """Read plan data written by :func:`plan_to_dict` (or by hand); see ``LoaderPlan.from_dict``."""
+    """Read plan data written by :func:`plan_to_dict` (or by hand); see ``LoaderPlan.from_dict``.
+
+    Relative paths in dataset sources resolve against ``base_dir`` (default: the working
+    directory; :func:`load_plan` passes the file's folder).
+    """
     if not isinstance(data, Mapping):
         raise PlanTypeError.single(
             "plan",
             f"must be a mapping of sections (got {type(data).__name__}); pass what "
             f"LoaderPlan.to_dict() returns",
         )
-    reader = _Reader(bindings, allow_imports, require_bindings)
+    folder = None if base_dir is None else Path(base_dir).resolve()
+    reader = _Reader(bindings, allow_imports, require_bindings, folder)
     reader.problems.extend(unknown_keys("", data, SECTIONS))
     version = data.get("schema_version")
     if version is None:
@@ -902,6 +1058,21 @@ def plan_from_dict(
             )
         )
     checks = reader.checks(data)
+    cache: CacheSpec | None = None
+    if "cache" in data:
+        sec_c = reader.section(data, "cache", ("storage", "stage", "path", "max_bytes"))
+        cache = reader.attempt(
+            lambda: cache_spec(
+                sec_c.get("storage", "memory"),
+                stage=sec_c.get("stage", "fetched"),
+                path=sec_c.get("path"),
+                max_bytes=sec_c.get("max_bytes"),
+            )
+        )
+    preset: PresetSpec | None = None
+    if "preset" in data:
+        sec_p = reader.section(data, "preset", ("name", "options"))
+        preset = reader.attempt(lambda: preset_spec(sec_p.get("name"), sec_p.get("options")))
     error_policy = ErrorPolicySpec()
     sec_e = reader.section(data, "error_policy", ("policy", "max_errors", "max_error_rate"))
     if sec_e:
@@ -980,6 +1151,8 @@ def plan_from_dict(
             split=split,
             checks=checks,
             error_policy=error_policy,
+            cache=cache,
+            preset=preset,
             bindings=None if reader.unbound else reader.used,
         )
     except PlanError as exc:
@@ -996,9 +1169,19 @@ def _suffix(path: Path) -> str:
 
 
 def save_plan(plan: LoaderPlan, path: str | os.PathLike[str]) -> None:
-    """Write ``plan`` as JSON or TOML, chosen by the file's suffix."""
+    """Write ``plan`` as JSON or TOML, chosen by the file's suffix.
+
+    Paths in dataset sources that lie inside the file's folder are written relative to it.
+    """
     target = Path(path)
     data = plan.to_dict()
+    folder = target.parent.resolve()
+    if plan.dataset.source is not None:
+        data["dataset"]["source"] = source_table(plan.dataset.source, folder)
+    if plan.mixture is not None:
+        for table, spec in zip(data["mixture"]["sources"], plan.mixture.sources, strict=True):
+            if spec.source is not None:
+                table["source"] = source_table(spec.source, folder)
     if _suffix(target) == ".json":
         target.write_text(json.dumps(data, indent=2, sort_keys=False) + "\n", encoding="utf-8")
     else:
@@ -1028,5 +1211,9 @@ def load_plan(
             "file", f"{source.name!r} is not valid {suffix[1:].upper()}: {exc}"
         ) from None
     return plan_from_dict(
-        data, bindings=bindings, allow_imports=allow_imports, require_bindings=require_bindings
+        data,
+        bindings=bindings,
+        allow_imports=allow_imports,
+        require_bindings=require_bindings,
+        base_dir=source.parent,
     )

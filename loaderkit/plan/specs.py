@@ -14,10 +14,13 @@ from typing import Literal
 import attrs
 
 from loaderkit._checks import FrozenMap
+from loaderkit.datasets import DatasetSource
 from loaderkit.errors import PlanError, PlanTypeError
 
 __all__ = [
     "BUCKET_COSTS",
+    "CACHE_STAGES",
+    "CACHE_STORAGES",
     "CHECK_KINDS",
     "CURRICULUM_UNITS",
     "DATASET_KINDS",
@@ -30,6 +33,7 @@ __all__ = [
     "START_METHODS",
     "BatchSpec",
     "BucketingSpec",
+    "CacheSpec",
     "CallableSpec",
     "ChecksSpec",
     "ClassCheck",
@@ -71,7 +75,11 @@ ITERABLE_KINDS = frozenset({"torch_iterable", "hf_iterable"})
 
 @attrs.frozen
 class DatasetSpec:
-    """Where samples come from: a binding name plus the identity of the object bound to it."""
+    """Where samples come from: a binding name plus the identity of the object bound to it.
+
+    ``source`` is set for a dataset made by ``loaderkit.datasets.load``: loading a plan file
+    calls that factory again when no object is bound.
+    """
 
     binding: str
     kind: str
@@ -81,6 +89,8 @@ class DatasetSpec:
     columns: tuple[str, ...] = ()
     features: tuple[str, ...] = ()
     """HF feature types of ``columns`` (``"Image"``, ``"Sequence"``, ...), when known."""
+    source: DatasetSource | None = None
+    """The factory and options that make the dataset again (``loaderkit.datasets.load``)."""
 
     @property
     def iterable(self) -> bool:
@@ -251,6 +261,26 @@ class ErrorPolicySpec:
     max_error_rate: float | None = None
 
 
+CACHE_STORAGES = ("memory", "disk")
+CACHE_STAGES = ("fetched", "transformed")
+
+
+@attrs.frozen
+class CacheSpec:
+    """A sample cache (see ``with_cache``): where samples are kept and at which stage.
+
+    ``storage`` is ``"memory"`` (each fetching process) or ``"disk"`` (the folder ``path``,
+    shared by every process); ``stage`` is ``"fetched"`` (before the transform) or
+    ``"transformed"`` (after a transform without ``rng``); ``max_bytes`` caps the cache
+    (``None``: no cap). Execution-only: a cache never changes a batch.
+    """
+
+    storage: str = "memory"
+    stage: str = "fetched"
+    path: str | None = None
+    max_bytes: int | None = None
+
+
 @attrs.frozen
 class MaxLengthSpec:
     """A sequence-length schedule applied by the collator (see ``with_max_length``).
@@ -359,9 +389,13 @@ class MixtureSpec:
 
 @attrs.frozen
 class WorkersSpec:
-    """Worker processes and host-side execution settings; ``None`` means automatic."""
+    """Worker processes and host-side execution settings; ``None`` means automatic.
 
-    num_workers: int = 0
+    ``num_workers`` is an int, or ``"auto"``: resolved by the machine that builds the loader
+    (see :mod:`loaderkit.plan.workers`).
+    """
+
+    num_workers: int | Literal["auto"] = 0
     prefetch_factor: int | None = None
     persistent: bool | None = None
     pin_memory: bool | None = None
@@ -462,7 +496,8 @@ def describe_dataset(obj: object, binding: str) -> DatasetSpec:
         raise PlanTypeError.single(
             "dataset",
             f"got a string {obj!r}; pass the dataset object itself (a torch Dataset, an HF "
-            f"Dataset, a dict of columns or a list of samples)",
+            f"Dataset, a dict of columns or a list of samples), or for files "
+            f"loaderkit.datasets.from_files({obj!r})",
         )
     if hf is not None and isinstance(obj, hf.Dataset):
         return DatasetSpec(
@@ -526,4 +561,5 @@ def dataset_summary(spec: DatasetSpec) -> str:
     size = "unknown length (streamed)" if spec.length is None else f"{spec.length:,} samples"
     short = spec.type_name.rsplit(".", 1)[-1]
     cols = f", columns {', '.join(spec.columns)}" if spec.columns else ""
-    return f"{spec.binding!r}: {kind} ({short}), {size}{cols}"
+    made = f"; made by {spec.source.describe()}" if spec.source is not None else ""
+    return f"{spec.binding!r}: {kind} ({short}), {size}{cols}{made}"

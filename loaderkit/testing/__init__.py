@@ -9,8 +9,14 @@ loaderkit's own tests use it, and so can yours::
     def test_my_plans_compile(builder):
         builder.compile()
 
-The strategies need ``hypothesis`` (``pip install 'loaderkit[test]'``); the ``assert_*``
-helpers work without it.
+Strategies: :func:`builders` and :func:`plans` draw loaderkit configurations; :func:`datasets`
+draws map-style datasets of token sequences, images or tabular rows (torch or HF) to run your
+plans on. Assertions: :func:`assert_reproducible`, :func:`assert_resumable`,
+:func:`assert_worker_invariant` and :func:`assert_elastic` check the properties every plan
+should have, and fail with the first differing batch, key and position, both values shown.
+
+The strategies need ``hypothesis`` (``pip install 'loaderkit[test]'``): importing one without
+it raises an ``ImportError`` saying so. The ``assert_*`` helpers work without it.
 """
 
 from loaderkit.testing.assertions import (
@@ -24,7 +30,15 @@ from loaderkit.testing.assertions import (
     global_batches,
 )
 
-_STRATEGIES = ("builder_calls", "builders", "plans")
+_STRATEGIES = (
+    "builder_calls",
+    "builders",
+    "datasets",
+    "image_datasets",
+    "plans",
+    "tabular_datasets",
+    "token_datasets",
+)
 
 
 def __getattr__(name: str) -> object:
@@ -47,6 +61,10 @@ __all__ = [
     "builder_calls",
     "builders",
     "collect",
+    "datasets",
     "global_batches",
+    "image_datasets",
     "plans",
+    "tabular_datasets",
+    "token_datasets",
 ]

@@ -68,3 +68,28 @@ class EpochAwareDataset(IndexDataset):
         out = super().__getitem__(i)
         out["epoch"] = torch.tensor(self.epoch)
         return out
+
+
+class LoggedDataset(IndexDataset):
+    """An IndexDataset writing every index it reads to a file of its process in ``log_dir``."""
+
+    def __init__(self, n: int, log_dir: str, bad: frozenset[int] = frozenset()) -> None:
+        super().__init__(n)
+        self.log_dir = log_dir
+        self.bad = bad
+
+    def __getitem__(self, i: int) -> dict[str, torch.Tensor]:
+        with open(os.path.join(self.log_dir, f"reads-{os.getpid()}"), "a") as log:
+            log.write(f"{i}\n")
+        if i in self.bad:
+            raise ValueError(f"corrupt record {i}")
+        return super().__getitem__(i)
+
+    def reads(self) -> list[int]:
+        """Every index read so far, by any process."""
+        out: list[int] = []
+        for name in sorted(os.listdir(self.log_dir)):
+            if name.startswith("reads-"):
+                with open(os.path.join(self.log_dir, name)) as log:
+                    out.extend(int(line) for line in log)
+        return out

@@ -384,7 +384,7 @@ def test_len_and_batch_indices():
     assert len(loader) == 3
     batches = collect(loader)
     assert [b.tolist() for b in batches] == [loader.batch_indices(0, i) for i in range(3)]
-    assert "Loader(" in repr(loader) and "<pre>" in loader._repr_html_()
+    assert "Loader(" in repr(loader) and "<pre" in loader._repr_html_()
 
 
 def test_numpy_columns_and_lists_of_samples():

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 import datasets
@@ -330,3 +330,283 @@ def test_hf_resume_mid_epoch_replays_exactly(workers: int) -> None:
     with plan.build() as resumed:
         resumed.load_state_dict(state)
         assert head + [_values(b) for b in resumed] == full
+
+
+# -- resume from the source's own state (no replay) ------------------------------------------------
+
+
+def _logged_rows(shards: list[int], log: str) -> Iterator[dict[str, int]]:
+    """HF generator: shard s holds 5s .. 5s + 4; every row read is appended to ``log``."""
+    for s in shards:
+        for i in range(5):
+            with open(log, "a") as f:
+                f.write(f"{5 * s + i}\n")
+            yield {"x": 5 * s + i}
+
+
+def _logged_hf(log: Any, shards: int = 6) -> datasets.IterableDataset:
+    return datasets.IterableDataset.from_generator(
+        _logged_rows, gen_kwargs={"shards": list(range(shards)), "log": str(log)}
+    )
+
+
+def _reads(log: Any) -> list[int]:
+    return [int(x) for x in log.read_text().split()]
+
+
+def _cut_and_resume(plan: Any, cut: int, epoch: int = 0) -> tuple[list[Any], Any, Any]:
+    """The first ``cut`` batches of ``epoch``, the state then, and a NEW loader resumed from it."""
+    with plan.build() as loader:
+        loader.set_epoch(epoch)
+        it = iter(loader)
+        head = [_values(next(it)) for _ in range(cut)]
+        state = json.loads(json.dumps(loader.state_dict()))
+    resumed = plan.build()
+    resumed.load_state_dict(state)
+    return head, state, resumed
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+@pytest.mark.parametrize(("world", "rank"), [(1, 0), (2, 1)])
+def test_hf_resume_loads_its_state_and_reads_nothing_twice(
+    tmp_path: Any, workers: int, world: int, rank: int
+) -> None:
+    log = tmp_path / "read.log"
+    b = _builder(_logged_hf(log), workers, batch=3)
+    if world > 1:
+        b = b.with_distributed(world_size=world, rank=rank)
+    plan = b.compile()
+    for epoch in (0, 1):  # HF reorders its shards in epoch 1
+        with plan.build() as loader:
+            assert loader.resume_native
+            loader.set_epoch(epoch)
+            full = [_values(x) for x in loader]
+        for cut in (1, 3, len(full) - 1):
+            head, state, resumed = _cut_and_resume(plan, cut, epoch)
+            assert any(s is not None for s in state["worker_states"])
+            log.write_text("")
+            with resumed:
+                rest = [_values(x) for x in resumed]
+            assert head + rest == full
+            # nothing is replayed: the new loader reads every row it delivers once, and of the
+            # rows delivered before the cut only those HF itself passes over in the one shard
+            # each producer stopped in (a generator's shard is regenerated up to the saved row)
+            reads = _reads(log)
+            delivered = {x for batch in rest for x in batch}
+            assert sorted(x for x in reads if x in delivered) == sorted(delivered)
+            again = sorted(x for x in reads if x not in delivered)
+            shards = {x // 5 for x in again}
+            assert len(shards) <= max(workers, 1), again
+            for shard in shards:  # a prefix of the shard, up to where its producer stopped
+                passed = [x for x in again if x // 5 == shard]
+                assert passed == list(range(5 * shard, 5 * shard + len(passed)))
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_hf_arrow_backed_resume_is_exact(workers: int) -> None:
+    plan = _builder(_hf(40, 4), workers, batch=3).compile()
+    with plan.build() as loader:
+        full = [_values(b) for b in loader]
+    for cut in (1, 5, len(full) - 1):
+        head, _, resumed = _cut_and_resume(plan, cut)
+        with resumed:
+            assert resumed.resume_native
+            assert head + [_values(b) for b in resumed] == full
+
+
+def test_a_shuffle_buffer_means_replay_and_explain_says_why() -> None:
+    with _builder(_hf(), 0).with_shuffle(buffer_size=4).compile().build() as loader:
+        assert not loader.resume_native
+        assert "replays the stream" in loader.explain()
+        assert "the buffer shuffle has read ahead" in loader.explain()
+    with _builder(_hf().shuffle(seed=1, buffer_size=4)).compile().build() as loader:
+        assert not loader.resume_native  # HF's own buffer is not in its state_dict()
+        assert "HF's state_dict()" in loader.explain()
+    with _builder(_hf()).compile().build() as loader:
+        assert "O(1): each producer loads its source's state" in loader.explain()
+    with _builder(Numbers(4)).compile().build() as loader:
+        assert "Numbers defines no state_dict()" in loader.explain()
+
+
+class Resumable(IterableDataset[int]):
+    """The stream 0 .. n - 1 with HF's state contract; every element read is logged.
+
+    ``state_dict()`` is the position right after the last element yielded;
+    ``load_state_dict(s)`` makes the next iteration start there.
+    """
+
+    def __init__(self, n: int, log: str) -> None:
+        self.n, self.log = n, log
+        self._start = self._at = 0
+
+    def _read(self, elements: Iterable[int]) -> Iterator[int]:
+        for k in elements:
+            self._at += 1
+            with open(self.log, "a") as f:
+                f.write(f"{k}\n")
+            yield k
+
+    def __iter__(self) -> Iterator[int]:
+        self._at, self._start = self._start, 0
+        return self._read(range(self._at, self.n))
+
+    def state_dict(self) -> dict[str, int]:
+        return {"at": self._at}
+
+    def load_state_dict(self, state: dict[str, int]) -> None:
+        self._start = state["at"]
+
+
+class ResumableShards(Resumable):
+    """:class:`Resumable` read through the sharding hook (the state counts shard elements)."""
+
+    def __iter__(self) -> Iterator[int]:
+        raise AssertionError("the loader must read this dataset through shard()")
+
+    def shard(self, num_shards: int, index: int) -> Iterator[int]:
+        self._at, self._start = self._start, 0
+        return self._read(range(index, self.n, num_shards)[self._at :])
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+@pytest.mark.parametrize("hook", [False, True])
+def test_a_torch_dataset_with_state_dict_resumes_without_replay(
+    tmp_path: Any, workers: int, hook: bool
+) -> None:
+    log = tmp_path / "read.log"
+    data = (ResumableShards if hook else Resumable)(30, str(log))
+    plan = _builder(data, workers, batch=4).compile()
+    with plan.build() as loader:
+        assert loader.resume_native
+        full = [_values(b) for b in loader]
+    for cut in (1, 3, len(full) - 1):
+        head, state, resumed = _cut_and_resume(plan, cut)
+        log.write_text("")
+        with resumed:
+            rest = [_values(b) for b in resumed]
+        assert head + rest == full
+        reads = _reads(log)
+        if hook:  # each producer reads its own shard: exactly what it still delivers
+            assert sorted(reads) == sorted(x for b in rest for x in b)
+        else:  # each producer reads the whole stream on from its own last delivered element
+            starts = [s["source"]["at"] if s else 0 for s in state["worker_states"]]
+            assert starts[0] > 0  # producer 0 delivered the first batch
+            assert sorted(reads) == sorted(k for s in starts for k in range(s, 30))
+
+
+def test_worker_states_are_checked_on_load() -> None:
+    plan = _builder(_hf(), 2, batch=3).compile()
+    with plan.build() as loader:
+        full = [_values(b) for b in loader]
+    with plan.build() as loader:
+        it = iter(loader)
+        next(it)
+        state = loader.state_dict()
+    assert [s is not None for s in state["worker_states"]] == [True, False]
+    for bad in ([None], [{"read": 0, "source": {}}, None], [None, {"read": 3, "source": {}}]):
+        with plan.build() as other, pytest.raises(ResumeError, match=r"worker_states"):
+            other.load_state_dict({**state, "worker_states": bad})
+    old = {k: v for k, v in state.items() if k != "worker_states"}  # a state without them
+    with plan.build() as other:
+        other.load_state_dict(old)  # every producer replays
+        assert [_values(b) for b in other] == full[1:]
+
+
+# -- the skip policy -------------------------------------------------------------------------------
+
+
+def _fail_on_sevens(x: int) -> int:
+    if x % 7 == 3:
+        raise ValueError(f"bad element {x}")
+    return x
+
+
+_BAD = [x for x in range(40) if x % 7 == 3]
+
+
+def _skipping(data: Any, workers: int, batch: int = 4, **kw: Any) -> DataLoaderBuilder:
+    policy = _builder(data, workers, batch=batch).with_transform(_fail_on_sevens)
+    return policy.with_error_policy("skip", **kw)
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_skip_drops_and_records_transform_failures(workers: int) -> None:
+    with _skipping(Numbers(40), workers).compile().build() as loader:
+        batches = [_values(b) for b in loader]
+        skipped = loader.skipped
+        assert loader.errors == skipped
+    assert sorted(x for b in batches for x in b) == [x for x in range(40) if x not in _BAD]
+    assert sorted(r.sample_index for r in skipped) == _BAD  # the stream positions
+    for r in skipped:
+        assert r.epoch == 0
+        assert r.exc_type == "ValueError"
+        assert f"stream element {r.sample_index} " in r.message
+        assert "failed in the transform" in r.message
+        assert (r.worker_id is None) == (workers == 0)
+    # the batch an element was dropped from is delivered smaller, and is the one recorded
+    sizes = [len(b) for b in batches]
+    for r in skipped:
+        assert sizes[r.batch_index] < 4
+
+
+def test_skip_is_deterministic_and_a_batch_of_failures_counts() -> None:
+    plan = _skipping(Numbers(40), 2, batch=2).compile()
+    with plan.build() as a, plan.build() as b:
+        assert [_values(x) for x in a] == [_values(x) for x in b]
+        assert a.skipped == b.skipped
+
+    def bad_pair(x: int) -> int:
+        if x in (4, 5):
+            raise KeyError(x)
+        return x
+
+    plan = (
+        _builder(Numbers(8), batch=2).with_transform(bad_pair).with_error_policy("skip").compile()
+    )
+    with plan.build() as loader:
+        got = [_values(x) for x in loader]
+        assert got == [[0, 1], [2, 3], [6, 7]]
+        assert [(r.sample_index, r.batch_index) for r in loader.skipped] == [(4, 2), (5, 2)]
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+@pytest.mark.parametrize("source", ["replay", "native"])
+def test_skip_survives_resume(tmp_path: Any, workers: int, source: str) -> None:
+    data = Numbers(40) if source == "replay" else Resumable(40, str(tmp_path / "log"))
+    plan = _skipping(data, workers, batch=3).compile()
+    with plan.build() as loader:
+        full = [_values(b) for b in loader]
+        records = [(r.sample_index, r.batch_index) for r in loader.skipped]
+    for cut in (2, 7):
+        head, _, resumed = _cut_and_resume(plan, cut)
+        with resumed:
+            assert resumed.resume_native == (source == "native")
+            assert head + [_values(b) for b in resumed] == full
+            after = [(r.sample_index, r.batch_index) for r in resumed.skipped]
+        assert after == [r for r in records if r[1] >= cut]
+
+
+def test_the_skip_budget_raises_with_a_summary() -> None:
+    plan = _skipping(Numbers(40), 0, max_errors=3).compile()
+    with plan.build() as loader, pytest.raises(DataError, match=r"dropped 4 samples") as info:
+        list(loader)
+    assert "max_errors=3" in str(info.value)
+    assert info.value.sample_index == _BAD[3]
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_skip_cannot_skip_an_error_of_the_source_itself(workers: int) -> None:
+    plan = _builder(Numbers(24, bad=13), workers).with_error_policy("skip").compile()
+    with plan.build() as loader, pytest.raises(DataError, match="stream element 13") as info:
+        list(loader)
+    assert "the skip policy cannot skip it" in str(info.value)
+    with plan.build() as loader:
+        assert "cannot be skipped" in loader.explain()
+
+
+def test_step_schedules_stay_refused_with_the_reason() -> None:
+    from loaderkit.errors import NotBuiltYetError
+
+    plan = _builder(Numbers(8), batch=[(2, 4), (10, 8)], by="step").compile()
+    with pytest.raises(NotBuiltYetError, match=r"no global step .* schedule it by epoch"):
+        plan.build()

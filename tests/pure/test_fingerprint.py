@@ -65,6 +65,8 @@ EXECUTION_VARIANTS = {
     "timeout": BASE.with_workers(2, timeout=30),
     "device": BASE.with_device("cuda"),
     "distributed 1 of 1": BASE.with_distributed(world_size=1, rank=0),
+    "memory cache": BASE.with_cache(),
+    "disk cache": BASE.with_cache("disk", path="cache", max_bytes=10**9),
 }
 
 

@@ -1,0 +1,37 @@
+"""mkdocs hook: read the Sphinx roles of loaderkit's docstrings in the API pages.
+
+The docstrings are written for ``help()`` and IDEs, with Sphinx roles (``:class:`~x.Y```) and
+``::`` before literal blocks. mkdocstrings renders them as Markdown, where a role is plain
+text before an inline code span. This hook turns each role into an optional cross-reference
+(a link when the API pages document the target, plain code otherwise) and drops the second
+colon of ``::``.
+"""
+
+from __future__ import annotations
+
+import html
+import re
+from typing import Any
+
+_ROLE = re.compile(
+    r":(?:class|meth|func|attr|mod|exc|data|obj|const):<code>(?P<target>[^<]+)</code>"
+)
+_LITERAL = re.compile(r"::(?=</p>)")
+
+
+def _reference(match: re.Match[str]) -> str:
+    target = html.unescape(match["target"]).strip()
+    shown = target
+    if target.startswith("~"):
+        target = target[1:]
+        shown = target.rsplit(".", 1)[-1]
+    target = target.removesuffix("()")
+    return (
+        f'<autoref identifier="{html.escape(target)}" optional>'
+        f"<code>{html.escape(shown)}</code></autoref>"
+    )
+
+
+def on_page_content(html_text: str, **_: Any) -> str:
+    """Rewrite the roles of a rendered page (mkdocs-autorefs resolves them afterwards)."""
+    return _LITERAL.sub(":", _ROLE.sub(_reference, html_text))

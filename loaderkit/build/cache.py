@@ -1,0 +1,342 @@
+"""The sample cache of ``with_cache``: samples kept in memory or on disk, safe with workers.
+
+Two stages (``CacheSpec.stage``):
+
+- ``"fetched"``: what the dataset returns for an index, before the transform. The transform
+  (and its per-sample ``rng``) still runs every epoch, so random augmentations stay random.
+  Implemented as :class:`CachedSource`, a :class:`~loaderkit.build.sources.Source` in front of
+  the dataset's.
+- ``"transformed"``: the transform's output, so neither the dataset nor the transform runs
+  again for that index. Only for a transform that is a pure function of the sample (compile()
+  refuses a transform taking ``rng``); :class:`~loaderkit.build.fetch.BatchFetcher` consults it.
+
+Two storages:
+
+- ``"memory"``: a dict of pickled samples in each process that fetches (the main process with
+  ``num_workers=0``, else each worker: workers must be persistent to keep theirs). Pickling
+  on the way in and out means a transform or collator that changes a sample in place cannot
+  change the cached copy. ``max_bytes`` caps the pickled bytes; once full, new samples are not
+  stored (counted as ``not_stored``).
+- ``"disk"``: a folder every process (workers, ranks on this node, later runs) shares, kept by
+  the ``diskcache`` library (SQLite plus files, safe across processes). ``max_bytes`` is its
+  size limit (least-recently-stored samples are evicted past it). The folder records what it
+  holds (dataset identity and stage); a folder written for something else is refused.
+
+A sample that fails to load or transform is never cached. Hits and misses are counted per
+process in lock-free shared slots, so :class:`CacheStats` sums them across workers.
+"""
+
+from __future__ import annotations
+
+import json
+import multiprocessing
+import os
+import pickle
+from collections.abc import Callable, Sequence
+from ctypes import c_int64
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
+
+import numpy as np
+import torch
+
+from loaderkit.build.sources import Indices, Source
+from loaderkit.errors import PlanError
+
+if TYPE_CHECKING:
+    from loaderkit.plan.plan import LoaderPlan
+    from loaderkit.plan.specs import CacheSpec
+
+__all__ = ["CacheStats", "CachedSource", "SampleCache", "cache_identity", "open_cache"]
+
+IDENTITY_KEY = "__loaderkit_cache_identity__"
+"""The key under which a disk cache records what it holds (never a sample index)."""
+
+_FIELDS = 3  # hits, misses, not stored
+
+
+class CacheStats(NamedTuple):
+    """What the sample cache did, summed over the processes that fetched.
+
+    ``hits`` and ``misses`` count samples looked up; ``not_stored`` the misses that were not
+    kept because the cache was full (``max_bytes``).
+    """
+
+    hits: int
+    misses: int
+    not_stored: int
+
+    @property
+    def hit_rate(self) -> float:
+        """``hits / (hits + misses)``, 0.0 before any lookup."""
+        looked = self.hits + self.misses
+        return self.hits / looked if looked else 0.0
+
+
+class _Counters:
+    """One slot of (hits, misses, not stored) per process: the main one and each worker.
+
+    Each process writes only its own slot, so no lock is needed (a worker killed mid-update
+    cannot leave a lock held). Shared memory is inherited by forked workers and passed to
+    spawned ones when they start.
+    """
+
+    def __init__(self, processes: int, start_method: str | None) -> None:
+        ctx = multiprocessing.get_context(start_method)
+        self.slots = processes
+        self.values: Any = ctx.RawArray(c_int64, processes * _FIELDS)
+
+    def add(self, hits: int, misses: int, not_stored: int) -> None:
+        info = torch.utils.data.get_worker_info()
+        slot = 0 if info is None else 1 + int(info.id) % (self.slots - 1)
+        base = slot * _FIELDS
+        values = self.values
+        values[base] += hits
+        values[base + 1] += misses
+        values[base + 2] += not_stored
+
+    def total(self) -> CacheStats:
+        values = list(self.values)
+        return CacheStats(*(sum(values[k::_FIELDS]) for k in range(_FIELDS)))
+
+    def reset(self) -> None:
+        for k in range(len(self.values)):
+            self.values[k] = 0
+
+
+class SampleCache(Protocol):
+    """Where cached samples live: ``get`` returns ``(True, sample)`` or ``(False, None)``."""
+
+    def get(self, index: int) -> tuple[bool, Any]:
+        """The cached sample at ``index``, if there is one."""
+
+    def put_many(self, items: Sequence[tuple[int, Any]]) -> int:
+        """Store these samples; returns how many were *not* stored (the cache was full)."""
+
+    def prepare(self) -> None:
+        """Check or record, in the main process, what this cache holds."""
+
+
+class MemoryCache:
+    """Pickled samples in a dict of this process (see the module docstring)."""
+
+    def __init__(self, max_bytes: int | None) -> None:
+        self.max_bytes = max_bytes
+        self.items: dict[int, bytes] = {}
+        self.nbytes = 0
+
+    def get(self, index: int) -> tuple[bool, Any]:
+        blob = self.items.get(index)
+        if blob is None:
+            return False, None
+        return True, pickle.loads(blob)
+
+    def put_many(self, items: Sequence[tuple[int, Any]]) -> int:
+        refused = 0
+        for index, sample in items:
+            if index in self.items:
+                continue
+            blob = pickle.dumps(sample, protocol=pickle.HIGHEST_PROTOCOL)
+            if self.max_bytes is not None and self.nbytes + len(blob) > self.max_bytes:
+                refused += 1
+                continue
+            self.items[index] = blob
+            self.nbytes += len(blob)
+        return refused
+
+    def prepare(self) -> None:
+        return None
+
+
+class DiskCache:
+    """A ``diskcache.Cache`` folder shared by every process (see the module docstring).
+
+    The ``diskcache.Cache`` is opened lazily in each process that uses it (an open SQLite
+    connection must not cross a fork) and is not pickled with this object.
+    """
+
+    def __init__(self, path: str, max_bytes: int | None, identity: str) -> None:
+        self.path = path
+        self.max_bytes = max_bytes
+        self.identity = identity
+        self._cache: Any = None
+        self._pid: int | None = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = dict(self.__dict__)
+        state["_cache"] = None
+        state["_pid"] = None
+        return state
+
+    def _open(self) -> Any:
+        if self._cache is None or self._pid != os.getpid():
+            import diskcache
+
+            settings: dict[str, Any] = {"eviction_policy": "none"}
+            if self.max_bytes is not None:
+                settings = {
+                    "eviction_policy": "least-recently-stored",
+                    "size_limit": self.max_bytes,
+                }
+            self._cache = diskcache.Cache(self.path, **settings)
+            self._pid = os.getpid()
+        return self._cache
+
+    def get(self, index: int) -> tuple[bool, Any]:
+        missing = _MISSING
+        value = self._open().get(index, default=missing)
+        if value is missing:
+            return False, None
+        return True, value
+
+    def put_many(self, items: Sequence[tuple[int, Any]]) -> int:
+        if not items:
+            return 0
+        cache = self._open()
+        with cache.transact():
+            for index, sample in items:
+                cache.set(index, sample)
+        return 0
+
+    def prepare(self) -> None:
+        """Record what this folder holds, or refuse a folder written for something else."""
+        try:
+            Path(self.path).mkdir(parents=True, exist_ok=True)
+            cache = self._open()
+            cache.add(IDENTITY_KEY, self.identity)
+            found = cache.get(IDENTITY_KEY)
+        except OSError as exc:
+            raise PlanError.single(
+                "cache.path",
+                f"cannot open the disk cache at {self.path!r}: {exc}; pass a writable folder",
+            ) from exc
+        if found != self.identity:
+            raise PlanError.single(
+                "cache.path",
+                f"the folder {self.path!r} caches samples of another dataset or stage "
+                f"({_describe(found)}; this plan caches {_describe(self.identity)}); pass "
+                f"another path, or delete the folder to rebuild the cache",
+            )
+
+
+class _Missing:
+    """The default that tells a missing key from a cached ``None``."""
+
+
+_MISSING = _Missing()
+
+
+def _describe(identity: object) -> str:
+    try:
+        data = json.loads(str(identity))
+        return f"{data['dataset']['binding']!r} ({data['dataset']['type']}), {data['stage']}"
+    except (ValueError, KeyError, TypeError):
+        return f"unknown contents {str(identity)[:60]!r}"
+
+
+def cache_identity(plan: LoaderPlan) -> str:
+    """What a disk cache of ``plan`` holds: the dataset's identity and the stage, as JSON.
+
+    For the ``"transformed"`` stage the transform is part of it too. The identity of a torch
+    ``Dataset`` is its type, name and length only: a changed dataset of the same shape is not
+    noticed (delete the folder then).
+    """
+    from loaderkit.plan.fingerprint import canonical_json, stream_fields
+
+    fields = stream_fields(plan)
+    assert plan.cache is not None
+    data: dict[str, Any] = {"dataset": fields["dataset"], "stage": plan.cache.stage}
+    if plan.mixture is not None:
+        data["sources"] = [
+            {"binding": s.binding, "type": s.type_name, "length": s.length, "identity": s.identity}
+            for s in plan.mixture.sources
+        ]
+    if plan.cache.stage == "transformed":
+        data["transform"] = fields["transform"]
+    return canonical_json(data)
+
+
+class Cache:
+    """A storage plus the shared counters: what the source and the fetcher consult."""
+
+    def __init__(self, store: SampleCache, counters: _Counters) -> None:
+        self.store = store
+        self.counters = counters
+
+    def lookup(self, indices: Sequence[int]) -> tuple[dict[int, Any], list[int]]:
+        """The cached samples among ``indices`` and the indices missing (each once, in order)."""
+        found: dict[int, Any] = {}
+        missing: dict[int, None] = {}
+        for index in indices:
+            if index in found or index in missing:
+                continue
+            hit, value = self.store.get(index)
+            if hit:
+                found[index] = value
+            else:
+                missing[index] = None
+        return found, list(missing)
+
+    def store_many(self, items: Sequence[tuple[int, Any]], hits: int) -> None:
+        """Keep ``items`` (the misses just loaded) and count this lookup."""
+        refused = self.store.put_many(items)
+        self.counters.add(hits, len(items), refused)
+
+    def stats(self) -> CacheStats:
+        """Hits, misses and samples not stored, over every process so far."""
+        return self.counters.total()
+
+
+def open_cache(plan: LoaderPlan, processes: int, start_method: str | None) -> Cache:
+    """The cache of ``plan`` (which has one), checked against its folder when on disk."""
+    spec: CacheSpec | None = plan.cache
+    assert spec is not None
+    store: SampleCache
+    if spec.storage == "memory":
+        store = MemoryCache(spec.max_bytes)
+    else:
+        assert spec.path is not None
+        store = DiskCache(os.fspath(spec.path), spec.max_bytes, cache_identity(plan))
+    store.prepare()
+    return Cache(store, _Counters(processes, start_method))
+
+
+class CachedSource(Source):
+    """A source answering from the cache first: the ``"fetched"`` stage.
+
+    Column-wise batching (``default_batch``) is turned off so that every sample goes through
+    the cache.
+    """
+
+    def __init__(self, inner: Source, cache: Cache) -> None:
+        super().__init__(inner.data)
+        self.inner = inner
+        self.cache = cache
+
+    def sample(self, index: int) -> Any:
+        """The sample at ``index``, from the cache when it holds it."""
+        return self.samples(np.asarray([index], dtype=np.int64))[0]
+
+    def samples(self, indices: Indices) -> list[Any]:
+        """The samples at ``indices``: cached ones from the cache, the rest loaded and kept."""
+        wanted = indices.tolist()
+        found, missing = self.cache.lookup(wanted)
+        loaded: list[tuple[int, Any]] = []
+        if missing:
+            fresh = self.inner.samples(np.asarray(missing, dtype=np.int64))
+            loaded = list(zip(missing, fresh, strict=True))
+            found.update(loaded)
+        self.cache.store_many(loaded, len(wanted) - len(missing))
+        return [found[i] for i in wanted]
+
+    def default_batch(self, indices: Indices) -> Any | None:
+        """Always ``None``: every sample goes through the cache."""
+        return None
+
+    def epoch_hooks(self) -> list[Callable[[int], Any]]:
+        """The ``set_epoch`` hooks of the cached source."""
+        return self.inner.epoch_hooks()
+
+    def locate(self, index: int) -> str:
+        """Where ``index`` comes from in the cached source."""
+        return self.inner.locate(index)

@@ -1,0 +1,110 @@
+"""The record of the preset a builder or plan was made from (``loaderkit.presets``).
+
+A preset is a named function returning a :class:`~loaderkit.DataLoaderBuilder`; the builder it
+returns remembers the preset's name and the options it was called with, and so do every builder
+chained from it and the plan they compile to. The record is *information*: it is shown by
+``repr(builder)`` and ``plan.explain()`` and written to plan files (``[preset]``), but it takes
+no part in plan equality nor in the stream fingerprint. What a plan loads is decided by its
+sections alone, whichever preset (or none) set them.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+
+import attrs
+
+from loaderkit._checks import FrozenMap, freeze_value
+from loaderkit.errors import PlanTypeError
+
+__all__ = ["RESET_CALLS", "PresetSpec", "preset_repr", "preset_spec"]
+
+RESET_CALLS = {
+    "with_batch_size": ".with_batch_size(1)",
+    "with_shuffle": ".with_shuffle(False)",
+    "with_seed": ".with_seed(0)",
+    "with_collator": ".with_collator('default')",
+    "with_workers": ".with_workers(0)",
+    "with_device": ".with_device('cpu')",
+    "with_distributed": ".with_distributed(enabled=False)",
+    "with_error_policy": ".with_error_policy('raise')",
+}
+"""The call that puts a setting back to its default (what a builder repr leaves out)."""
+
+_SOURCE_CALLS = frozenset({"with_dataset", "with_mixture"})
+_METHOD = re.compile(r"^\.(\w+)\(")
+
+
+@attrs.frozen
+class PresetSpec:
+    """The preset a builder was made from: its registry ``name`` and the ``options`` given.
+
+    ``options`` are the keyword options of the call (plain data; defaults left out). ``head``
+    (the call that rebuilds the preset's builder, e.g.
+    ``loaderkit.presets.masked_lm(<list: 8 samples>, vocab_size=100)``) and ``calls`` (the
+    ``with_*`` calls of that builder, as its repr shows them) are display only: they are not
+    compared and not written to plan files, so a plan read from a file shows its preset in
+    ``explain()`` while its builder's repr is the plain chain.
+    """
+
+    name: str
+    options: FrozenMap = attrs.field(factory=FrozenMap)
+    head: str = attrs.field(default="", eq=False)
+    calls: tuple[str, ...] = attrs.field(default=(), eq=False)
+
+    def describe(self) -> str:
+        """``name(option=value, ...)``, how ``explain()`` shows the preset."""
+        opts = ", ".join(f"{k}={v!r}" for k, v in self.options.items())
+        return f"{self.name}({opts})"
+
+
+def preset_spec(name: object, options: object = None) -> PresetSpec:
+    """Check a ``[preset]`` table read from a plan file (paths ``preset.name`` / ``.options``)."""
+    if not isinstance(name, str) or not name.strip():
+        raise PlanTypeError.single(
+            "preset.name",
+            f"must be the non-empty name of a preset (got {type(name).__name__} {name!r}); "
+            f"see loaderkit.presets.names()",
+        )
+    if options is None:
+        options = {}
+    if not isinstance(options, Mapping):
+        raise PlanTypeError.single(
+            "preset.options",
+            f"must be a table of option = value (got {type(options).__name__}); write "
+            f"options = {{max_length = 512}} or leave it out",
+        )
+    frozen = freeze_value("preset.options", dict(options))
+    assert isinstance(frozen, FrozenMap)
+    return PresetSpec(name, frozen)
+
+
+def _method(call: str) -> str:
+    found = _METHOD.match(call)
+    return found.group(1) if found else call
+
+
+def preset_repr(spec: PresetSpec, calls: Sequence[str]) -> str | None:
+    """The repr of a builder made from a preset: the preset call, then what changed since.
+
+    ``calls`` are the builder's ``with_*`` calls as its plain repr shows them. A call the
+    preset's builder did not have is appended as it is (a ``with_*`` call replaces the
+    earlier setting); a setting of the preset that is now at its default is put back with
+    :data:`RESET_CALLS`. Returns ``None`` when the record holds no display (a plan read from a
+    file) or a change cannot be written as a call: the caller then shows the plain chain.
+    """
+    if not spec.head:
+        return None
+    base = set(spec.calls)
+    out = [spec.head, *(call for call in calls if call not in base)]
+    methods = {_method(call) for call in calls}
+    for call in spec.calls:
+        method = _method(call)
+        if method in methods or (method in _SOURCE_CALLS and methods & _SOURCE_CALLS):
+            continue
+        reset = RESET_CALLS.get(method)
+        if reset is None:
+            return None
+        out.append(reset)
+    return "".join(out)
