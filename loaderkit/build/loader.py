@@ -8,7 +8,6 @@ is O(1): the state is the cursor, and the next request is computed directly.
 
 from __future__ import annotations
 
-import contextlib
 import copy
 import logging
 import os
@@ -1384,8 +1383,11 @@ class Loader:
     def __del__(self) -> None:
         # shut the workers down explicitly: left to torch's own finalizer, a pool of
         # persistent workers takes about 10 s to go (its queues are collected first)
-        with contextlib.suppress(Exception):  # nothing to report at garbage collection
+        # not contextlib.suppress: at interpreter exit module globals may already be None
+        try:
             self.close()
+        except Exception:  # noqa: BLE001 - nothing to report at garbage collection
+            return
 
     def __enter__(self) -> Loader:
         return self
