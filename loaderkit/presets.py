@@ -45,7 +45,7 @@ from loaderkit._checks import FrozenMap, check_bool, did_you_mean, freeze_value
 from loaderkit.builder import DataLoaderBuilder
 from loaderkit.errors import PlanError, PlanTypeError, Problem
 from loaderkit.plan.preset import PresetSpec
-from loaderkit.registry import Registry
+from loaderkit.registry import Registry, RegistryEntry
 
 __all__ = [
     "causal_lm_pretraining",
@@ -86,33 +86,15 @@ registry: Registry[Preset] = _PresetRegistry("preset", entry_point_group="loader
 # -- recording -----------------------------------------------------------------------------------
 
 
-def _option_problems(name: str, signature: inspect.Signature, options: dict[str, Any]) -> None:
+def _option_problems(
+    name: str, fn: Callable[..., Any], first: str, options: dict[str, Any]
+) -> None:
     """Raise one ``PlanTypeError`` for every unknown option and missing required option."""
-    params = list(signature.parameters.values())[1:]  # the first parameter is the dataset
-    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params):
-        return
-    accepted = [p.name for p in params if p.kind is not inspect.Parameter.VAR_POSITIONAL]
-    problems = [
-        Problem(
-            f"preset.options.{option}",
-            f"preset {name!r} does not take option {option!r}{did_you_mean(option, accepted)}; "
-            f"it accepts: {', '.join(accepted) or 'no options'}",
+    found = RegistryEntry(name, fn).signature_problems(options, positional=(first,))
+    if found:
+        raise PlanTypeError(
+            [Problem(f"preset.options.{option}", f"preset {message}") for option, message in found]
         )
-        for option in options
-        if option not in accepted
-    ]
-    problems.extend(
-        Problem(
-            f"preset.options.{p.name}",
-            f"preset {name!r} needs option {p.name!r}; pass {p.name}=...",
-        )
-        for p in params
-        if p.default is inspect.Parameter.empty
-        and p.kind is not inspect.Parameter.VAR_POSITIONAL
-        and p.name not in options
-    )
-    if problems:
-        raise PlanTypeError(problems)
 
 
 def _plain(value: object) -> object:
@@ -159,7 +141,7 @@ def _recording(
                 f"preset {name!r} takes the dataset, then keyword options (got {len(args)} "
                 f"positional arguments): {name}(dataset, option=value, ...)"
             )
-        _option_problems(name, signature, options)
+        _option_problems(name, fn, first.name, options)
         builder = fn(dataset, **options)
         if not isinstance(builder, DataLoaderBuilder):
             raise TypeError(

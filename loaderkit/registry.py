@@ -19,7 +19,7 @@ import importlib.metadata
 import inspect
 import sys
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any, Generic, TypeVar, overload
 
 import attrs
@@ -73,8 +73,14 @@ class RegistryEntry:
             return [("", f"{self.name!r} refused its options: {exc}")]
         return []
 
-    def signature_problems(self, options: dict[str, object]) -> list[tuple[str, str]]:
-        """Return ``(option, message)`` for each option the factory's signature does not take."""
+    def signature_problems(
+        self, options: dict[str, object], *, positional: Sequence[str] = ()
+    ) -> list[tuple[str, str]]:
+        """Return ``(option, message)`` for each option the factory's signature does not take.
+
+        Also one for each required option missing. ``positional`` names parameters the caller
+        passes by position (a preset's dataset): they are neither options nor missing.
+        """
         try:
             signature = inspect.signature(self.factory)
         except (TypeError, ValueError):  # builtins without a signature accept anything
@@ -86,6 +92,7 @@ class RegistryEntry:
             name
             for name, p in params.items()
             if p.kind in (inspect.Parameter.KEYWORD_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+            and name not in positional
         ]
         problems = []
         for option in options:
@@ -103,6 +110,7 @@ class RegistryEntry:
             for name, p in params.items()
             if p.default is inspect.Parameter.empty
             and p.kind in (inspect.Parameter.KEYWORD_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+            and name not in positional
         ]
         for name in required:
             if name not in options:
