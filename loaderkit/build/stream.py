@@ -353,16 +353,23 @@ class _Producer(IterableDataset[_Item]):
             collections.deque(itertools.islice(elements, done * size), maxlen=0)
         transform, skip = self.transform, self.skip
         stateful = self.stateful and self.buffer_size is None
+        if transform is None:  # nothing can be skipped: take whole batches at a time
+            while chunk := list(itertools.islice(elements, size)):
+                if len(chunk) < size and self.drop_last:
+                    return
+                picked, kept_samples = zip(*chunk, strict=True)
+                state = self._state(source, picked[-1]) if stateful else None
+                ids = list(picked)
+                yield self._batch(worker, done, ids, ids, list(kept_samples), [], state)
+                done += 1
+            return
         positions: list[int] = []  # every element of the batch being made
         kept: list[int] = []  # the ones not skipped
         samples: list[Any] = []
         skipped: list[Skipped] = []
         for position, sample in elements:
             positions.append(position)
-            if transform is None:
-                kept.append(position)
-                samples.append(sample)
-            elif not skip:
+            if not skip:
                 kept.append(position)
                 samples.append(self._transformed(worker, position, sample))
             else:

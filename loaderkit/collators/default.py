@@ -15,12 +15,23 @@ from loaderkit.errors import DataError
 __all__ = ["DefaultCollator", "default_collate"]
 
 
-def _collate(samples: Sequence[Any], path: str) -> Any:
-    from torch.utils.data import default_collate as torch_default_collate
+_torch_collate: Any = None
+"""torch's ``default_collate``, imported on first use (the plan layer imports this module)."""
 
+
+def _torch_default_collate() -> Any:
+    global _torch_collate
+    if _torch_collate is None:
+        from torch.utils.data import default_collate
+
+        _torch_collate = default_collate
+    return _torch_collate
+
+
+def _collate(samples: Sequence[Any], path: str) -> Any:
     elem = samples[0]
     if type(elem) in _LEAF_TYPES or _is_tensor(elem):
-        return _leaf(samples, path, torch_default_collate)
+        return _leaf(samples, path, _torch_collate or _torch_default_collate())
     if dataclasses.is_dataclass(elem) and not isinstance(elem, type):
         cls = type(elem)
         for position, sample in enumerate(samples):
@@ -75,7 +86,7 @@ def _collate(samples: Sequence[Any], path: str) -> Any:
             _collate(list(column), f"{path}[{i}]")
             for i, column in enumerate(zip(*samples, strict=True))
         ]
-    return _leaf(samples, path, torch_default_collate)
+    return _leaf(samples, path, _torch_collate or _torch_default_collate())
 
 
 _LEAF_TYPES = (int, float, bool, str, bytes)
