@@ -159,10 +159,7 @@ class BatchFetcher:
                 batch = None
             if batch is not None:
                 return Fetched(self._finish(request, batch), (), len(request.indices))
-        try:
-            everything = self.source.samples(request.indices)
-        except Exception:  # noqa: BLE001 - read them one by one to drop only the bad ones
-            everything = None
+        everything = self._all_or_none(request)
         if everything is not None and self.transform is None:  # nothing failed
             batch = self._collate(request, everything)
             return Fetched(self._finish(request, batch), (), len(request.indices))
@@ -174,6 +171,13 @@ class BatchFetcher:
         )
         batch = self._collate(narrowed, samples)
         return Fetched(self._finish(narrowed, batch), tuple(skipped), len(request.indices))
+
+    def _all_or_none(self, request: BatchRequest) -> list[Any] | None:
+        """The samples of ``request`` read in one go, or ``None`` if any of them fails."""
+        try:
+            return self.source.samples(request.indices)
+        except Exception:  # noqa: BLE001 - the caller reads them one by one to drop the bad ones
+            return None
 
     def _load_skipping(
         self, request: BatchRequest, everything: list[Any] | None
@@ -221,11 +225,7 @@ class BatchFetcher:
         if missing:
             sub = request._replace(indices=np.asarray(missing, dtype=np.int64))
             if self.skip:
-                try:
-                    everything: list[Any] | None = self.source.samples(sub.indices)
-                except Exception:  # noqa: BLE001 - read them one by one to drop only the bad ones
-                    everything = None
-                kept, samples, skipped = self._load_skipping(sub, everything)
+                kept, samples, skipped = self._load_skipping(sub, self._all_or_none(sub))
             else:
                 kept, samples = missing, self._samples(sub)
                 if self.transform is not None:
