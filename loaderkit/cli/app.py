@@ -181,10 +181,7 @@ def _plan_argument(name: str) -> Callable[[F], F]:
 def _save_path(ctx: click.Context, param: click.Parameter, value: Path | None) -> Path | None:
     if value is None:
         return None
-    if value.suffix.lower() not in PLAN_SUFFIXES:
-        raise click.BadParameter(
-            f"{str(value)!r}: plan files end in .toml or .json", ctx=ctx, param=param
-        )
+    _check_plan_path(ctx, param, value)
     if not value.parent.is_dir():
         raise click.BadParameter(
             f"{str(value.parent)!r} is not a directory; create it first", ctx=ctx, param=param

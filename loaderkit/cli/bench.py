@@ -32,6 +32,7 @@ from rich.progress import Progress
 from rich.table import Table
 
 from loaderkit.build.autotune import endless_batches, with_worker_settings
+from loaderkit.build.device import move_to, pin, resolve_device, wants_pinning
 from loaderkit.build.fetch import BatchFetcher
 from loaderkit.cli.demo import progress_bar
 from loaderkit.cli.digest import batch_samples
@@ -182,8 +183,6 @@ def measure_split(
     plan: LoaderPlan, batches: int, advance: Callable[[], None] = lambda: None
 ) -> Split:
     """Mean time per batch in fetch, collate, other and transfer (see the module docstring)."""
-    from loaderkit.build.device import move_to, pin, resolve_device, wants_pinning
-
     device = resolve_device(plan.device)
     variant = _variant(plan, 0, device="cpu")
     fetch, collate = _Clock(), _Clock()

@@ -27,7 +27,8 @@ from collections.abc import Sequence
 from importlib import resources
 from typing import Any
 
-from loaderkit.errors import PlanError, PlanTypeError
+from loaderkit._checks import check_int
+from loaderkit.errors import PlanTypeError
 
 __all__ = [
     "CORPUS_FILE",
@@ -117,16 +118,10 @@ class WordTokenizer:
 def _check_limit(name: str, value: object) -> int | None:
     if value is None:
         return None
+    path = f"dataset.source.options.{name}"
     if isinstance(value, bool) or not isinstance(value, int):
-        raise PlanTypeError.single(
-            f"dataset.source.options.{name}", f"must be an int or None (got {value!r})"
-        )
-    if value < 1:
-        raise PlanError.single(
-            f"dataset.source.options.{name}",
-            f"must be >= 1 (got {value}); drop it to keep everything",
-        )
-    return value
+        raise PlanTypeError.single(path, f"must be an int or None (got {value!r})")
+    return check_int(path, value, minimum=1, fix="drop it to keep everything")
 
 
 class DemoText:

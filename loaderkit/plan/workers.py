@@ -26,7 +26,7 @@ This module is pure (no torch): the plan layer uses it to explain itself.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sized
 from typing import Literal
 
 import attrs
@@ -76,7 +76,7 @@ def num_workers_value(value: object) -> int | Literal["auto"]:
 
 
 def usable_cpus(
-    affinity: Callable[[int], object] | None = None,
+    affinity: Callable[[int], Sized] | None = None,
     cpu_count: Callable[[], int | None] = os.cpu_count,
 ) -> tuple[int, str]:
     """The number of CPUs this process may use, and where the number came from.
@@ -87,7 +87,7 @@ def usable_cpus(
     getaffinity = affinity if affinity is not None else getattr(os, "sched_getaffinity", None)
     if getaffinity is not None:
         try:
-            cpus = len(getaffinity(0))  # type: ignore[arg-type]
+            cpus = len(getaffinity(0))
         except OSError:
             cpus = 0
         if cpus > 0:
@@ -120,8 +120,8 @@ def local_world_size(environ: Mapping[str, str] | None = None) -> int:
     return value
 
 
-def _count(n: int, one: str, many: str | None = None) -> str:
-    return f"{n} {one if n == 1 else (many or one + 's')}"
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}{'' if n == 1 else 's'}"
 
 
 @attrs.frozen
