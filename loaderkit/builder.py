@@ -75,6 +75,16 @@ def _source_key(source: LengthSource | None) -> str | None:
     return _key(source.fn) if source.kind == "callable" else None
 
 
+def dataset_arg(spec: DatasetSpec) -> str:
+    """The dataset as a builder repr shows it: ``<list: 100 samples>``, or the ``load`` call."""
+    if spec.source is not None:  # the call that makes the dataset again
+        opts = spec.source.options.items()
+        options = "".join(f", {k}={thaw_value(v)!r}" for k, v in opts)
+        return f"loaderkit.datasets.load({spec.source.name!r}{options})"
+    size = "streamed" if spec.length is None else f"{spec.length} samples"
+    return f"<{spec.type_name.rsplit('.', 1)[-1]}: {size}>"
+
+
 @attrs.frozen(repr=False)
 class DataLoaderBuilder:
     """An immutable, chainable description of a loader.
@@ -641,15 +651,9 @@ class DataLoaderBuilder:
         if self._mixture is not None:
             calls.append(f".with_mixture({self._mixture_args()})")
         elif self._dataset is not None:
-            ds = self._dataset
-            size = "streamed" if ds.length is None else f"{ds.length} samples"
-            arg = f"<{ds.type_name.rsplit('.', 1)[-1]}: {size}>"
-            if ds.source is not None:  # the call that makes the dataset again
-                opts = ds.source.options.items()
-                options = "".join(f", {k}={thaw_value(v)!r}" for k, v in opts)
-                arg = f"loaderkit.datasets.load({ds.source.name!r}{options})"
-            if ds.binding != "dataset":
-                arg += f", name={ds.binding!r}"
+            arg = dataset_arg(self._dataset)
+            if self._dataset.binding != "dataset":
+                arg += f", name={self._dataset.binding!r}"
             calls.append(f".with_dataset({arg})")
         if self._batch != BatchSpec():
             b = self._batch

@@ -233,7 +233,7 @@ def make_source(
     """
     if ":" not in name and name not in factories:
         raise UnknownNameError(factories.unknown_message(name))
-    paths = () if ":" in name else _PATH_OPTIONS.get(name, ())
+    paths = DatasetSource(name).path_options
     frozen: dict[str, object] = {}
     problems: list[Problem] = []
     for key, value in options.items():
@@ -602,10 +602,14 @@ def tokens(
     seed: int = 0,
 ) -> SyntheticTokens:
     """Synthetic token sequences of random lengths, for examples and tests."""
-    values = {"n": n, "vocab_size": vocab_size, "min_length": min_length, "max_length": max_length}
-    values["seed"] = seed
-    for key, value in values.items():
-        low = 2 if key == "vocab_size" else 0 if key in ("n", "seed") else 1
+    lowest = (
+        ("n", n, 0),
+        ("vocab_size", vocab_size, 2),
+        ("min_length", min_length, 1),
+        ("max_length", max_length, 1),
+        ("seed", seed, 0),
+    )
+    for key, value, low in lowest:
         if isinstance(value, bool) or not isinstance(value, int) or value < low:
             raise PlanError.single(
                 f"dataset.source.options.{key}", f"must be an int >= {low} (got {value!r})"

@@ -42,8 +42,9 @@ from typing import Any, ParamSpec, cast
 import attrs
 
 from loaderkit._checks import FrozenMap, check_bool, did_you_mean, freeze_value
-from loaderkit.builder import DataLoaderBuilder
+from loaderkit.builder import DataLoaderBuilder, dataset_arg
 from loaderkit.errors import PlanError, PlanTypeError, Problem
+from loaderkit.plan.fields import dataset_spec
 from loaderkit.plan.preset import PresetSpec
 from loaderkit.registry import Registry, RegistryEntry
 
@@ -86,11 +87,9 @@ registry: Registry[Preset] = _PresetRegistry("preset", entry_point_group="loader
 # -- recording -----------------------------------------------------------------------------------
 
 
-def _option_problems(
-    name: str, fn: Callable[..., Any], first: str, options: dict[str, Any]
-) -> None:
+def _check_options(entry: RegistryEntry, first: str, options: dict[str, Any]) -> None:
     """Raise one ``PlanTypeError`` for every unknown option and missing required option."""
-    found = RegistryEntry(name, fn).signature_problems(options, positional=(first,))
+    found = entry.signature_problems(options, positional=(first,))
     if found:
         raise PlanTypeError(
             [Problem(f"preset.options.{option}", f"preset {message}") for option, message in found]
@@ -106,8 +105,11 @@ def _plain(value: object) -> object:
 
 
 def _dataset_arg(dataset: object) -> str:
-    size = f"{len(dataset)} samples" if hasattr(dataset, "__len__") else "streamed"
-    return f"<{type(dataset).__name__}: {size}>"
+    """The dataset as ``with_dataset`` shows it in a builder repr (a dict of columns by rows)."""
+    try:
+        return dataset_arg(dataset_spec(dataset))
+    except PlanError:  # a user's preset may take something else first: a path, a name
+        return repr(dataset) if isinstance(dataset, str) else f"<{type(dataset).__name__}>"
 
 
 def _recording(
@@ -129,6 +131,7 @@ def _recording(
         if origin == "builtin" and name.isidentifier()
         else f"loaderkit.presets.get({name!r})"
     )
+    entry = RegistryEntry(name, fn)  # its signature check, for the options of every call
 
     @functools.wraps(fn)
     def preset(*args: Any, **options: Any) -> DataLoaderBuilder:
@@ -141,7 +144,7 @@ def _recording(
                 f"preset {name!r} takes the dataset, then keyword options (got {len(args)} "
                 f"positional arguments): {name}(dataset, option=value, ...)"
             )
-        _option_problems(name, fn, first.name, options)
+        _check_options(entry, first.name, options)
         builder = fn(dataset, **options)
         if not isinstance(builder, DataLoaderBuilder):
             raise TypeError(

@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 
 import attrs
 
-from loaderkit._checks import FrozenMap, freeze_value
+from loaderkit._checks import FrozenMap, freeze_value, thaw_value
 from loaderkit.errors import PlanTypeError
 
 __all__ = ["RESET_CALLS", "PresetSpec", "preset_repr", "preset_spec"]
@@ -54,8 +54,8 @@ class PresetSpec:
     calls: tuple[str, ...] = attrs.field(default=(), eq=False)
 
     def describe(self) -> str:
-        """``name(option=value, ...)``, how ``explain()`` shows the preset."""
-        opts = ", ".join(f"{k}={v!r}" for k, v in self.options.items())
+        """``name(option=value, ...)``, how ``explain()`` shows the preset (lists as lists)."""
+        opts = ", ".join(f"{k}={thaw_value(v)!r}" for k, v in self.options.items())
         return f"{self.name}({opts})"
 
 

@@ -580,10 +580,7 @@ class _Reader:
             return recorded
         try:
             obj = rebuild(source, allow_imports=self.allow_imports)
-        except PermissionError as exc:
-            self.problems.append(Problem(f"{path}.source.ref", str(exc)))
-            return recorded
-        except LookupError as exc:
+        except (PermissionError, LookupError) as exc:  # a ref that is not trusted or not found
             self.problems.append(Problem(f"{path}.source.ref", str(exc)))
             return recorded
         except PlanError as exc:

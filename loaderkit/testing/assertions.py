@@ -102,12 +102,10 @@ def _dtype(value: Any) -> str:
     return str(getattr(value, "dtype", type(value).__name__)).removeprefix("torch.")
 
 
-def _arrays_differ(a: Any, b: Any, where: str) -> str | None:
+def _arrays_differ(a: Any, b: Any, x: Any, y: Any, where: str) -> str | None:
+    """How ``a`` and ``b`` (of one type; ``x``, ``y`` as numpy arrays) differ, or ``None``."""
     import numpy as np
 
-    x, y = _as_array(a), _as_array(b)
-    if type(a) is not type(b):
-        return f"at {where}: {type(a).__name__} vs {type(b).__name__} ({_short(a)} vs {_short(b)})"
     if _dtype(a) != _dtype(b):
         return f"at {where}: dtype {_dtype(a)} vs {_dtype(b)} (shape {tuple(x.shape)})"
     if x.shape != y.shape:
@@ -139,14 +137,11 @@ def batches_differ(a: Any, b: Any, where: str = "") -> str | None:
     anything else compare equal (floats: NaN equals NaN).
     """
     here = where or "batch"
-    if _as_array(a) is not None or _as_array(b) is not None:
-        if _as_array(a) is None or _as_array(b) is None:
-            return (
-                f"at {here}: {type(a).__name__} vs {type(b).__name__} ({_short(a)} vs {_short(b)})"
-            )
-        return _arrays_differ(a, b, here)
     if type(a) is not type(b):
         return f"at {here}: {type(a).__name__} vs {type(b).__name__} ({_short(a)} vs {_short(b)})"
+    x = _as_array(a)
+    if x is not None:  # a tensor or an array, and so is b: converted once
+        return _arrays_differ(a, b, x, _as_array(b), here)
     if isinstance(a, Mapping):
         if list(a) != list(b):
             only_a = [k for k in a if k not in b]
@@ -262,11 +257,12 @@ def assert_resumable(plan: LoaderPlan, *, at: Iterable[int] | None = None, epoch
         reference.set_epoch(epoch)
         full = collect(reference) + collect(reference)  # this epoch and the next
         n = len(reference)
-    points = range(n + 1) if at is None else at
-    title = "assert_resumable: a loader resumed from state_dict() did not continue the stream"
-    for k in points:
+    points = list(range(n + 1) if at is None else at)
+    for k in points:  # all checked before the first resume is run
         if not 0 <= k <= n:
             raise ValueError(f"at: resume points must be in [0, {n}] for this plan (got {k})")
+    title = "assert_resumable: a loader resumed from state_dict() did not continue the stream"
+    for k in points:
         with plan.build() as loader:
             loader.set_epoch(epoch)
             taken = collect(loader, k)
@@ -302,12 +298,11 @@ def assert_resumable(plan: LoaderPlan, *, at: Iterable[int] | None = None, epoch
             taken,
             label=f"before the resume at {k} (uninterrupted vs this run)",
         )
-        expected = full[k:] if k < n else full[n:]
         _explain(
             title,
             _HINT_RESUME,
             assert_batches_equal,
-            expected,
+            full[k:],
             rest,
             label=f"resumed after {k} of {n} batches of epoch {epoch} (uninterrupted vs resumed)",
             first_batch=k,
@@ -388,10 +383,9 @@ def assert_elastic(
     size = plan.batch.batch_size
     if plan.batch.scheduled:
         raise ValueError("assert_elastic needs a fixed batch size (the global batch)")
-    single = plan.to_builder().with_distributed(enabled=False).compile()
     title = "assert_elastic: the global batches depend on the world size"
     for epoch in range(epochs):
-        reference = global_batches(single, 1, epoch=epoch)
+        reference = global_batches(plan, 1, epoch=epoch)  # a single process
         for world in world_sizes:
             if size % world:
                 continue

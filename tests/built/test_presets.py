@@ -559,3 +559,19 @@ def test_the_dataset_comes_first_or_by_its_name() -> None:
     assert repr(by_name) == "loaderkit.presets.tabular(<list: 40 samples>, batch_size=4)"
     with pytest.raises(TypeError, match=r"takes the dataset, then keyword options \(got 2"):
         presets.tabular(CORPUS, 4)
+
+
+def test_the_preset_call_shows_the_dataset_as_with_dataset_does() -> None:
+    import loaderkit.datasets as lkd
+
+    columns = {"features": torch.zeros(50, 3), "label": torch.zeros(50)}
+    assert repr(presets.tabular(columns)) == "loaderkit.presets.tabular(<dict: 50 samples>)"
+    loaded = lkd.load("tokens", n=20)
+    assert repr(presets.causal_lm_pretraining(loaded, batch_size=2)) == (
+        "loaderkit.presets.causal_lm_pretraining(loaderkit.datasets.load('tokens', n=20), "
+        "batch_size=2)"
+    )
+    plan = presets.masked_lm(
+        CORPUS, mask_token_id=99, vocab_size=100, special_token_ids=[1, 2]
+    ).compile()
+    assert "special_token_ids=[1, 2]" in plan.explain()  # a list, as it was given
