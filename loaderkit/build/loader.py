@@ -124,6 +124,37 @@ def resolve_world(spec: DistributedSpec) -> tuple[int, int, str]:
     return 1, 0, "single process (no process group, no RANK/WORLD_SIZE set)"
 
 
+def _check_state_shape(
+    state: object,
+    keys: Sequence[str],
+    kind: str,
+    maker: str,
+    counts: Sequence[str] = ("epoch", "batches_delivered", "world_size", "rank"),
+) -> None:
+    """Raise :class:`ResumeError` unless ``state`` is a dict of this format with ``keys``.
+
+    ``kind`` and ``maker`` name the state and the class whose ``state_dict()`` makes it;
+    each of ``counts`` must be an int >= 0.
+    """
+    if not isinstance(state, Mapping):
+        raise ResumeError(f"a loader state is a dict (got {type(state).__name__})")
+    missing = [k for k in keys if k not in state]
+    if missing:
+        raise ResumeError(
+            f"not a loaderkit {kind} state: missing {', '.join(missing)}; pass what "
+            f"{maker}.state_dict() returned"
+        )
+    if state["loaderkit_state"] != STATE_VERSION:
+        raise ResumeError(
+            f"state format {state['loaderkit_state']!r} is not the one this loaderkit "
+            f"reads ({STATE_VERSION})"
+        )
+    for key in counts:
+        value = state[key]
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise ResumeError(f"state[{key!r}] must be an int >= 0 (got {value!r})")
+
+
 def _batch_sizes(plan: LoaderPlan) -> Schedule[int]:
     """The batch size as a function of the epoch or step."""
     b = plan.batch
@@ -801,6 +832,16 @@ def _identity(batch: Any) -> Any:
     return batch
 
 
+def _base_seed_generator(seed: int) -> torch.Generator:
+    """The generator torch draws its workers' base seed from, keyed by the plan's seed.
+
+    So starting workers neither reads nor moves the caller's global torch RNG.
+    """
+    generator = torch.Generator()
+    generator.manual_seed(derive_key(seed, "torch-base-seed") % 2**63)
+    return generator
+
+
 class _NoBatchType:
     """Stands for a batch whose every sample the skip policy dropped."""
 
@@ -1310,8 +1351,6 @@ class Loader:
         if self._torch_loader is None or self._sampler is None:
             w = self.workers
             sampler = _RequestSampler(self._planner, self._requests)
-            generator = torch.Generator()
-            generator.manual_seed(derive_key(self.plan.order.seed, "torch-base-seed") % 2**63)
             self._sampler = sampler
             self._torch_loader = DataLoader(
                 _BatchDataset(self._fetcher, WorkerSeeder(self.plan.order.seed, self.rank)),
@@ -1324,7 +1363,7 @@ class Loader:
                 pin_memory=self.pin_memory and self.device.type == "cuda",
                 timeout=w.timeout or 0,
                 multiprocessing_context=w.start_method,
-                generator=generator,
+                generator=_base_seed_generator(self.plan.order.seed),
             )
         return self._torch_loader, self._sampler
 
@@ -1425,23 +1464,7 @@ class Loader:
         :class:`~loaderkit.ResumeError` says why and shows the differences (``strict=False``
         accepts it and only checks that the position fits this loader).
         """
-        if not isinstance(state, Mapping):
-            raise ResumeError(f"a loader state is a dict (got {type(state).__name__})")
-        missing = [k for k in _STATE_KEYS if k not in state]
-        if missing:
-            raise ResumeError(
-                f"not a loaderkit loader state: missing {', '.join(missing)}; pass what "
-                f"Loader.state_dict() returned"
-            )
-        if state["loaderkit_state"] != STATE_VERSION:
-            raise ResumeError(
-                f"state format {state['loaderkit_state']!r} is not the one this loaderkit "
-                f"reads ({STATE_VERSION})"
-            )
-        for key in ("epoch", "batches_delivered", "world_size", "rank"):
-            value = state[key]
-            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-                raise ResumeError(f"state[{key!r}] must be an int >= 0 (got {value!r})")
+        _check_state_shape(state, _STATE_KEYS, "loader", "Loader")
         if strict and state.get("split") != self.split:
             raise ResumeError(
                 f"the state was saved by a loader of the {state.get('split')!r} part of the "
@@ -1467,10 +1490,7 @@ class Loader:
             return
         if state.get("global_fingerprint") == self.global_fingerprint:
             return  # another world size or rank, the same global stream: an elastic resume
-        old = state["plan"] if isinstance(state["plan"], Mapping) else {}
-        differences = diff_dicts(old, self.plan.to_dict()) or [
-            "(no visible field differs: the datasets' identities differ)"
-        ]
+        differences = self._differences(state)
         world, mine = state["world_size"], self.world_size
         plan = self.plan
         tied = ""
@@ -1515,6 +1535,13 @@ class Loader:
             f"Differences (state -> this plan):",
             differences,
         )
+
+    def _differences(self, state: Mapping[str, Any]) -> list[str]:
+        """The plan fields that differ, ``path: state's -> this plan's`` (never empty)."""
+        old = state["plan"] if isinstance(state["plan"], Mapping) else {}
+        return diff_dicts(old, self.plan.to_dict()) or [
+            "(no visible field differs: the datasets' identities differ)"
+        ]
 
     # -- display ----------------------------------------------------------------------------
 

@@ -59,12 +59,14 @@ import torch
 from torch.utils.data import DataLoader, IterableDataset
 
 from loaderkit.build.device import deliver, resolve_device, wants_pinning
-from loaderkit.build.fetch import Fetched, Skipped
+from loaderkit.build.fetch import Fetched, Skipped, WorkerSeeder
 from loaderkit.build.loader import (
     _NO_BATCH,
     STATE_VERSION,
     Loader,
+    _base_seed_generator,
     _batch_sizes,
+    _check_state_shape,
     _identity,
     _max_lengths,
     _resolve_callable,
@@ -74,7 +76,6 @@ from loaderkit.checks import BatchChecker, CheckReport
 from loaderkit.collators.base import BatchContext
 from loaderkit.errors import DataError, NotBuiltYetError, PlanError, ResumeError
 from loaderkit.order.keys import derive_key, sample_rng
-from loaderkit.plan.display import diff_dicts, loader_html
 from loaderkit.plan.workers import resolve_workers
 
 if TYPE_CHECKING:
@@ -237,6 +238,8 @@ class _Producer(IterableDataset[_Item]):
     def __iter__(self) -> Iterator[_Item]:
         info = torch.utils.data.get_worker_info()
         worker = 0 if info is None else int(info.id)
+        if info is not None:  # the worker's global RNGs, as the map-style loader seeds them
+            WorkerSeeder(self.seed, self.rank)(self.epoch)
         try:
             yield from self._batches(worker)
         except DataError as error:
@@ -351,41 +354,34 @@ class _Producer(IterableDataset[_Item]):
         done = self.skips[worker] if worker < len(self.skips) else 0
         if done and not resumed:  # a replay: read the delivered samples again, no batches
             collections.deque(itertools.islice(elements, done * size), maxlen=0)
-        transform, skip = self.transform, self.skip
         stateful = self.stateful and self.buffer_size is None
-        if transform is None:  # nothing can be skipped: take whole batches at a time
-            while chunk := list(itertools.islice(elements, size)):
-                if len(chunk) < size and self.drop_last:
-                    return
-                picked, kept_samples = zip(*chunk, strict=True)
-                state = self._state(source, picked[-1]) if stateful else None
-                ids = list(picked)
-                yield self._batch(worker, done, ids, ids, list(kept_samples), [], state)
-                done += 1
-            return
-        positions: list[int] = []  # every element of the batch being made
-        kept: list[int] = []  # the ones not skipped
+        while chunk := list(itertools.islice(elements, size)):
+            if len(chunk) < size and self.drop_last:
+                return
+            positions = [position for position, _ in chunk]
+            state = self._state(source, positions[-1]) if stateful else None
+            kept, samples, skipped = self._transform_batch(worker, chunk)
+            yield self._batch(worker, done, positions, kept, samples, skipped, state)
+            done += 1
+
+    def _transform_batch(
+        self, worker: int, chunk: list[tuple[int, Any]]
+    ) -> tuple[list[int], list[Any], list[Skipped]]:
+        """The positions kept, their transformed samples, and what the skip policy dropped."""
+        if self.transform is None:  # nothing can fail: the batch as read
+            return [p for p, _ in chunk], [sample for _, sample in chunk], []
+        if not self.skip:
+            return [p for p, _ in chunk], [self._transformed(worker, p, x) for p, x in chunk], []
+        kept: list[int] = []
         samples: list[Any] = []
         skipped: list[Skipped] = []
-        for position, sample in elements:
-            positions.append(position)
-            if not skip:
+        for position, sample in chunk:
+            try:
+                samples.append(self._transform_one(position, sample))
                 kept.append(position)
-                samples.append(self._transformed(worker, position, sample))
-            else:
-                try:
-                    samples.append(self._transform_one(position, sample))
-                    kept.append(position)
-                except Exception as exc:  # noqa: BLE001 - every failure is recorded
-                    skipped.append(self._skipped(worker, position, exc))
-            if len(positions) == size:
-                state = self._state(source, position) if stateful else None
-                yield self._batch(worker, done, positions, kept, samples, skipped, state)
-                done += 1
-                positions, kept, samples, skipped = [], [], [], []
-        if positions and not self.drop_last:
-            state = self._state(source, positions[-1]) if stateful else None
-            yield self._batch(worker, done, positions, kept, samples, skipped, state)
+            except Exception as exc:  # noqa: BLE001 - every failure is recorded
+                skipped.append(self._skipped(worker, position, exc))
+        return kept, samples, skipped
 
     def _state(self, source: Any, position: int) -> dict[str, Any]:
         return {
@@ -567,6 +563,7 @@ class StreamLoader(Loader):
         self.world_size, self.rank, self.distributed_source = resolve_world(plan.distributed)
         self.split = None
         self.sampler = None
+        self._cache = None  # a stream has no sample cache: cache_stats is None
         self.lengths_cost = self.sampler_cost = ""
         self.skipped: list[Skipped] = []
         """Every element the ``skip`` policy dropped, in order (stream position, epoch,
@@ -770,6 +767,7 @@ class StreamLoader(Loader):
             pin_memory=self.pin_memory and self.device.type == "cuda",
             timeout=w.timeout or 0,
             multiprocessing_context=w.start_method,
+            generator=_base_seed_generator(self.plan.order.seed),
         )
         iterator = self._iterator = iter(torch_loader)
         del torch_loader
@@ -790,8 +788,7 @@ class StreamLoader(Loader):
         epoch, delivered = self._cursor()
         if self._epoch_done:
             self._move(epoch, 0, [0] * self.producers, 0, [None] * self.producers)
-        self.close()  # a previous pass's workers
-        self._generation += 1
+        self.close()  # a previous pass's workers (and its iterator: superseded)
         generation = self._generation
         self._tell_epoch(epoch)
         producer = self._producer(
@@ -845,7 +842,11 @@ class StreamLoader(Loader):
             self._iterator = None
 
     def close(self) -> None:
-        """Stop the worker processes now (the next iteration starts new ones)."""
+        """Stop the worker processes now (the next iteration starts new ones).
+
+        An iterator in progress is superseded: it raises instead of ending the epoch early.
+        """
+        self._generation += 1
         iterator = self._iterator
         self._iterator = None
         shutdown = getattr(iterator, "_shutdown_workers", None)
@@ -897,35 +898,16 @@ class StreamLoader(Loader):
         :class:`~loaderkit.ResumeError` says why with the differences (``strict=False`` skips
         the fingerprint check; the layout must still fit).
         """
-        if not isinstance(state, Mapping):
-            raise ResumeError(f"a loader state is a dict (got {type(state).__name__})")
-        missing = [k for k in _STATE_KEYS if k not in state]
-        if missing:
-            raise ResumeError(
-                f"not a loaderkit stream state: missing {', '.join(missing)}; pass what "
-                f"StreamLoader.state_dict() returned"
-            )
-        if state["loaderkit_state"] != STATE_VERSION:
-            raise ResumeError(
-                f"state format {state['loaderkit_state']!r} is not the one this loaderkit "
-                f"reads ({STATE_VERSION})"
-            )
-        for key in ("epoch", "batches_delivered", "world_size", "rank", "next_worker"):
-            value = state[key]
-            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-                raise ResumeError(f"state[{key!r}] must be an int >= 0 (got {value!r})")
+        counts = ("epoch", "batches_delivered", "world_size", "rank", "next_worker")
+        _check_state_shape(state, _STATE_KEYS, "stream", "StreamLoader", counts)
         if strict and state["fingerprint"] != self.plan.fingerprint:
-            old = state["plan"] if isinstance(state["plan"], Mapping) else {}
-            differences = diff_dicts(old, self.plan.to_dict()) or [
-                "(no visible field differs: the datasets' identities differ)"
-            ]
             raise ResumeError(
                 f"the state was saved by a loader of another plan (fingerprint "
                 f"{str(state['fingerprint'])[:12]}, this plan {self.plan.fingerprint[:12]}); "
                 f"a stream's order depends on the whole plan, num_workers included: load it "
                 f"into a loader built from the same plan, or pass strict=False. Differences "
                 f"(state -> this plan):",
-                differences,
+                self._differences(state),
             )
         here = (self.world_size, self.rank, self.num_workers)
         there = (state["world_size"], state["rank"], state["num_workers"])
@@ -1069,6 +1051,3 @@ class StreamLoader(Loader):
                 *errors,
             ]
         )
-
-    def _repr_html_(self) -> str:
-        return loader_html(self)

@@ -218,6 +218,47 @@ def test_iterating_again_continues_then_moves_to_the_next_epoch() -> None:
         assert loader.epoch == 2
 
 
+@pytest.mark.parametrize("workers", [0, 2])
+def test_closing_mid_epoch_supersedes_the_iterator_and_keeps_the_position(workers: int) -> None:
+    with _builder(Numbers(40), workers).compile().build() as loader:
+        it = iter(loader)
+        first = _values(next(it))
+        loader.close()
+        with pytest.raises(RuntimeError, match="superseded"):
+            next(it)  # not the end of the epoch: its other batches were never delivered
+        assert loader.state_dict()["batches_delivered"] == 1
+        rest = [x for b in loader for x in _values(b)]
+        assert sorted(first + rest) == list(range(40))
+
+
+class RandomStream(IterableDataset[float]):
+    """Four elements drawn from the worker's global torch RNG."""
+
+    def __iter__(self) -> Iterator[float]:
+        return iter(torch.rand(4).tolist())
+
+
+def test_worker_rngs_are_seeded_by_the_plan_and_the_caller_rng_is_untouched() -> None:
+    plan = _builder(RandomStream(), 2, batch=2).with_seed(5).compile()
+    torch.manual_seed(0)
+    before = torch.get_rng_state()
+
+    def draws() -> list[list[float]]:
+        with plan.build() as loader:
+            return [b.tolist() for b in loader]
+
+    first = draws()
+    assert torch.equal(torch.get_rng_state(), before)
+    torch.manual_seed(1)  # the workers' RNGs depend on the plan, not on the caller's RNG
+    assert draws() == first
+    assert first[0] != first[1]  # each worker draws its own numbers
+
+
+def test_a_stream_has_no_cache_stats() -> None:
+    with _builder(Numbers(4)).compile().build() as loader:
+        assert loader.cache_stats is None
+
+
 def test_state_from_another_plan_raises_with_the_diff() -> None:
     with _builder(Numbers(12), batch=4).compile().build() as loader:
         state = loader.state_dict()
