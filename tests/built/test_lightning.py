@@ -124,3 +124,20 @@ def test_to_lightning_delegates_to_the_data_module():
     assert wrapped.train_dataloader() is dm.train_dataloader()
     assert wrapped.state_dict() == dm.state_dict()
     assert repr(wrapped).endswith(".to_lightning()")
+
+
+def test_to_lightning_without_lightning_says_how_to_install_it(monkeypatch):
+    import sys
+
+    import loaderkit.datamodule as datamodule
+
+    datamodule._lightning_class.cache_clear()
+    for name in ("lightning.pytorch", "pytorch_lightning"):
+        monkeypatch.setitem(sys.modules, name, None)  # importing it raises ImportError
+    try:
+        with pytest.raises(ImportError, match=r"needs Lightning.*pip install lightning"):
+            DataModule(_plan()).to_lightning()
+    finally:
+        monkeypatch.undo()
+        datamodule._lightning_class.cache_clear()
+    assert isinstance(DataModule(_plan()).to_lightning(), pl.LightningDataModule)
