@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping, Sequence
+from operator import itemgetter
 from typing import Any
 
 from loaderkit.collators.base import BatchContext, Collator, describe_shapes
@@ -15,16 +16,19 @@ from loaderkit.errors import DataError
 __all__ = ["DefaultCollator", "default_collate"]
 
 
+_torch: Any = None
+"""The torch module, imported on first use (the plan layer imports this module)."""
 _torch_collate: Any = None
-"""torch's ``default_collate``, imported on first use (the plan layer imports this module)."""
+"""torch's ``default_collate``, imported with it."""
 
 
 def _torch_default_collate() -> Any:
-    global _torch_collate
+    global _torch, _torch_collate
     if _torch_collate is None:
+        import torch
         from torch.utils.data import default_collate
 
-        _torch_collate = default_collate
+        _torch, _torch_collate = torch, default_collate
     return _torch_collate
 
 
@@ -50,18 +54,28 @@ def _collate(samples: Sequence[Any], path: str) -> Any:
         )
     if isinstance(elem, Mapping):
         keys = list(elem)
-        mapping_type, wanted = type(elem), elem.keys()
-        for position, sample in enumerate(samples):
-            if type(sample) is mapping_type and sample.keys() == wanted:
-                continue  # the common case, without an isinstance check per sample
-            if not isinstance(sample, Mapping) or set(sample) != set(keys):
-                got = sorted(sample) if isinstance(sample, Mapping) else type(sample).__name__
-                raise DataError(
-                    f"at {path or 'batch'}: sample at batch position {position} has keys "
-                    f"{got}, position 0 has {sorted(keys)}",
-                    collator="default",
-                )
-        items = {k: _collate([s[k] for s in samples], f"{path}[{k!r}]") for k in keys}
+        mapping_type, count = type(elem), len(keys)
+        columns: dict[Any, list[Any]] | None = None
+        # the common case at C speed: samples of the first's mapping type, each with as many
+        # keys as it and all of its keys (itemgetter raises KeyError for a missing one)
+        if all(map(mapping_type.__instancecheck__, samples)) and all(
+            map(count.__eq__, map(len, samples))
+        ):
+            try:
+                columns = {k: list(map(itemgetter(k), samples)) for k in keys}
+            except KeyError:
+                columns = None
+        if columns is None:
+            for position, sample in enumerate(samples):
+                if not isinstance(sample, Mapping) or set(sample) != set(keys):
+                    got = sorted(sample) if isinstance(sample, Mapping) else type(sample).__name__
+                    raise DataError(
+                        f"at {path or 'batch'}: sample at batch position {position} has keys "
+                        f"{got}, position 0 has {sorted(keys)}",
+                        collator="default",
+                    )
+            columns = {k: [s[k] for s in samples] for k in keys}
+        items = {k: _collate(columns[k], f"{path}[{k!r}]") for k in keys}
         try:
             return type(elem)(items)  # type: ignore[call-arg]
         except TypeError:
@@ -69,12 +83,13 @@ def _collate(samples: Sequence[Any], path: str) -> Any:
     if isinstance(elem, tuple) and hasattr(elem, "_fields"):
         return type(elem)(
             *(
-                _collate(list(column), f"{path}.{name}")
+                _collate(column, f"{path}.{name}")
                 for name, column in zip(elem._fields, zip(*samples, strict=True), strict=True)
             )
         )
     if isinstance(elem, list | tuple) and not isinstance(elem, str):
-        for position, sample in enumerate(samples):
+        same_length = len(set(map(len, samples))) == 1
+        for position, sample in enumerate(() if same_length else samples):
             if len(sample) != len(elem):
                 raise DataError(
                     f"at {path or 'batch'}: sample at batch position {position} has "
@@ -83,7 +98,7 @@ def _collate(samples: Sequence[Any], path: str) -> Any:
                 )
         # torch semantics: a batch of tuples or lists becomes a list of collated columns
         return [
-            _collate(list(column), f"{path}[{i}]")
+            _collate(column, f"{path}[{i}]")
             for i, column in enumerate(zip(*samples, strict=True))
         ]
     return _leaf(samples, path, _torch_collate or _torch_default_collate())
@@ -99,7 +114,10 @@ def _is_tensor(value: object) -> bool:
 def _leaf(samples: Sequence[Any], path: str, collate: Any) -> Any:
     elem = samples[0]
     try:
-        return collate(list(samples))
+        kind = type(elem)
+        if kind is float or kind is int:  # what torch's collate_{float,int}_fn do, directly
+            return _torch.tensor(samples, dtype=_torch.float64 if kind is float else None)
+        return collate(samples)
     except (RuntimeError, TypeError, ValueError) as exc:
         raise DataError(
             f"at {path or 'batch'}: cannot stack {type(elem).__name__} values "
