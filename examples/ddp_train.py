@@ -12,6 +12,7 @@ DDP's all-reduce never waits for a rank that ran out of data.
 
 from __future__ import annotations
 
+import gc
 import os
 import subprocess
 import sys
@@ -72,6 +73,12 @@ def main() -> None:
                 f"{SAMPLES} (+{len(ids) - len(set(ids))} repeated to even the ranks), "
                 f"mean loss on rank 0 {total_loss / steps:.3f}"
             )
+    # Let DDP's reducer go (it holds gloo's work objects) while the interpreter is fully alive,
+    # then the process group: left to interpreter teardown, gloo's threads can abort the
+    # process after the training has finished.
+    del model, optimizer
+    gc.collect()
+    dist.barrier()
     dist.destroy_process_group()
 
 
