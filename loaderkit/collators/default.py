@@ -98,8 +98,7 @@ def _collate(samples: Sequence[Any], path: str) -> Any:
                 )
         # torch semantics: a batch of tuples or lists becomes a list of collated columns
         return [
-            _collate(column, f"{path}[{i}]")
-            for i, column in enumerate(zip(*samples, strict=True))
+            _collate(column, f"{path}[{i}]") for i, column in enumerate(zip(*samples, strict=True))
         ]
     return _leaf(samples, path, _torch_collate or _torch_default_collate())
 
