@@ -25,18 +25,17 @@ when met).
 
 from __future__ import annotations
 
-import gc
 import json
 import statistics
 import sys
 import tempfile
-import time
 import zlib
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
+from bench_faults import epoch_seconds
 from torch.utils.data import DataLoader, Dataset
 
 try:
@@ -67,14 +66,6 @@ class Compressed(Dataset[dict[str, Any]]):
         return {"x": torch.tensor(values, dtype=torch.float32), "label": i % 10}
 
 
-def _epoch_seconds(loader: Any) -> float:
-    gc.collect()
-    start = time.perf_counter()
-    for _ in loader:
-        pass
-    return time.perf_counter() - start
-
-
 def main(quick: bool = False) -> dict[str, float]:
     """Print the table; return the figures and ``met:`` flags."""
     n = 1_000 if quick else N
@@ -103,11 +94,11 @@ def main(quick: bool = False) -> dict[str, float]:
             "memory": base.with_cache().compile().build(),
             "disk": base.with_cache("disk", path=folder).compile().build(),
         }
-        first = {name: _epoch_seconds(loader) for name, loader in loaders.items()}
+        first = {name: epoch_seconds(loader) for name, loader in loaders.items()}
         times: dict[str, list[float]] = {name: [] for name in loaders}
         for _ in range(repeats):
             for name, loader in loaders.items():
-                times[name].append(_epoch_seconds(loader))
+                times[name].append(epoch_seconds(loader))
         rates = {name: n / statistics.median(t) for name, t in times.items()}
         ratio = rates["disk"] / rates["torch"]
         memory_ratio = rates["memory"] / rates["torch"]

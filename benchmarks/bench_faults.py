@@ -64,7 +64,8 @@ def _loader(dataset: Dataset[Any], workers: int, policy: str) -> Any:
     return builder.with_error_policy(policy).compile().build()
 
 
-def _epoch_seconds(loader: Any) -> float:
+def epoch_seconds(loader: Any) -> float:
+    """Seconds to iterate ``loader`` once, after a garbage collection."""
     gc.collect()
     start = time.perf_counter()
     for _ in loader:
@@ -84,11 +85,11 @@ def main(quick: bool = False) -> dict[str, float]:
         loaders = {p: _loader(Arithmetic(n), workers, p) for p in ("raise", "skip")}
         loaders["skip, 1% failing"] = _loader(Arithmetic(n, fail_every=100), workers, "skip")
         for loader in loaders.values():
-            _epoch_seconds(loader)  # warm-up: starts the workers
+            epoch_seconds(loader)  # warm-up: starts the workers
         times: dict[str, list[float]] = {name: [] for name in loaders}
         for _ in range(repeats):
             for name, loader in loaders.items():
-                times[name].append(_epoch_seconds(loader))
+                times[name].append(epoch_seconds(loader))
         rates = {name: n / statistics.median(t) for name, t in times.items()}
         for loader in loaders.values():
             loader.close()
