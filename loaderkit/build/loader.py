@@ -16,7 +16,7 @@ import signal
 import weakref
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 import numpy.typing as npt
@@ -786,6 +786,7 @@ class _MixturePlanner(_ListPlanner):
 
 
 _AnyPlanner = _Planner | _StepSizedPlanner | _ListPlanner
+_Pending = Literal["set", "resume", "next"]
 _SequencePlanner = _WeightedPlanner | _CurriculumPlanner | _MixturePlanner
 
 
@@ -953,12 +954,22 @@ class Loader:
     """An iterable of batches that knows its position and can resume from it exactly.
 
     - ``len(loader)``: batches per epoch on this rank.
-    - ``iter(loader)`` continues from the cursor: the next undelivered batch of the current
-      epoch, or the start of the next epoch once an epoch has been delivered completely. So
-      iterating again without ``set_epoch`` never repeats an order.
-    - ``set_epoch(e)`` moves the cursor to the start of epoch ``e``.
-    - ``state_dict()`` / ``load_state_dict()``: a small JSON-serializable cursor (epoch and
-      batches *delivered to the caller*, not merely prefetched) tied to the plan's fingerprint.
+    - ``iter(loader)`` starts a new *pass*, as torch's ``DataLoader`` does: the epoch after the
+      last pass started (epoch 0 first), from batch 0. So a peek (``next(iter(loader))``) or
+      a ``break`` never costs the next loop a batch, and passes without ``set_epoch`` read
+      epochs 0, 1, 2, ... in different orders. Two things replace that pass, once:
+    - ``set_epoch(e)`` before ``iter()``: the pass is epoch ``e`` from batch 0 (the
+      ``DistributedSampler`` habit);
+    - ``load_state_dict(state)`` before ``iter()``: the pass resumes exactly where ``state``
+      was taken (empty if it was taken after the epoch's last batch). ``set_epoch`` with the
+      state's own epoch does not undo it. A pass that the loader itself ended with
+      :class:`~loaderkit.DataError` or :class:`~loaderkit.WorkerError` is resumed the same way.
+    - Keeping an iterator continues its pass; an iterator superseded by a newer ``iter()``,
+      ``set_epoch``, ``load_state_dict``, ``check`` or ``close`` raises ``RuntimeError``
+      (it takes nothing from the newer pass).
+    - ``state_dict()`` / ``load_state_dict()``: a small JSON-serializable position (the
+      current or last pass's epoch and batches *delivered to the caller*, not merely
+      prefetched) tied to the plan's fingerprint.
     """
 
     batch_sampler: None = None
@@ -1068,6 +1079,11 @@ class Loader:
         self._epoch = 0
         self._delivered = 0
         self._generation = 0
+        self._moves = 0
+        """Counts the moves of the position (passes started, set_epoch, load_state_dict)."""
+        self._pending: _Pending = "set"
+        """What the next ``iter()`` starts: ``"set"`` epoch ``_epoch`` at batch 0, ``"resume"``
+        ``_epoch`` at batch ``_delivered``, ``"next"`` the epoch after ``_epoch``."""
         self._torch_loader: DataLoader[Any] | None = None
         self._sampler: _RequestSampler | None = None
 
@@ -1175,16 +1191,21 @@ class Loader:
     # -- position ---------------------------------------------------------------------------
 
     def __len__(self) -> int:
-        """Batches in the current epoch on this rank.
+        """Batches per epoch on this rank: those of :attr:`epoch`.
 
-        Fixed, unless batches follow a token budget or weights: then each epoch can differ.
-        After an epoch was delivered completely this is the next epoch's count.
+        Fixed, unless batches follow a token budget, weights or a batch-size schedule: then
+        each epoch can differ, and this is the count of the current (or last) pass's epoch,
+        or of the pass a pending ``set_epoch`` / ``load_state_dict`` will start.
         """
         return self._planner.num_batches(self._cursor()[0])
 
     @property
     def epoch(self) -> int:
-        """The epoch the cursor is in (the next one once an epoch was fully delivered)."""
+        """The epoch of the current (or last) pass.
+
+        After ``set_epoch(e)`` or ``load_state_dict(state)``: the epoch the next pass will
+        read. 0 before any pass.
+        """
         return self._cursor()[0]
 
     @property
@@ -1204,20 +1225,38 @@ class Loader:
 
     @property
     def batches_delivered(self) -> int:
-        """Batches of the current epoch already handed to the caller."""
+        """Batches of :attr:`epoch` handed to the caller in the current (or last) pass.
+
+        ``len(loader)`` once that pass was delivered completely; after ``load_state_dict``,
+        the position the next pass resumes from.
+        """
         return self._cursor()[1]
 
     def _cursor(self) -> tuple[int, int]:
-        if self._delivered >= self._planner.num_batches(self._epoch):
-            return self._epoch + 1, 0
+        """(epoch, batches delivered) of the current or last pass, or of the pending one."""
         return self._epoch, self._delivered
 
     def set_epoch(self, epoch: int) -> None:
-        """Move the cursor to the start of ``epoch`` (an int >= 0)."""
+        """Make the next pass (the next ``iter()``) epoch ``epoch`` (an int >= 0), from batch 0.
+
+        The ``DistributedSampler.set_epoch`` habit: called before each pass, the pass is that
+        epoch on every rank and in every run. Right after ``load_state_dict(state)`` (before
+        the resumed pass started), ``set_epoch`` with the state's own epoch keeps the resume
+        (trainers call it with the epoch they resume); another epoch replaces it. An iterator
+        still open is superseded.
+        """
         if isinstance(epoch, bool) or not isinstance(epoch, int) or epoch < 0:
             raise ValueError(f"set_epoch: epoch must be an int >= 0 (got {epoch!r})")
-        self._epoch, self._delivered = epoch, 0
+        if self._pending == "resume" and epoch == self._epoch:
+            return  # keep the loaded (or interrupted) position of this very epoch
+        self._set_pending(epoch)
         self._generation += 1
+        self._moves += 1
+
+    def _set_pending(self, epoch: int) -> None:
+        """Make the next pass epoch ``epoch`` from batch 0 (the position is reset)."""
+        self._epoch, self._delivered = epoch, 0
+        self._pending = "set"
 
     def batch_indices(self, epoch: int, batch_index: int) -> list[int]:
         """The sample indices of batch ``batch_index`` of ``epoch`` on this rank."""
@@ -1258,27 +1297,35 @@ class Loader:
             t = first if lengths.by == "epoch" else first + request.batch_index
             yield request._replace(max_length=lengths(t))
 
-    def _host_batches(self, epoch: int, start: int) -> Iterator[Any]:
+    def _host_batches(self, epoch: int, start: int, generation: int) -> Iterator[Any]:
         if self.plan.error_policy.policy != "skip":  # no Fetched records to unpack
-            yield from self._fetched(epoch, start)
+            yield from self._fetched(epoch, start, generation)
             return
-        for item in self._fetched(epoch, start):
+        for item in self._fetched(epoch, start, generation):
             if isinstance(item, Fetched):
                 yield self._account(item)
             else:
                 yield item
 
-    def _fetched(self, epoch: int, start: int) -> Iterator[Any]:
+    def _fetched(self, epoch: int, start: int, generation: int) -> Iterator[Any]:
+        """The host batches of ``epoch`` from ``start``; nothing is fetched once superseded.
+
+        Persistent workers share one torch iterator between passes: a superseded pass must
+        not take a batch of the newer pass from it, so the check comes before every read.
+        """
         workers = self.workers.num_workers
         if workers == 0:
             fetch = self._fetcher
             for request in self._requests(epoch, start):
+                self._superseded(generation)
                 yield fetch(request)
             return
+        self._superseded(generation)  # before the shared sampler and torch iterator are reset
         torch_loader, sampler = self._worker_loader()
         sampler.epoch, sampler.start = epoch, start
         iterator = iter(torch_loader)
         while True:
+            self._superseded(generation)
             try:
                 item = next(iterator)
             except StopIteration:
@@ -1368,39 +1415,89 @@ class Loader:
         return self._torch_loader, self._sampler
 
     def __iter__(self) -> Iterator[Any]:
-        epoch, start = self._cursor()
-        self._epoch, self._delivered = epoch, start
+        """Start a new pass (see the class docstring for which one) and return its iterator.
+
+        The pass starts here, not at the first ``next()``: ``state_dict()`` right after
+        ``iter()`` already describes it, and it supersedes any iterator still open.
+        """
+        epoch, start = self._start_pass()
+        return self._pass(epoch, start, self._generation)
+
+    def _start_pass(self) -> tuple[int, int]:
+        """Apply the iteration rule: the (epoch, first batch) of the pass ``iter()`` starts.
+
+        A pending ``load_state_dict`` (or a pass a loader error interrupted) resumes; a pending
+        ``set_epoch(e)`` starts epoch ``e`` at batch 0; otherwise the epoch after the last
+        pass started. O(1).
+        """
+        if self._pending == "next":
+            self._epoch, self._delivered = self._epoch + 1, 0
+        elif self._pending == "set":
+            self._delivered = 0
+        self._pending = "next"
         self._generation += 1
-        generation = self._generation
-        host = self._host_batches(epoch, start)
+        self._moves += 1
+        return self._epoch, self._delivered
+
+    def _superseded(self, generation: int) -> None:
+        """Raise if the pass of ``generation`` is no longer the loader's current one."""
+        if generation != self._generation:
+            raise RuntimeError(
+                "this iterator was superseded: iter(), set_epoch(), load_state_dict(), check() "
+                "or close() was called on the loader since it started; its pass ended there "
+                "and it delivers nothing more (no batch of the newer pass is taken from it); "
+                "iterate the newest one"
+            )
+
+    def _interrupted(self, moves: int) -> None:
+        """After a loader error in a pass: the next ``iter()`` resumes it where it stopped.
+
+        ``moves`` is :attr:`_moves` when the pass started; if the position was moved since
+        (``set_epoch``, ``load_state_dict``, a newer pass), that move stands. A broken pool's
+        ``close()`` does not move the position.
+        """
+        if moves == self._moves:
+            self._pending = "resume"
+
+    def _pass(self, epoch: int, start: int, generation: int) -> Iterator[Any]:
+        """The batches of one pass: ``epoch`` from batch ``start``."""
+        host = self._host_batches(epoch, start, generation)
         pin_here = self.pin_memory and self.workers.num_workers == 0
         finish = self._on_device
-        for batch in deliver(host, self.device, pin_host=pin_here):
-            if batch is _NO_BATCH:  # every sample of this batch was skipped
+        moves = self._moves
+        try:
+            for batch in deliver(host, self.device, pin_host=pin_here):
+                self._superseded(generation)
+                if batch is _NO_BATCH:  # every sample of this batch was skipped
+                    self._delivered += 1
+                    continue
+                if finish is not None:
+                    batch = finish(batch)
+                checks, index = self.batch_checks, self._delivered
+                if checks is not None and checks.due(index, first=index == start):
+                    checks.run(batch, epoch, index, self.batch_indices)
                 self._delivered += 1
-                continue
-            if finish is not None:
-                batch = finish(batch)
-            if generation != self._generation:
-                raise RuntimeError(
-                    "this iterator was superseded: iter(), set_epoch() or load_state_dict() "
-                    "was called on the loader since it started; iterate the newest one"
-                )
-            checks, index = self.batch_checks, self._delivered
-            if checks is not None and checks.due(index, first=index == start):
-                checks.run(batch, epoch, index, self.batch_indices)
-            self._delivered += 1
-            yield batch
+                yield batch
+        except (DataError, WorkerError):
+            self._interrupted(moves)
+            raise
 
     def check(self) -> CheckReport:
-        """Run the plan's batch checks (``with_checks``) on the current epoch's first batch.
+        """Run the plan's batch checks (``with_checks``) on the first batch of :attr:`epoch`.
 
         Returns a :class:`~loaderkit.checks.CheckReport` of what was checked (and the batch's
         keys, dtypes and shapes; without checks only those), or raises
-        :class:`~loaderkit.DataError` at the first violation. The cursor is put back where it
-        was; an iterator in progress is superseded.
+        :class:`~loaderkit.DataError` at the first violation. The position and what the next
+        ``iter()`` starts are put back as they were (checking does not count as a pass); an
+        iterator in progress is superseded.
         """
-        return check_loader(self)
+        kept = self._epoch, self._delivered, self._pending
+        try:
+            return check_loader(self)
+        finally:
+            self._epoch, self._delivered, self._pending = kept
+            self._generation += 1
+            self._moves += 1
 
     def close(self) -> None:
         """Stop the worker processes now.
@@ -1437,7 +1534,12 @@ class Loader:
     # -- state ------------------------------------------------------------------------------
 
     def state_dict(self) -> dict[str, Any]:
-        """The cursor as a small JSON-serializable dict; a fresh copy every call."""
+        """The position as a small JSON-serializable dict; a fresh copy every call.
+
+        ``epoch`` and ``batches_delivered`` are those of the current (or last) pass, or of
+        the pending one after ``set_epoch`` / ``load_state_dict``; after a complete pass
+        ``batches_delivered`` is that epoch's batch count.
+        """
         epoch, delivered = self._cursor()
         state: dict[str, Any] = {
             "loaderkit_state": STATE_VERSION,
@@ -1455,7 +1557,12 @@ class Loader:
         return state
 
     def load_state_dict(self, state: Mapping[str, Any], *, strict: bool = True) -> None:
-        """Continue exactly where ``state`` was taken: O(1), no batch is replayed.
+        """Make the next pass continue exactly where ``state`` was taken: O(1), no replay.
+
+        The next ``iter()`` resumes batch ``batches_delivered`` of the state's epoch; a state
+        taken after the last batch of an epoch gives an empty pass (as torchdata's
+        ``StatefulDataLoader`` does), and the pass after it is the next epoch. A
+        ``set_epoch`` with the state's own epoch before that pass keeps the resume.
 
         The state must come from a loader of a plan with the same fingerprint, or from one
         whose *global* stream is the same (an elastic resume: another world size with the
@@ -1481,7 +1588,9 @@ class Loader:
                 f"of this loader has {self._planner.num_batches(epoch)}"
             )
         self._epoch, self._delivered = epoch, delivered
+        self._pending = "resume"
         self._generation += 1
+        self._moves += 1
 
     def _check_stream(self, state: Mapping[str, Any]) -> None:
         """Raise :class:`ResumeError` unless ``state`` continues this loader's global stream."""

@@ -206,7 +206,11 @@ def _explain(title: str, hint: str, check: Any, *args: Any, **kwargs: Any) -> No
 
 
 def collect(loader: Loader | Iterable[Any], limit: int | None = None) -> list[Any]:
-    """The batches of one pass over ``loader`` (at most ``limit``)."""
+    """The batches of one pass over ``loader`` (at most ``limit``).
+
+    Each call is a new ``iter()``: a new pass of a loader (the next epoch, unless
+    ``set_epoch`` or ``load_state_dict`` was called before).
+    """
     return list(itertools.islice(iter(loader), limit))
 
 
@@ -248,7 +252,10 @@ def assert_reproducible(plan: LoaderPlan, *, epochs: int = 2) -> None:
 def assert_resumable(plan: LoaderPlan, *, at: Iterable[int] | None = None, epoch: int = 0) -> None:
     """Assert a resume after ``k`` batches continues exactly like an uninterrupted run.
 
-    For every ``k`` in ``at`` (default: every batch of the epoch, and its end).
+    For every ``k`` in ``at`` (default: every batch of the epoch, and its end). The state is
+    taken with the pass's iterator still open after ``k`` batches; the resumed loader's first
+    pass must be the rest of the epoch (empty for ``k = len(loader)``) and its second pass
+    the next epoch.
 
     Also checks that the state survives JSON, that loading then saving gives it back, and that
     a state already taken is not changed by further iteration.
@@ -265,10 +272,11 @@ def assert_resumable(plan: LoaderPlan, *, at: Iterable[int] | None = None, epoch
     for k in points:
         with plan.build() as loader:
             loader.set_epoch(epoch)
-            taken = collect(loader, k)
+            iterator = iter(loader)
+            taken = list(itertools.islice(iterator, k))
             state = loader.state_dict()
             frozen = json.loads(json.dumps(state))
-            collect(loader, 1)
+            list(itertools.islice(iterator, 1))  # the same pass goes on
             if state != frozen:
                 keys = sorted(key for key in state if state.get(key) != frozen.get(key))
                 raise AssertionError(
@@ -289,7 +297,7 @@ def assert_resumable(plan: LoaderPlan, *, at: Iterable[int] | None = None, epoch
                     f"assert_resumable: at k={k}, load_state_dict(s) then state_dict() != s; "
                     f"differing keys: {changed}"
                 )
-            rest = collect(resumed) + (collect(resumed) if k < n else [])
+            rest = collect(resumed) + collect(resumed)  # the rest of the epoch, the next
         _explain(
             title,
             _HINT_SAME_PLAN,

@@ -90,8 +90,9 @@ def test_iterating_again_continues_with_the_next_epoch():
         .build()
     )
     first = _ids(collect(loader))
-    assert loader.epoch == 1
+    assert (loader.epoch, loader.batches_delivered) == (0, 4)  # the last pass, complete
     second = _ids(collect(loader))
+    assert loader.epoch == 1
     assert first != second
     loader.set_epoch(0)
     assert _ids(collect(loader)) == first
@@ -108,9 +109,17 @@ def test_a_broken_off_epoch_continues_where_it_stopped():
     )
     reference = _ids(collect(loader))
     loader.set_epoch(0)
-    head = _ids(collect(loader, 2))
-    tail = _ids(collect(loader))
+    it = iter(loader)
+    head = _ids([next(it), next(it)])
+    tail = _ids(list(it))  # the kept iterator continues its pass
     assert head + tail == reference
+    # a new iter() after a break is a new pass (torch's habit): the next epoch, whole
+    loader.set_epoch(0)
+    broken = _ids(collect(loader, 2))
+    assert broken == reference[:12]
+    after = _ids(collect(loader))
+    assert sorted(after) == list(range(20))
+    assert after != reference
 
 
 def test_a_superseded_iterator_refuses_to_continue():
@@ -234,12 +243,13 @@ def test_state_after_the_last_batch_resumes_at_the_next_epoch():
     next(it)
     next(it)  # the last batch, StopIteration not reached yet
     state = loader.state_dict()
-    assert (state["epoch"], state["batches_delivered"]) == (1, 0)
+    assert (state["epoch"], state["batches_delivered"]) == (0, 2)  # epoch 0 complete
     fresh = plan.build()
     fresh.set_epoch(1)
     resumed = plan.build()
     resumed.load_state_dict(state)
-    assert_batches_equal(collect(fresh), collect(resumed))
+    assert collect(resumed) == []  # the rest of epoch 0 (StatefulDataLoader's habit)
+    assert_batches_equal(collect(fresh), collect(resumed))  # then epoch 1
 
 
 def test_state_is_small_json_and_a_copy():
