@@ -10,18 +10,23 @@ from __future__ import annotations
 import difflib
 import math
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import Any, Final
+
+import attrs
 
 from loaderkit.errors import PlanError, PlanTypeError, Problem
 
 __all__ = [
+    "LIMITS",
     "Bindings",
     "FrozenMap",
+    "Limits",
     "check_bool",
     "check_choice",
     "check_int",
     "check_number",
     "check_optional_bool",
+    "check_plain_tree",
     "check_str",
     "did_you_mean",
     "freeze_value",
@@ -30,8 +35,56 @@ __all__ = [
 ]
 
 
+def _limit(doc: str, default: int) -> Any:
+    return attrs.field(default=default, metadata={"doc": doc})
+
+
+@attrs.frozen
+class Limits:
+    """The bounds on what a plan (a file, a dict, or builder arguments) may set.
+
+    One declaration: the checks read these numbers, ``docs/security.md`` lists them (a test
+    keeps the two equal), and a value over a bound is a ``PlanError`` naming its path and the
+    bound. They keep a hostile or mistaken plan from hanging, exhausting memory or crashing a
+    reader; none of them is near what a real plan needs.
+    """
+
+    file_bytes: int = _limit("size of a plan file, in bytes", 16 * 2**20)
+    depth: int = _limit("nesting of tables and arrays in a plan", 32)
+    values: int = _limit("values (numbers, strings, tables, array items) in a plan", 100_000)
+    string_chars: int = _limit("characters of one string or key", 4096)
+    integer: int = _limit("magnitude of any integer", 2**63 - 1)
+    dataset_length: int = _limit("samples in a dataset (`dataset.length`)", 2**48)
+    batch_size: int = _limit("samples in a batch, tokens in a budget, buckets", 2**31 - 1)
+    num_workers: int = _limit("`workers.num_workers`", 256)
+    prefetch_factor: int = _limit("`workers.prefetch_factor`", 1024)
+    batches_in_flight: int = _limit("`num_workers x prefetch_factor`", 16_384)
+    workers_per_cpu: int = _limit(
+        "worker processes per CPU of the machine that builds the loader (checked by `build()`)",
+        8,
+    )
+    device_index: int = _limit("`N` of a `cuda:N` device", 1023)
+    timeout_seconds: int = _limit("`workers.timeout`, in seconds (one week)", 7 * 24 * 3600)
+
+    def rows(self) -> list[tuple[str, int, str]]:
+        """``(name, bound, what it bounds)`` for each limit, in declaration order."""
+        return [
+            (field.name, getattr(self, field.name), field.metadata["doc"])
+            for field in attrs.fields(type(self))
+        ]
+
+
+LIMITS: Final = Limits()
+"""The bounds in force (see :class:`Limits`)."""
+
+
 def _show(value: object) -> str:
-    text = repr(value)
+    if isinstance(value, int) and not isinstance(value, bool):
+        return _show_int(value)
+    try:
+        text = repr(value)
+    except (ValueError, RecursionError):  # an int too long to print, a self-nested list
+        text = f"<{type(value).__name__}>"
     return text if len(text) <= 60 else text[:57] + "..."
 
 
@@ -41,24 +94,57 @@ def did_you_mean(name: str, choices: Iterable[str]) -> str:
     return f"; did you mean {close[0]!r}?" if close else ""
 
 
-def check_int(path: str, value: object, *, minimum: int | None = None, fix: str = "") -> int:
-    """Accept an ``int`` (not a ``bool``) that is at least ``minimum``."""
+def check_int(
+    path: str,
+    value: object,
+    *,
+    minimum: int | None = None,
+    maximum: int | None = None,
+    fix: str = "",
+) -> int:
+    """Accept an ``int`` (not a ``bool``) in ``[minimum, maximum]``.
+
+    ``maximum`` defaults to ``LIMITS.integer``: no int a plan holds is larger.
+    """
     if isinstance(value, bool) or not isinstance(value, int):
         raise PlanTypeError.single(
             path, f"must be an int (got {type(value).__name__} {_show(value)}){_fix(fix)}"
         )
     if minimum is not None and value < minimum:
-        raise PlanError.single(path, f"must be >= {minimum} (got {value}){_fix(fix)}")
+        raise PlanError.single(path, f"must be >= {minimum} (got {_show_int(value)}){_fix(fix)}")
+    bound = LIMITS.integer if maximum is None else maximum
+    if value > bound or value < -LIMITS.integer:
+        raise PlanError.single(path, f"must be <= {bound:,} (got {_show_int(value)}){_fix(fix)}")
     return int(value)
 
 
-def check_number(path: str, value: object, *, minimum: float | None = None, fix: str = "") -> float:
-    """Accept a finite int or float (not a bool) that is at least ``minimum``."""
+def _show_int(value: int) -> str:
+    """An int for a message: huge ones by their size (str() of 5,000 digits is refused)."""
+    if abs(value) < 10**30:
+        return str(value)
+    return f"an integer of {value.bit_length()} bits"
+
+
+def check_number(
+    path: str,
+    value: object,
+    *,
+    minimum: float | None = None,
+    maximum: float | None = None,
+    fix: str = "",
+) -> float:
+    """Accept a finite int or float (not a bool) in ``[minimum, maximum]``."""
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise PlanTypeError.single(
             path, f"must be a number (got {type(value).__name__} {_show(value)}){_fix(fix)}"
         )
+    if isinstance(value, int) and abs(value) > LIMITS.integer:
+        raise PlanError.single(
+            path, f"must be <= {LIMITS.integer:,} (got {_show_int(value)}){_fix(fix)}"
+        )
     number = float(value)
+    if maximum is not None and number > maximum:
+        raise PlanError.single(path, f"must be <= {maximum:g} (got {value}){_fix(fix)}")
     if not math.isfinite(number):
         raise PlanError.single(path, f"must be finite (got {value}){_fix(fix)}")
     if minimum is not None and number < minimum:
@@ -241,3 +327,82 @@ def thaw_value(value: object) -> object:
     if isinstance(value, FrozenMap):
         return {k: thaw_value(v) for k, v in value.items()}
     return value
+
+
+def check_plain_tree(data: object, path: str = "") -> None:
+    """Refuse data a plan cannot hold before anything reads it: one ``PlanError``, every problem.
+
+    Walks ``data`` without recursion (so a deeply nested value cannot crash the walk) and
+    checks the :data:`LIMITS` that hold for any plan: nesting depth, number of values, string
+    and key length, integer magnitude, finite floats, string keys, and plain types only (str,
+    int, float, bool, None, lists/tuples, mappings). Stops after 20 problems.
+    """
+    limits = LIMITS
+    problems: list[Problem] = []
+    stack: list[tuple[str, object, int]] = [(path, data, 0)]
+    count = 0
+    while stack and len(problems) < 20:
+        where, value, depth = stack.pop()
+        shown = where or "plan"
+        count += 1
+        if count > limits.values:
+            problems.append(
+                Problem(
+                    "plan",
+                    f"holds more than {limits.values:,} values; a plan file is settings, not "
+                    f"data: pass large arrays in bindings",
+                )
+            )
+            break
+        if isinstance(value, bool) or value is None:
+            continue
+        if isinstance(value, int):
+            if abs(value) > limits.integer:
+                problems.append(
+                    Problem(shown, f"must be <= {limits.integer:,} (got {_show_int(value)})")
+                )
+        elif isinstance(value, float):
+            if not math.isfinite(value):
+                problems.append(Problem(shown, f"must be a finite number (got {value})"))
+        elif isinstance(value, str):
+            if len(value) > limits.string_chars:
+                problems.append(
+                    Problem(
+                        shown,
+                        f"is a string of {len(value):,} characters; at most "
+                        f"{limits.string_chars:,} are allowed",
+                    )
+                )
+        elif isinstance(value, Mapping | list | tuple):
+            if depth >= limits.depth:
+                problems.append(
+                    Problem(shown, f"is nested more than {limits.depth} levels deep; flatten it")
+                )
+                continue
+            if isinstance(value, Mapping):
+                for key, item in value.items():
+                    if not isinstance(key, str):
+                        problems.append(Problem(shown, f"keys must be strings (got {_show(key)})"))
+                        continue
+                    if len(key) > limits.string_chars:
+                        problems.append(
+                            Problem(
+                                shown,
+                                f"has a key of {len(key):,} characters; at most "
+                                f"{limits.string_chars:,} are allowed",
+                            )
+                        )
+                        continue
+                    stack.append((f"{where}.{key}" if where else key, item, depth + 1))
+            else:
+                stack.extend((f"{shown}[{i}]", item, depth + 1) for i, item in enumerate(value))
+        else:
+            problems.append(
+                Problem(
+                    shown,
+                    f"must be plain data (str, int, float, bool, None, lists and tables of "
+                    f"them) (got {type(value).__name__})",
+                )
+            )
+    if problems:
+        raise PlanError(problems)

@@ -48,10 +48,10 @@ object without a source: pass it by binding, or register a factory that makes it
 returning a ``list``, ``dict`` or ``tuple`` gets it back as a subclass of that type that can
 hold the source. HF datasets changed in place (``set_format``) lose their source as well.
 
-Security: loading a plan file only calls registered factories. A ``ref`` source resolves under
-the rules of :func:`~loaderkit.registry.resolve_ref`: its module must be trusted
-(``loaderkit.trust_modules``) or the caller passes ``allow_imports=True``; a plan file never
-imports a module that is not trusted.
+Security (``docs/security.md``): loading a plan file only calls *registered* factories. A
+``"module:qualname"`` source is your own code in :func:`load`, but a plan file naming one is
+refused (register the factory under a name instead, or pass the dataset in bindings), whatever
+the trust settings; inspecting a plan (``require_bindings=False``) calls no factory at all.
 
 The plan layer imports this module; it never imports torch or ``datasets`` itself: factories
 import what they need inside their bodies.
@@ -223,13 +223,19 @@ def load(name: str, /, **options: Any) -> Any:
 
 
 def make_source(
-    name: str, options: Mapping[str, object], base_dir: Path | None = None
+    name: str,
+    options: Mapping[str, object],
+    base_dir: Path | None = None,
+    *,
+    confine: Path | None = None,
 ) -> DatasetSource:
     """Freeze ``options`` into a :class:`DatasetSource`, resolving relative path options.
 
-    Relative paths resolve against ``base_dir`` (``None``: the working directory). Raises
-    :class:`~loaderkit.PlanError` (path ``dataset.source.options.<key>``) for values that are
-    not plain data, and :class:`~loaderkit.registry.UnknownNameError` for an unknown name.
+    Relative paths resolve against ``base_dir`` (``None``: the working directory). With
+    ``confine`` (a plan file's folder), a path option that resolves outside that folder
+    (absolute elsewhere, ``..``, ``~``) is refused. Raises :class:`~loaderkit.PlanError` (path
+    ``dataset.source.options.<key>``) for values that are not plain data or leave the folder,
+    and :class:`~loaderkit.registry.UnknownNameError` for an unknown name.
     """
     if ":" not in name and name not in factories:
         raise UnknownNameError(factories.unknown_message(name))
@@ -241,7 +247,7 @@ def make_source(
         try:
             value = freeze_value(path, value)
             if key in paths:
-                value = _map_paths(value, lambda p: _absolute(p, base_dir), path)
+                value = _map_paths(value, _path_mapper(path, base_dir, confine), path)
         except PlanError as exc:
             problems.extend(exc.problems)
             continue
@@ -251,14 +257,22 @@ def make_source(
     return DatasetSource(name, FrozenMap(frozen))
 
 
-def source_problems(source: DatasetSource) -> list[Problem]:
+def source_problems(source: DatasetSource, *, load_plugins: bool = True) -> list[Problem]:
     """Options the registered factory's signature does not take or needs (registry names only).
 
     Reference sources are checked when they are resolved. Problems are at
-    ``dataset.source.options.<key>``.
+    ``dataset.source.options.<key>``. With ``load_plugins=False`` (inspecting a plan file) a
+    factory that an entry point provides and nothing has imported yet is not imported: its
+    options are checked when the plan is loaded to build.
     """
     if source.is_ref:
         return []
+    if not load_plugins and factories.loaded(source.name) is None:
+        return (
+            []
+            if source.name in factories
+            else [Problem("dataset.source.name", factories.unknown_message(source.name))]
+        )
     try:
         entry = factories.get(source.name)
     except UnknownNameError as exc:
@@ -328,18 +342,50 @@ def relative_to(source: DatasetSource, folder: Path) -> DatasetSource:
     options = dict(source.options)
     for key in source.path_options:
         if key in options:
-            options[key] = _map_paths(options[key], lambda p: _relative(p, folder))
+            options[key] = _map_paths(options[key], lambda p: relative_path(p, folder))
     return DatasetSource(source.name, FrozenMap(options))
 
 
-def _absolute(path: str, base_dir: Path | None) -> str:
+def absolute_path(path: str, base_dir: Path | None) -> str:
+    """``path`` made absolute against ``base_dir`` (``None``: the working directory), normalised.
+
+    ``~`` is expanded; nothing on disk is read.
+    """
     expanded = Path(os.path.expanduser(path))
     if not expanded.is_absolute():
         expanded = (base_dir if base_dir is not None else Path.cwd()) / expanded
     return os.path.normpath(expanded)
 
 
-def _relative(path: str, folder: Path) -> str:
+def _path_mapper(where: str, base_dir: Path | None, confine: Path | None) -> Callable[[str], str]:
+    def mapped(path: str) -> str:
+        return confined(where, absolute_path(path, base_dir), confine)
+
+    return mapped
+
+
+def confined(where: str, path: str, folder: Path | None) -> str:
+    """``path`` (absolute, normalised) if it lies inside ``folder``; else a ``PlanError``.
+
+    ``folder=None`` accepts any path. The test is on the path as written, normalised (no
+    file is opened, no link followed): a plan file names data and folders below its own.
+    """
+    if folder is None:
+        return path
+    base = os.path.normpath(folder)
+    if path == base or path.startswith(base.rstrip(os.sep) + os.sep):
+        return path
+    raise PlanError.single(
+        where,
+        f"{path!r} lies outside the plan file's folder {base!r}; a plan file may only name "
+        f"paths inside its folder: move the data (or the plan file), or pass "
+        f"allow_external_paths=True (`--allow-external-paths` on the command line) if you "
+        f"trust this file",
+    )
+
+
+def relative_path(path: str, folder: Path) -> str:
+    """``path`` relative to ``folder`` (POSIX form) when it lies inside it, else unchanged."""
     real = Path(os.path.realpath(os.path.dirname(path))) / os.path.basename(path)
     for candidate, base in ((Path(path), folder), (real, folder.resolve())):
         try:
@@ -350,7 +396,7 @@ def _relative(path: str, folder: Path) -> str:
 
 
 def _shown_path(path: str) -> str:
-    return _relative(path, Path.cwd())
+    return relative_path(path, Path.cwd())
 
 
 def _map_paths(value: object, fn: Callable[[str], str], where: str = "") -> object:

@@ -17,8 +17,10 @@ from __future__ import annotations
 import importlib
 import importlib.metadata
 import inspect
+import re
 import sys
 import threading
+import weakref
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, Generic, TypeVar, overload
 
@@ -32,12 +34,16 @@ __all__ = [
     "RegistryEntry",
     "UnknownNameError",
     "callable_ref",
+    "parse_ref",
     "resolve_ref",
     "trust_modules",
     "trusted_modules",
 ]
 
 F = TypeVar("F", bound=Callable[..., Any])
+
+_REGISTRIES: weakref.WeakSet[Registry[Any]] = weakref.WeakSet()
+"""Every registry loaderkit keeps: what a reference into loaderkit may resolve to."""
 
 
 class UnknownNameError(LoaderkitError, LookupError):
@@ -122,7 +128,9 @@ class Registry(Generic[F]):
     """Names → factories for one kind of component (e.g. ``"collator"``).
 
     ``register`` works as a call or as a decorator. Entry points of the group
-    ``entry_point_group`` are loaded the first time a name is looked up or listed; each entry
+    ``entry_point_group`` are plugins: their *names* are known from the installed packages'
+    metadata without importing anything, and an entry point is loaded (its module imported)
+    only when its own name is looked up with :meth:`get` or all entries are listed. Each entry
     point's value is a factory registered under the entry point's name.
     """
 
@@ -131,7 +139,10 @@ class Registry(Generic[F]):
         self.entry_point_group = entry_point_group
         self._entries: dict[str, RegistryEntry] = {}
         self._lock = threading.Lock()
-        self._plugins_loaded = entry_point_group is None
+        self._plugins: dict[str, importlib.metadata.EntryPoint] | None = (
+            {} if entry_point_group is None else None
+        )
+        _REGISTRIES.add(self)
 
     @overload
     def register(
@@ -203,45 +214,71 @@ class Registry(Generic[F]):
         with self._lock:
             self._entries.pop(name, None)
 
-    def _load_plugins(self) -> None:
-        if self._plugins_loaded or self.entry_point_group is None:
+    def _plugin_names(self) -> dict[str, importlib.metadata.EntryPoint]:
+        """The group's entry points by name, read from package metadata (nothing imported)."""
+        if self._plugins is None:
+            group = self.entry_point_group
+            found = {} if group is None else importlib.metadata.entry_points(group=group)
+            self._plugins = {ep.name: ep for ep in found}
+        return self._plugins
+
+    def _load_plugin(self, name: str) -> None:
+        ep = self._plugin_names().get(name)
+        if ep is None or name in self._entries:
             return
-        self._plugins_loaded = True
-        for ep in importlib.metadata.entry_points(group=self.entry_point_group):
-            if ep.name in self._entries:
-                continue
+        try:
             factory = ep.load()
-            self.register(ep.name, factory, origin=f"entry point {ep.value}")
+        except Exception as exc:  # any import failure of a plugin is reported
+            raise UnknownNameError(
+                f"{self.kind} {name!r} comes from the entry point {ep.value!r}, which failed to "
+                f"load: {type(exc).__name__}: {exc}; reinstall or fix the package that "
+                f"provides it"
+            ) from exc
+        with self._lock:
+            if name not in self._entries:  # a registration in the meantime wins
+                doc = (inspect.getdoc(factory) or "").split("\n", 1)[0]
+                self._entries[name] = RegistryEntry(
+                    name, factory, doc, None, f"entry point {ep.value}"
+                )
+
+    def _load_plugins(self) -> None:
+        for name in list(self._plugin_names()):
+            self._load_plugin(name)
 
     def __contains__(self, name: object) -> bool:
         if not isinstance(name, str):
             return False
-        if name not in self._entries:
-            self._load_plugins()
-        return name in self._entries
+        return name in self._entries or name in self._plugin_names()
+
+    def loaded(self, name: str) -> RegistryEntry | None:
+        """The entry for ``name`` if it is registered and loaded, without importing a plugin."""
+        return self._entries.get(name)
 
     def get(self, name: str) -> RegistryEntry:
-        """Return the entry for ``name`` or raise :class:`UnknownNameError` with a suggestion."""
+        """Return the entry for ``name`` or raise :class:`UnknownNameError` with a suggestion.
+
+        A plugin registered by entry point is imported here, the first time its name is used.
+        """
         if name not in self:
             raise UnknownNameError(self.unknown_message(name))
+        self._load_plugin(name)
         return self._entries[name]
 
     def unknown_message(self, name: str) -> str:
         """The message for an unknown ``name``: the suggestion, the known names, the fix."""
-        self._load_plugins()
-        known = ", ".join(repr(n) for n in sorted(self._entries)) or "none"
+        names = self.names()
+        known = ", ".join(repr(n) for n in names) or "none"
         return (
-            f"unknown {self.kind} {name!r}{did_you_mean(name, self._entries)}; "
+            f"unknown {self.kind} {name!r}{did_you_mean(name, names)}; "
             f"known: {known}; register one with @loaderkit.register_{self.kind}({name!r})"
         )
 
     def names(self) -> list[str]:
-        """All registered names, sorted."""
-        self._load_plugins()
-        return sorted(self._entries)
+        """All registered names (plugins included, without importing them), sorted."""
+        return sorted(set(self._entries) | set(self._plugin_names()))
 
     def entries(self) -> Iterator[RegistryEntry]:
-        """All entries, sorted by name."""
+        """All entries, sorted by name (plugins are imported to list them)."""
         self._load_plugins()
         for name in sorted(self._entries):
             yield self._entries[name]
@@ -256,26 +293,48 @@ class Registry(Generic[F]):
 
 _trusted: set[str] = set()
 
+_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+
+_OWN_PACKAGE = "loaderkit"
+
 
 def trust_modules(*prefixes: str) -> None:
     """Allow plan files to resolve ``module:qualname`` references under these packages.
 
     ``trust_modules("myproject")`` lets ``LoaderPlan.load`` resolve (and import if needed)
-    ``"myproject.data:augment"`` without ``allow_imports=True``.
+    ``"myproject.data:augment"`` without ``allow_imports=True``. Trusting a package means
+    trusting every class and function *defined* in it: a plan file may then make loaderkit
+    call them. What the package merely imports (``os``, ``subprocess``, ...) stays out of
+    reach (see :func:`resolve_ref`).
     """
     for prefix in prefixes:
-        if not isinstance(prefix, str) or not prefix or prefix.startswith("."):
-            raise ValueError(f"module prefixes must be absolute module names (got {prefix!r})")
+        if not isinstance(prefix, str) or not _is_module_name(prefix):
+            raise ValueError(
+                f"module prefixes must be absolute dotted module names such as 'myproject' "
+                f"(got {prefix!r})"
+            )
         _trusted.add(prefix)
 
 
 def trusted_modules() -> frozenset[str]:
-    """The module prefixes plan files may import from without ``allow_imports=True``."""
-    return frozenset(_trusted | {"loaderkit"})
+    """The module prefixes plan files may import from without ``allow_imports=True``.
+
+    Only what :func:`trust_modules` added: loaderkit's own modules are not on the list (a
+    plan reaches loaderkit's objects through its registries, by name).
+    """
+    return frozenset(_trusted)
+
+
+def _is_module_name(name: str) -> bool:
+    return all(_IDENTIFIER.match(part) for part in name.split("."))
 
 
 def _is_trusted(module: str) -> bool:
-    return any(module == p or module.startswith(p + ".") for p in trusted_modules())
+    return any(module == p or module.startswith(p + ".") for p in _trusted)
+
+
+def _within(module: str, package: str) -> bool:
+    return module == package or module.startswith(package + ".")
 
 
 def callable_ref(obj: object) -> str | None:
@@ -301,17 +360,60 @@ def callable_ref(obj: object) -> str | None:
     return f"{module}:{qualname}" if target is obj else None
 
 
-def resolve_ref(ref: str, *, allow_imports: bool = False) -> object:
-    """Return the object named by ``"module:qualname"``.
+def parse_ref(ref: object) -> tuple[str, str]:
+    """Split ``"module:qualname"`` into its two parts; ``LookupError`` if it is not one.
 
-    The module must be trusted (:func:`trust_modules`) or ``allow_imports`` must be true;
-    otherwise ``PermissionError`` says so and how to allow it. Raises ``LookupError`` when the
-    reference does not resolve.
+    Both parts must be dotted Python identifiers (no spaces, no ``<locals>``, no leading
+    dot), at most 512 characters in all.
     """
+    if not isinstance(ref, str) or len(ref) > 512:
+        raise LookupError(f"{_short(ref)} is not a 'module:qualname' reference")
     module, sep, qualname = ref.partition(":")
-    if not sep or not module or not qualname:
-        raise LookupError(f"{ref!r} is not a 'module:qualname' reference")
-    if not (allow_imports or _is_trusted(module)):
+    if not sep or not _is_module_name(module) or not _is_module_name(qualname):
+        raise LookupError(
+            f"{ref!r} is not a 'module:qualname' reference (dotted Python names on both "
+            f"sides of one colon, e.g. 'mypackage.data:tokenize')"
+        )
+    return module, qualname
+
+
+def _short(value: object) -> str:
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def _registered(target: object) -> bool:
+    """True when ``target`` is the factory of an entry of any registry loaderkit keeps."""
+    return any(
+        entry.factory is target
+        for registry in list(_REGISTRIES)
+        for entry in list(registry._entries.values())
+    )
+
+
+def resolve_ref(ref: str, *, allow_imports: bool = False) -> object:
+    """Return the class or function named by ``"module:qualname"``, never running its code.
+
+    The rules (``docs/security.md``):
+
+    - the module must be trusted (:func:`trust_modules`) or ``allow_imports`` must be true;
+      otherwise ``PermissionError`` says so and how to allow it, and nothing is imported;
+    - loaderkit's own modules are not trusted by default: a reference into ``loaderkit``
+      resolves only to an object loaderkit registers (a collator, transform or dataset
+      factory), which a plan can name by its registry name as well;
+    - ``qualname`` is walked with :func:`inspect.getattr_static` (no property, descriptor or
+      module ``__getattr__`` runs), only through classes: a step through a module object or
+      any other value is refused;
+    - the object found must be a class or a function *defined* in that module or below it
+      (its ``__module__``), not something the module imported (``os.system``, a module, an
+      instance).
+
+    Raises ``LookupError`` when the reference does not resolve or breaks a rule other than
+    trust.
+    """
+    module, qualname = parse_ref(ref)
+    own = _within(module, _OWN_PACKAGE) and not (allow_imports or _is_trusted(module))
+    if not (own or allow_imports or _is_trusted(module)):
         raise PermissionError(
             f"plan refers to {ref!r} but module {module!r} is not trusted; pass "
             f"allow_imports=True, call loaderkit.trust_modules({module.split('.')[0]!r}), or "
@@ -321,9 +423,39 @@ def resolve_ref(ref: str, *, allow_imports: bool = False) -> object:
         target: object = importlib.import_module(module)
     except ImportError as exc:
         raise LookupError(f"cannot import module {module!r} for {ref!r}: {exc}") from exc
-    for part in qualname.split("."):
+    parts = qualname.split(".")
+    for i, part in enumerate(parts):
         try:
-            target = getattr(target, part)
+            found = inspect.getattr_static(target, part)
         except AttributeError:
             raise LookupError(f"module {module!r} has no attribute {qualname!r}") from None
+        if isinstance(found, staticmethod):
+            found = found.__func__
+        last = i == len(parts) - 1
+        kind_ok = inspect.isclass(found) or (
+            last and (inspect.isfunction(found) or inspect.isbuiltin(found))
+        )
+        if not kind_ok:
+            where = ".".join(parts[: i + 1])
+            what = "a module" if inspect.ismodule(found) else f"a {type(found).__name__}"
+            allowed = "a class or a function" if last else "a class"
+            raise LookupError(
+                f"{ref!r}: {where!r} is {what}, not {allowed}; a reference names a class or "
+                f"function defined in its module, reached only through classes"
+            )
+        target = found
+    defined = getattr(target, "__module__", None)
+    if not isinstance(defined, str) or not _within(defined, module):
+        raise LookupError(
+            f"{ref!r}: {qualname!r} is defined in {defined!r}, not in {module!r}; refer to it "
+            f"where it is defined ('{defined}:{getattr(target, '__qualname__', qualname)}'), "
+            f"under the same trust rules"
+        )
+    if own and not _registered(target):
+        raise PermissionError(
+            f"plan refers to {ref!r}, which loaderkit does not register; loaderkit's own "
+            f"modules are reachable only through its registries (collators, transforms, "
+            f"dataset factories, by name): use the registry name, or pass the object in "
+            f"bindings"
+        )
     return target

@@ -22,7 +22,16 @@ from loaderkit.errors import DataError, LoaderkitError, PlanError, ResumeError, 
 if TYPE_CHECKING:
     from loaderkit.plan import LoaderPlan
 
-__all__ = ["EXIT_FAILED", "EXIT_OK", "EXIT_USAGE", "CliError", "cli", "load_plan", "main"]
+__all__ = [
+    "EXIT_FAILED",
+    "EXIT_OK",
+    "EXIT_USAGE",
+    "CliError",
+    "cli",
+    "inspect_plan",
+    "load_plan",
+    "main",
+]
 
 EXIT_OK = 0
 """The command did what it was asked and everything checked out."""
@@ -189,24 +198,38 @@ def _save_path(ctx: click.Context, param: click.Parameter, value: Path | None) -
     return value
 
 
-def load_plan(path: Path) -> LoaderPlan:
-    """Load the plan file ``path`` with its recorded dataset source, as every command does.
+def inspect_plan(path: Path, *, allow_external_paths: bool = False) -> LoaderPlan:
+    """Read the plan file ``path`` for inspection: the file and nothing else.
 
-    A plan whose dataset is a live object (a binding) cannot be rebuilt from the file: that
-    is reported as a :class:`CliError` naming the binding, with the way out as the hint.
+    ``LoaderPlan.load(path, require_bindings=False)``: every field, bound and rule is
+    checked, but no dataset factory is called, no untrusted module imported, no data file
+    read and nothing written (``docs/security.md``). A plan whose dataset is a live binding
+    inspects like any other.
+    """
+    from loaderkit.plan import LoaderPlan
+
+    return LoaderPlan.load(path, require_bindings=False, allow_external_paths=allow_external_paths)
+
+
+def load_plan(path: Path, *, allow_external_paths: bool = False) -> LoaderPlan:
+    """Load the plan file ``path`` to run it: its recorded dataset is made again.
+
+    Only a *registered* dataset factory is called (``[dataset.source] name = ...``). A plan
+    whose dataset is a live object (a binding) cannot be rebuilt from the file: that is
+    reported as a :class:`CliError` naming the binding, with the way out as the hint.
     """
     from loaderkit.demo import ensure_registered
     from loaderkit.plan import LoaderPlan
 
     ensure_registered()  # plans saved by `loaderkit demo` name the demo dataset
     try:
-        return LoaderPlan.load(path)
+        return LoaderPlan.load(path, allow_external_paths=allow_external_paths)
     except PlanError as exc:
         names = sorted(set(re.findall(r"bound as '([^']+)' and none was given", str(exc))))
         if not names:
             raise
         try:  # is the missing binding the only problem?
-            LoaderPlan.load(path, require_bindings=False)
+            inspect_plan(path, allow_external_paths=allow_external_paths)
         except LoaderkitError:
             raise exc from None
         shown = ", ".join(repr(n) for n in names)
@@ -214,9 +237,21 @@ def load_plan(path: Path) -> LoaderPlan:
             f"{path.name}: the plan's dataset is a live object given at run time (bound as "
             f"{shown}), which a plan file does not hold, so the command line cannot load it",
             "a plan file rebuilds only datasets it records: register a dataset factory "
-            "(loaderkit.datasets.register) or use a file source (loaderkit.datasets.from_files) "
-            "and save the plan again",
+            "(loaderkit.register_dataset) or use a file source (loaderkit.datasets.from_files) "
+            "and save the plan again; `loaderkit explain` and `validate` (without --data) "
+            "work on it as it is",
         ) from exc
+
+
+def _external_paths_option(fn: F) -> F:
+    """``--allow-external-paths``: trust the file's paths that leave its folder."""
+    return click.option(
+        "--allow-external-paths",
+        is_flag=True,
+        default=False,
+        help="Accept data files and cache folders outside the plan file's folder (only for "
+        "a plan file you trust).",
+    )(fn)
 
 
 @click.group(
@@ -284,25 +319,52 @@ def demo(workers: int, epochs: int, batch_size: int, seed: int, save_plan: Path 
     )
 
 
-@cli.command(short_help="Print what PLAN loads and how.")
+@cli.command(short_help="Print what PLAN loads and how (reads the file only).")
 @_plan_argument("plan")
+@_external_paths_option
 @_debug_option
-def explain(plan: Path) -> int:
-    """Print what PLAN loads and how (LoaderPlan.explain())."""
-    click.echo(load_plan(plan).explain())
+def explain(plan: Path, allow_external_paths: bool) -> int:
+    """Print what PLAN loads and how (LoaderPlan.explain()).
+
+    Reads the plan file and nothing else: no dataset is made, no module imported, no data
+    read, nothing written. Plans whose dataset is a live binding explain too.
+    """
+    click.echo(inspect_plan(plan, allow_external_paths=allow_external_paths).explain())
     return EXIT_OK
 
 
-@cli.command(short_help="Load PLAN and run its batch checks on the first batch.")
+@cli.command(short_help="Check PLAN's fields and rules; with --data, its first batch too.")
 @_plan_argument("plan")
+@click.option(
+    "--data",
+    is_flag=True,
+    default=False,
+    help="Also make the dataset from its registered factory, build the loader and run the "
+    "plan's batch checks on the first batch (plan.check()). Reads the data; writes nothing.",
+)
+@_external_paths_option
 @_debug_option
-def validate(plan: Path) -> int:
-    """Compile PLAN, build it and run its batch checks on the first batch (plan.check()).
+def validate(plan: Path, data: bool, allow_external_paths: bool) -> int:
+    """Check every field, bound and rule of PLAN (the file only); --data checks a batch too.
 
-    Exit 0 when the plan loads and the first batch passes every check, 1 otherwise.
+    Without --data nothing but the file is read: no dataset is made, no module imported,
+    nothing written. With --data the dataset is made again (registered factories only), the
+    loader is built without its cache (so no cache folder is created) and the first batch
+    is checked against the plan's with_checks contract. Exit 0 when everything passes, 1
+    otherwise.
     """
-    loaded = load_plan(plan)
-    report = loaded.check()
+    if not data:
+        inspected = inspect_plan(plan, allow_external_paths=allow_external_paths)
+        click.echo(
+            f"{plan.name}: valid (fields, bounds and rules; fingerprint "
+            f"{inspected.fingerprint[:16]}); `loaderkit validate --data` also checks its "
+            f"first batch"
+        )
+        return EXIT_OK
+    import attrs
+
+    loaded = load_plan(plan, allow_external_paths=allow_external_paths)
+    report = attrs.evolve(loaded, cache=None).check()  # the cache changes no batch
     click.echo(str(report))
     click.echo(f"{plan.name}: valid (fingerprint {loaded.fingerprint[:16]})")
     return EXIT_OK
@@ -311,14 +373,18 @@ def validate(plan: Path) -> int:
 @cli.command(short_help="Compare plans A and B field by field (exit 1 if they differ).")
 @_plan_argument("a")
 @_plan_argument("b")
+@_external_paths_option
 @_debug_option
-def diff(a: Path, b: Path) -> int:
+def diff(a: Path, b: Path, allow_external_paths: bool) -> int:
     """Print the fields where plan B differs from plan A, as `path: A -> B` lines.
 
     Exit 0 when the plans are equal, 1 when they differ. The last line says whether the
-    stream fingerprints differ too (whether the batches differ).
+    stream fingerprints differ too (whether the batches differ). Reads the two files only.
     """
-    first, second = load_plan(a), load_plan(b)
+    first, second = (
+        inspect_plan(a, allow_external_paths=allow_external_paths),
+        inspect_plan(b, allow_external_paths=allow_external_paths),
+    )
     lines = first.diff(second)
     if not lines:
         click.echo(f"{a.name} and {b.name} are equal (fingerprint {first.fingerprint[:16]})")
@@ -366,8 +432,9 @@ def _worker_counts(ctx: click.Context, param: click.Parameter, value: str) -> tu
     callback=_worker_counts,
     help="Worker counts to compare, separated by commas.",
 )
+@_external_paths_option
 @_debug_option
-def bench(plan: Path, batches: int, workers: tuple[int, ...]) -> int:
+def bench(plan: Path, batches: int, workers: tuple[int, ...], allow_external_paths: bool) -> int:
     """Time PLAN's loader for each worker count; split the time into fetch, collate, transfer.
 
     Per worker count: samples/s, batch latency p50 and p99, and the time to the first batch.
@@ -376,7 +443,11 @@ def bench(plan: Path, batches: int, workers: tuple[int, ...]) -> int:
     """
     from loaderkit.cli.bench import run_bench
 
-    run_bench(load_plan(plan), batches=batches, worker_counts=workers)
+    run_bench(
+        load_plan(plan, allow_external_paths=allow_external_paths),
+        batches=batches,
+        worker_counts=workers,
+    )
     return EXIT_OK
 
 

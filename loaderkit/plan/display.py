@@ -448,7 +448,7 @@ def explain_plan(plan: LoaderPlan) -> str:
     transform = "none" if plan.transform is None else plan.transform.describe()
     if plan.transform is not None and plan.transform.accepts_rng:
         transform += " with a per-sample rng keyed by (seed, epoch, index)"
-    status = "" if plan.bound else "  (unbound: load with bindings to build)"
+    status = f"  ({_unbound(plan)})" if not plan.bound else ""
     lines = [
         f"LoaderPlan {plan.fingerprint[:12]}{status}",
         f"  source      {dataset_summary(plan.dataset)}",
@@ -569,13 +569,21 @@ def _frame(title: str, subtitle: str, body: str) -> str:
     )
 
 
+def _unbound(plan: LoaderPlan) -> str:
+    """What an unbound plan lacks to build: its live objects, or only a load that makes them."""
+    source = plan.dataset.source
+    if source is not None and not source.is_ref:
+        return "inspected: LoaderPlan.load(path) makes its dataset to build"
+    return "unbound: load with bindings to build"
+
+
 def plan_html(plan: LoaderPlan) -> str:
     """The notebook view of a plan (``LoaderPlan._repr_html_``).
 
     Its settings (section / field / value; defaults dimmed), ``explain()`` in a ``<pre>``
     and the fingerprint. Every text from the plan is HTML-escaped.
     """
-    status = "" if plan.bound else " (unbound: load with bindings to build)"
+    status = f" ({_unbound(plan)})" if not plan.bound else ""
     return _frame("LoaderPlan", plan.fingerprint[:12] + status, _plan_parts(plan, plan.explain()))
 
 

@@ -17,6 +17,7 @@ from typing import Any, TypeVar
 import attrs
 
 from loaderkit._checks import (
+    LIMITS,
     FrozenMap,
     check_bool,
     check_choice,
@@ -151,15 +152,19 @@ def _described(dataset: object, binding: str) -> DatasetSpec:
 
 def batch_spec(batch_size: object, drop_last: object = False) -> BatchSpec:
     """Per-rank batch size (an int >= 1) and ``drop_last``."""
-    size = check_int(
-        "batch.batch_size", batch_size, minimum=1, fix="pass a positive number of samples"
-    )
+    size = batch_size_value(batch_size)
     return BatchSpec(size, check_bool("batch.drop_last", drop_last))
 
 
 def batch_size_value(value: object, path: str = "batch.batch_size") -> int:
     """One batch size: an int >= 1."""
-    return check_int(path, value, minimum=1, fix="pass a positive number of samples")
+    return check_int(
+        path,
+        value,
+        minimum=1,
+        maximum=LIMITS.batch_size,
+        fix="pass a positive number of samples",
+    )
 
 
 def is_function(value: object) -> bool:
@@ -510,17 +515,27 @@ def bucketing_spec(
     """
     source, live = _values_source("bucketing.length", length, "lengths", "length", _lengths_array)
     buckets = (
-        None if num_buckets is None else check_int("bucketing.num_buckets", num_buckets, minimum=1)
+        None
+        if num_buckets is None
+        else check_int("bucketing.num_buckets", num_buckets, minimum=1, maximum=LIMITS.batch_size)
     )
     tokens = (
         None
         if max_tokens is None
-        else check_int("bucketing.max_tokens", max_tokens, minimum=1, fix="a token budget")
+        else check_int(
+            "bucketing.max_tokens",
+            max_tokens,
+            minimum=1,
+            maximum=LIMITS.batch_size,
+            fix="a token budget",
+        )
     )
     cap = (
         None
         if max_batch_size is None
-        else check_int("bucketing.max_batch_size", max_batch_size, minimum=1)
+        else check_int(
+            "bucketing.max_batch_size", max_batch_size, minimum=1, maximum=LIMITS.batch_size
+        )
     )
     model = check_choice("bucketing.cost", cost, BUCKET_COSTS)
     return BucketingSpec(source, buckets, tokens, cap, model), live
@@ -708,9 +723,20 @@ def workers_spec(
             "workers.prefetch_factor",
             prefetch_factor,
             minimum=1,
+            maximum=LIMITS.prefetch_factor,
             fix="it counts batches prefetched per worker",
         )
     )
+    if (
+        isinstance(count, int)
+        and prefetch is not None
+        and count * prefetch > (LIMITS.batches_in_flight)
+    ):
+        raise PlanError.single(
+            "workers.prefetch_factor",
+            f"{count} workers x prefetch_factor {prefetch} = {count * prefetch:,} batches in "
+            f"flight, more than the bound of {LIMITS.batches_in_flight:,}; lower one of them",
+        )
     method = (
         None
         if start_method is None
@@ -723,6 +749,7 @@ def workers_spec(
             "workers.timeout",
             timeout,
             minimum=0.0,
+            maximum=LIMITS.timeout_seconds,
             fix="give seconds to wait for a batch, or None for no limit",
         )
     )
@@ -742,6 +769,13 @@ def device_spec(device: object) -> str:
     if not _DEVICE.match(text) or text.startswith(("auto:", "cpu:", "mps:")):
         listed = ", ".join(repr(d) for d in DEVICES)
         raise PlanError.single("device", f"must be one of {listed} or 'cuda:N' (got {device!r})")
+    _, _, index = text.partition(":")
+    if index and (len(index) > 6 or int(index) > LIMITS.device_index):
+        raise PlanError.single(
+            "device",
+            f"the device index must be <= {LIMITS.device_index} (got {text[:40]!r}); name "
+            f"a device this machine has, e.g. 'cuda:0', or 'auto'",
+        )
     return text
 
 
@@ -1016,7 +1050,9 @@ def combined_dataset(mixture: MixtureSpec) -> DatasetSpec:
 
 def max_length_value(value: object, path: str = "max_length") -> int:
     """One sequence length: an int >= 1."""
-    return check_int(path, value, minimum=1, fix="pass a positive number of tokens")
+    return check_int(
+        path, value, minimum=1, maximum=LIMITS.batch_size, fix="pass a positive number of tokens"
+    )
 
 
 def max_length_spec(

@@ -126,13 +126,19 @@ class LoaderPlan:
         bindings: Mapping[str, object] | None = None,
         allow_imports: bool = False,
         require_bindings: bool = True,
+        base_dir: str | os.PathLike[str] | None = None,
+        allow_external_paths: bool = False,
     ) -> LoaderPlan:
         """Rebuild a plan from :meth:`to_dict` data, re-checking every field and rule.
 
         ``bindings`` maps binding names (``with_dataset(ds, name="train")`` → ``"train"``) to
         the live objects. ``module:qualname`` references resolve only for trusted modules
-        (``loaderkit.trust_modules``) unless ``allow_imports=True``. With
-        ``require_bindings=False`` missing objects give an unbound plan instead of an error.
+        (``loaderkit.trust_modules``) unless ``allow_imports=True``; a dataset source must be
+        a registered factory. With ``require_bindings=False`` the plan is only *inspected*:
+        no factory is called, no untrusted module imported, missing objects give an unbound
+        plan instead of an error. ``base_dir`` is the folder relative paths resolve against
+        (default: the working directory); given, paths leaving it are refused unless
+        ``allow_external_paths=True``. See ``docs/security.md``.
         """
         from loaderkit.plan.serde import plan_from_dict
 
@@ -141,6 +147,8 @@ class LoaderPlan:
             bindings=bindings,
             allow_imports=allow_imports,
             require_bindings=require_bindings,
+            base_dir=base_dir,
+            allow_external_paths=allow_external_paths,
         )
 
     def save(self, path: str | os.PathLike[str]) -> None:
@@ -157,8 +165,15 @@ class LoaderPlan:
         bindings: Mapping[str, object] | None = None,
         allow_imports: bool = False,
         require_bindings: bool = True,
+        allow_external_paths: bool = False,
     ) -> LoaderPlan:
-        """Read a ``.json`` or ``.toml`` plan file; see :meth:`from_dict` for the options."""
+        """Read a ``.json`` or ``.toml`` plan file; see :meth:`from_dict` for the options.
+
+        A plan file is untrusted input (``docs/security.md``): relative paths resolve
+        against the file's folder and paths leaving it are refused unless
+        ``allow_external_paths=True``; ``require_bindings=False`` inspects the file without
+        calling, importing, reading or writing anything else.
+        """
         from loaderkit.plan.serde import load_plan
 
         return load_plan(
@@ -166,6 +181,7 @@ class LoaderPlan:
             bindings=bindings,
             allow_imports=allow_imports,
             require_bindings=require_bindings,
+            allow_external_paths=allow_external_paths,
         )
 
     # -- display ----------------------------------------------------------------------------

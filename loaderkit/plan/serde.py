@@ -16,8 +16,10 @@ from typing import Any
 import attrs
 
 from loaderkit._checks import (
+    LIMITS,
     check_bool,
     check_int,
+    check_plain_tree,
     check_str,
     did_you_mean,
     thaw_value,
@@ -25,8 +27,11 @@ from loaderkit._checks import (
 )
 from loaderkit.datasets import (
     DatasetSource,
+    absolute_path,
+    confined,
     make_source,
     rebuild,
+    relative_path,
     relative_to,
     source_problems,
 )
@@ -85,7 +90,7 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover - exercised on Python 3.10 only
     import tomli as tomllib
 
-__all__ = ["load_plan", "plan_from_dict", "plan_to_dict", "save_plan"]
+__all__ = ["load_plan", "plan_from_dict", "plan_to_dict", "read_plan_file", "save_plan"]
 
 SECTIONS = (
     "schema_version",
@@ -393,6 +398,7 @@ class _Reader:
         allow_imports: bool,
         require_bindings: bool,
         base_dir: Path | None = None,
+        confine: Path | None = None,
     ) -> None:
         self.problems: list[Problem] = []
         self.given = dict(bindings or {})
@@ -402,6 +408,7 @@ class _Reader:
         self.allow_imports = allow_imports
         self.require_bindings = require_bindings
         self.base_dir = base_dir
+        self.confine = confine
 
     def attempt(self, fn: Callable[[], Any]) -> Any:
         try:
@@ -465,7 +472,9 @@ class _Reader:
             type_name = check_str(f"{path}.type", sec.get("type"))
             length = sec.get("length")
             if length is not None:
-                length = check_int(f"{path}.length", length, minimum=0)
+                length = check_int(
+                    f"{path}.length", length, minimum=0, maximum=LIMITS.dataset_length
+                )
             identity = sec.get("identity")
             if identity is not None:
                 identity = check_str(f"{path}.identity", identity)
@@ -558,14 +567,14 @@ class _Reader:
                 raise PlanTypeError.single(
                     f"{path}.options", f"must be a table (got {type(options).__name__})"
                 )
-            source = make_source(name, options, self.base_dir)
+            source = make_source(name, options, self.base_dir, confine=self.confine)
         except UnknownNameError as exc:
             self.problems.append(Problem(f"{path}.name", str(exc)))
             return None
         except PlanError as exc:
             self.problems.extend(_repath(exc.problems, dataset_path))
             return None
-        problems = source_problems(source)
+        problems = source_problems(source, load_plugins=self.require_bindings)
         if problems:
             self.problems.extend(_repath(problems, dataset_path))
             return None
@@ -578,10 +587,22 @@ class _Reader:
         if not self.require_bindings:  # inspecting: no factory is called, no module imported
             self.unbound.append(binding)
             return recorded
+        if source.is_ref:  # a file makes datasets only with registered factories
+            self.problems.append(
+                Problem(
+                    f"{path}.source.ref",
+                    f"a plan file names its dataset factory by its registered name, never by "
+                    f"an import path (got {source.name!r}); register the factory with "
+                    f"loaderkit.register_dataset('name') (or the 'loaderkit.datasets' entry "
+                    f"point of your package) and save the plan again, or pass the dataset in "
+                    f"bindings={{{binding!r}: ...}}",
+                )
+            )
+            return recorded
         try:
-            obj = rebuild(source, allow_imports=self.allow_imports)
-        except (PermissionError, LookupError) as exc:  # a ref that is not trusted or not found
-            self.problems.append(Problem(f"{path}.source.ref", str(exc)))
+            obj = rebuild(source)  # a registered factory
+        except UnknownNameError as exc:  # a plugin that is gone or fails to import
+            self.problems.append(Problem(f"{path}.source.name", str(exc)))
             return recorded
         except PlanError as exc:
             self.problems.extend(_repath(exc.problems, path))
@@ -986,11 +1007,15 @@ def plan_from_dict(
     allow_imports: bool = False,
     require_bindings: bool = True,
     base_dir: str | os.PathLike[str] | None = None,
+    allow_external_paths: bool = False,
 ) -> LoaderPlan:
     """Read plan data written by :func:`plan_to_dict` (or by hand); see ``LoaderPlan.from_dict``.
 
-    Relative paths in dataset sources resolve against ``base_dir`` (default: the working
-    directory; :func:`load_plan` passes the file's folder).
+    Relative paths (dataset source files, the disk cache's folder) resolve against
+    ``base_dir`` (default: the working directory; :func:`load_plan` passes the file's folder).
+    With ``base_dir`` given, a path that leaves it is refused unless ``allow_external_paths``.
+    The data is first checked against :data:`~loaderkit._checks.LIMITS` as a whole (depth,
+    size, integers, strings), so nothing below reads a value it cannot handle.
     """
     if not isinstance(data, Mapping):
         raise PlanTypeError.single(
@@ -998,8 +1023,10 @@ def plan_from_dict(
             f"must be a mapping of sections (got {type(data).__name__}); pass what "
             f"LoaderPlan.to_dict() returns",
         )
-    folder = None if base_dir is None else Path(base_dir).resolve()
-    reader = _Reader(bindings, allow_imports, require_bindings, folder)
+    check_plain_tree(data)
+    folder = None if base_dir is None else Path(os.path.abspath(base_dir))
+    confine = None if allow_external_paths else folder
+    reader = _Reader(bindings, allow_imports, require_bindings, folder, confine)
     reader.problems.extend(unknown_keys("", data, SECTIONS))
     version = data.get("schema_version")
     if version is None:
@@ -1066,6 +1093,16 @@ def plan_from_dict(
                 max_bytes=sec_c.get("max_bytes"),
             )
         )
+        if cache is not None and cache.path is not None and folder is not None:
+            chosen_cache = cache
+            cache = reader.attempt(
+                lambda: attrs.evolve(
+                    chosen_cache,
+                    path=confined(
+                        "cache.path", absolute_path(chosen_cache.path or "", folder), confine
+                    ),
+                )
+            )
     preset: PresetSpec | None = None
     if "preset" in data:
         sec_p = reader.section(data, "preset", ("name", "options"))
@@ -1179,6 +1216,8 @@ def save_plan(plan: LoaderPlan, path: str | os.PathLike[str]) -> None:
         for table, spec in zip(data["mixture"]["sources"], plan.mixture.sources, strict=True):
             if spec.source is not None:
                 table["source"] = source_table(spec.source, folder)
+    if plan.cache is not None and plan.cache.path is not None:  # relative to the file
+        data["cache"]["path"] = relative_path(absolute_path(plan.cache.path, None), folder)
     if _suffix(target) == ".json":
         target.write_text(json.dumps(data, indent=2, sort_keys=False) + "\n", encoding="utf-8")
     else:
@@ -1187,30 +1226,71 @@ def save_plan(plan: LoaderPlan, path: str | os.PathLike[str]) -> None:
         target.write_text(tomli_w.dumps(data), encoding="utf-8")
 
 
+def read_plan_file(path: str | os.PathLike[str]) -> dict[str, Any]:
+    """The data of a plan file, parsed, and nothing else: no check, no import, no write.
+
+    Refuses (``PlanError`` at ``file``) a file over ``LIMITS.file_bytes``, one that is not
+    UTF-8, not valid JSON/TOML, or nested too deeply or holding integers too long for the
+    parser; :func:`plan_from_dict` checks the rest.
+    """
+    source = Path(path)
+    suffix = _suffix(source)
+    limit = LIMITS.file_bytes
+    try:
+        with source.open("rb") as handle:
+            raw = handle.read(limit + 1)
+    except OSError as exc:
+        raise PlanError.single("file", f"cannot read {str(source)!r}: {exc.strerror}") from None
+    if len(raw) > limit:
+        raise PlanError.single(
+            "file",
+            f"{source.name!r} is larger than {limit:,} bytes, the bound on a plan file; a plan "
+            f"holds settings, not data: pass large arrays in bindings",
+        )
+    kind = suffix[1:].upper()
+    try:
+        text = raw.decode("utf-8")
+        data = json.loads(text) if suffix == ".json" else tomllib.loads(text)
+    except UnicodeDecodeError as exc:
+        raise PlanError.single("file", f"{source.name!r} is not UTF-8 text: {exc}") from None
+    except (json.JSONDecodeError, tomllib.TOMLDecodeError) as exc:
+        raise PlanError.single("file", f"{source.name!r} is not valid {kind}: {exc}") from None
+    except RecursionError:
+        raise PlanError.single(
+            "file",
+            f"{source.name!r} nests arrays or tables too deeply to read (a plan allows "
+            f"{LIMITS.depth} levels)",
+        ) from None
+    except ValueError as exc:  # e.g. an integer of thousands of digits
+        raise PlanError.single(
+            "file", f"{source.name!r} holds a value this reader refuses: {exc}"
+        ) from None
+    if not isinstance(data, dict):
+        raise PlanTypeError.single(
+            "file", f"{source.name!r} must hold a table of sections (got {type(data).__name__})"
+        )
+    return data
+
+
 def load_plan(
     path: str | os.PathLike[str],
     *,
     bindings: Mapping[str, object] | None = None,
     allow_imports: bool = False,
     require_bindings: bool = True,
+    allow_external_paths: bool = False,
 ) -> LoaderPlan:
-    """Read a plan file (``.json`` or ``.toml``); syntax errors name the file and line."""
+    """Read a plan file (``.json`` or ``.toml``); syntax errors name the file and line.
+
+    Relative paths resolve against the file's folder; paths leaving it are refused unless
+    ``allow_external_paths`` (``docs/security.md``).
+    """
     source = Path(path)
-    suffix = _suffix(source)
-    try:
-        text = source.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise PlanError.single("file", f"cannot read {str(source)!r}: {exc.strerror}") from None
-    try:
-        data = json.loads(text) if suffix == ".json" else tomllib.loads(text)
-    except (json.JSONDecodeError, tomllib.TOMLDecodeError) as exc:
-        raise PlanError.single(
-            "file", f"{source.name!r} is not valid {suffix[1:].upper()}: {exc}"
-        ) from None
     return plan_from_dict(
-        data,
+        read_plan_file(source),
         bindings=bindings,
         allow_imports=allow_imports,
         require_bindings=require_bindings,
         base_dir=source.parent,
+        allow_external_paths=allow_external_paths,
     )

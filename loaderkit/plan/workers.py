@@ -31,7 +31,7 @@ from typing import Literal
 
 import attrs
 
-from loaderkit._checks import check_int
+from loaderkit._checks import LIMITS, check_int
 from loaderkit.errors import PlanError, PlanTypeError
 from loaderkit.plan.specs import WorkersSpec
 
@@ -71,6 +71,7 @@ def num_workers_value(value: object) -> int | Literal["auto"]:
         "workers.num_workers",
         value,
         minimum=0,
+        maximum=LIMITS.num_workers,
         fix='use 0 to load in the main process, or "auto"',
     )
 

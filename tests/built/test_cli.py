@@ -210,11 +210,21 @@ def test_python_dash_m_loaderkit_is_the_command(monkeypatch: pytest.MonkeyPatch,
 def test_explain_prints_the_plans_explanation(plan_dir: Path, name: str):
     result = run("explain", str(plan_dir / name))
     assert result.exit_code == EXIT_OK, result.output
-    assert result.stdout == LoaderPlan.load(plan_dir / name).explain() + "\n"
+    inspected = LoaderPlan.load(plan_dir / name, require_bindings=False)
+    assert result.stdout == inspected.explain() + "\n"
 
 
-def test_validate_runs_the_batch_checks_on_the_first_batch(plan_dir: Path):
-    result = run("validate", str(plan_dir / "demo.toml"))
+def test_validate_reads_the_file_only_and_data_runs_the_batch_checks(plan_dir: Path):
+    static = run("validate", str(plan_dir / "demo.toml"))
+    assert static.exit_code == EXIT_OK, static.output
+    assert re.fullmatch(
+        r"demo\.toml: valid \(fields, bounds and rules; fingerprint [0-9a-f]{16}\); "
+        r"`loaderkit validate --data` also checks its first batch\n",
+        static.stdout,
+    )
+    # a failing batch check is found only with the data
+    assert run("validate", str(plan_dir / "bad_classes.toml")).exit_code == EXIT_OK
+    result = run("validate", "--data", str(plan_dir / "demo.toml"))
     assert result.exit_code == EXIT_OK, result.output
     assert "batch checks passed on epoch 0, batch 0" in result.stdout
     assert "classes    input_ids in [0, 195)" in result.stdout
@@ -222,11 +232,11 @@ def test_validate_runs_the_batch_checks_on_the_first_batch(plan_dir: Path):
 
 
 def test_a_failed_check_exits_1_in_one_line_and_debug_shows_the_traceback(plan_dir: Path):
-    result = run("validate", str(plan_dir / "bad_classes.toml"))
+    result = run("validate", "--data", str(plan_dir / "bad_classes.toml"))
     error, hint = assert_one_line_error(result, EXIT_FAILED)
     assert error.startswith("error: batch check failed: 'input_ids' (classes) in epoch 0")
     assert "with_checks" in hint
-    for args in (("--debug", "validate"), ("validate", "--debug")):
+    for args in (("--debug", "validate", "--data"), ("validate", "--data", "--debug")):
         debug = run(*args, str(plan_dir / "bad_classes.toml"))
         assert debug.exit_code == EXIT_FAILED
         assert "Traceback (most recent call last)" in debug.stderr
@@ -338,16 +348,33 @@ def test_no_command_prints_the_help_and_exits_2():
     assert "Commands:" in result.stderr and "validate" in result.stderr
 
 
-@pytest.mark.parametrize("command", ["explain", "validate", "bench"])
-def test_a_plan_with_a_bare_binding_gives_the_missing_binding_error(tmp_path: Path, command: str):
+@pytest.mark.parametrize("command", [("validate", "--data"), ("bench",)])
+def test_a_plan_with_a_bare_binding_gives_the_missing_binding_error(
+    tmp_path: Path, command: tuple[str, ...]
+):
     from loaderkit import DataLoaderBuilder
 
     path = tmp_path / "bound.toml"
     DataLoaderBuilder().with_dataset(list(range(10)), name="train").compile().save(path)
-    error, hint = assert_one_line_error(run(command, str(path)), EXIT_FAILED)
+    error, hint = assert_one_line_error(run(*command, str(path)), EXIT_FAILED)
     assert "bound.toml: the plan's dataset is a live object given at run time (bound as " in error
     assert "'train'" in error
-    assert "loaderkit.datasets.register" in hint and "loaderkit.datasets.from_files" in hint
+    assert "loaderkit.register_dataset" in hint and "loaderkit.datasets.from_files" in hint
+
+
+def test_a_plan_with_a_bare_binding_is_inspected_without_its_data(tmp_path: Path):
+    from loaderkit import DataLoaderBuilder
+
+    path = tmp_path / "bound.toml"
+    plan = DataLoaderBuilder().with_dataset(list(range(10)), name="train").compile()
+    plan.save(path)
+    explained = run("explain", str(path))
+    assert explained.exit_code == EXIT_OK, explained.output
+    assert "(unbound: load with bindings to build)" in explained.stdout
+    assert plan.fingerprint in explained.stdout
+    assert run("validate", str(path)).exit_code == EXIT_OK
+    same = run("diff", str(path), str(path))
+    assert same.exit_code == EXIT_OK and "are equal" in same.stdout
 
 
 def test_plan_errors_exit_1_in_one_line(plan_dir: Path):
@@ -355,10 +382,14 @@ def test_plan_errors_exit_1_in_one_line(plan_dir: Path):
     assert error.startswith("error: file: 'broken.toml' is not valid TOML")
     assert hint == "hint: fix the file so that it parses, or pass another plan"
     error, _ = assert_one_line_error(run("validate", str(plan_dir / "two_problems.toml")), 1)
+    # inspecting calls no factory: the factory's own refusal shows only with the data
     assert error.startswith("error: 2 problems in the plan: batch.batch_size: must be >= 1")
     assert "; order.seed: must be >= 0 (got -1)" in error
     # the dataset factory refuses an option: not mistaken for a missing binding
-    error, hint = assert_one_line_error(run("explain", str(plan_dir / "bad_option.toml")), 1)
+    assert run("explain", str(plan_dir / "bad_option.toml")).exit_code == EXIT_OK
+    error, hint = assert_one_line_error(
+        run("validate", "--data", str(plan_dir / "bad_option.toml")), 1
+    )
     assert error == (
         "error: dataset.source.options.num_samples: must be >= 1 (got 0); "
         "drop it to keep everything"
@@ -393,7 +424,7 @@ def test_a_worker_failure_inside_a_command_exits_1(plan_dir: Path, monkeypatch: 
         raise WorkerError("worker process (pid 99) was killed by SIGKILL; the batches it held")
 
     monkeypatch.setattr(Loader, "__iter__", dead)
-    error, hint = assert_one_line_error(run("validate", str(plan_dir / "demo.toml")), 1)
+    error, hint = assert_one_line_error(run("validate", "--data", str(plan_dir / "demo.toml")), 1)
     assert "was killed by SIGKILL" in error and "--workers 0" in hint
 
 

@@ -259,9 +259,13 @@ def test_untrusted_refs_are_refused_and_their_module_is_not_imported(tmp_path, m
         LoaderPlan.load(tmp_path / "p.toml")
     (problem,) = err.value.problems
     assert problem.path == "dataset.source.ref"
-    assert "is not trusted" in problem.message and "allow_imports=True" in problem.message
+    assert "registered name" in problem.message and "register_dataset" in problem.message
     assert module not in sys.modules
-    again = LoaderPlan.load(tmp_path / "p.toml", allow_imports=True)
+    # not even trust makes a file call an import path: a dataset source is a registered name
+    with pytest.raises(PlanError, match="registered name"):
+        LoaderPlan.load(tmp_path / "p.toml", allow_imports=True)
+    assert module not in sys.modules
+    again = LoaderPlan.load(tmp_path / "p.toml", bindings={"train": ds})
     assert again == plan and list(again.bindings["train"]) == [{"x": 0}, {"x": 1}]
 
 
@@ -317,7 +321,11 @@ def test_paths_are_stored_relative_and_follow_the_plan_file_when_moved(tmp_path)
 
     moved = tmp_path / "b"
     shutil.move(folder, moved)
-    again = LoaderPlan.load(moved / "p.json")
+    with pytest.raises(PlanError) as err:  # elsewhere.txt lies outside the file's folder
+        LoaderPlan.load(moved / "p.json")
+    assert err.value.paths == ("dataset.source.options.path",)
+    assert "allow_external_paths=True" in str(err.value)
+    again = LoaderPlan.load(moved / "p.json", allow_external_paths=True)
     assert again.fingerprint == plan.fingerprint  # where the files are is not what they hold
     assert list(again.bindings["train"]) == [
         {"line": "one"},

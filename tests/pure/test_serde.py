@@ -138,20 +138,26 @@ def test_loading_never_imports_an_untrusted_module(tmp_path):
     assert out == ["('transform.ref',)", "False"]
 
 
-def test_trusted_modules_resolve_without_allow_imports():
+def test_trusted_modules_resolve_without_allow_imports(monkeypatch):
     from loaderkit import registry
 
+    monkeypatch.setattr(registry, "_trusted", set())
     data = _plan().to_dict()
     data["transform"] = {
         "ref": "loaderkit.testing.strategies:sample_transform",
         "accepts_rng": False,
     }
+    # loaderkit's own namespace is no loophole: only what it registers resolves by default
+    with pytest.raises(PlanError, match="which loaderkit does not register"):
+        LoaderPlan.from_dict(data, bindings={"train": list(range(10))})
+    assert "loaderkit" not in registry.trusted_modules()
+    lk.trust_modules("loaderkit.testing")
     plan = LoaderPlan.from_dict(data, bindings={"train": list(range(10))})
     from loaderkit.testing.strategies import sample_transform
 
     assert plan.bindings is not None
     assert plan.bindings["loaderkit.testing.strategies:sample_transform"] is sample_transform
-    assert "loaderkit" in registry.trusted_modules()
+    assert registry.trusted_modules() == {"loaderkit.testing"}
 
 
 def test_bad_files_name_the_file(tmp_path):
