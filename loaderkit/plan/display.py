@@ -275,7 +275,7 @@ def _error_line(plan: LoaderPlan) -> str:
 def _workers_line(plan: LoaderPlan) -> str:
     w = plan.workers
     try:
-        r = resolve_workers(w)  # "auto" as this machine resolves it
+        r = resolve_workers(w, check_machine=False)  # "auto" as this machine resolves it
     except PlanError as exc:  # a malformed LOCAL_WORLD_SIZE: build() raises it too
         return f"auto, resolved at build; on this machine it cannot be: {exc}"
     if r.auto is not None:

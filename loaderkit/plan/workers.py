@@ -40,6 +40,7 @@ __all__ = [
     "AUTO_MAX_WORKERS",
     "AutoWorkers",
     "ResolvedWorkers",
+    "check_fits_machine",
     "local_world_size",
     "num_workers_value",
     "resolve_auto_workers",
@@ -247,13 +248,38 @@ class ResolvedWorkers:
         return "given" if self.auto is None else self.auto.reason
 
 
-def resolve_workers(spec: WorkersSpec, auto: AutoWorkers | None = None) -> ResolvedWorkers:
+def check_fits_machine(num_workers: int, cpus: int | None = None) -> None:
+    """Refuse more worker processes than this machine can hold (``LIMITS.workers_per_cpu``).
+
+    A plan is portable, so its file bound (``LIMITS.num_workers``) is generous; the loader
+    is built on one machine, where ``num_workers`` above ``workers_per_cpu`` x the usable
+    CPUs would only exhaust its memory and process table. ``cpus`` defaults to
+    :func:`usable_cpus`.
+    """
+    count = usable_cpus()[0] if cpus is None else cpus
+    most = LIMITS.workers_per_cpu * count
+    if num_workers > most:
+        raise PlanError.single(
+            "workers.num_workers",
+            f"{num_workers} worker processes on a machine with {count} usable CPUs; at most "
+            f"{most} ({LIMITS.workers_per_cpu} per CPU) are started: lower num_workers, or "
+            f'use with_workers("auto") to choose from the machine that builds',
+        )
+
+
+def resolve_workers(
+    spec: WorkersSpec, auto: AutoWorkers | None = None, *, check_machine: bool = True
+) -> ResolvedWorkers:
     """The settings ``spec`` means on this machine (``"auto"`` resolved, given values kept).
 
     ``auto`` is the resolution to use for ``"auto"`` (default: :func:`resolve_auto_workers`
-    on this machine); it is ignored when ``spec`` gives a number.
+    on this machine); it is ignored when ``spec`` gives a number. A given number is checked
+    against the machine (:func:`check_fits_machine`) unless ``check_machine=False`` (a
+    description of the plan, not a build).
     """
     if isinstance(spec.num_workers, int):
+        if check_machine:
+            check_fits_machine(spec.num_workers)
         return ResolvedWorkers(
             spec.num_workers,
             spec.prefetch_factor,
