@@ -52,7 +52,7 @@ import copy
 import itertools
 import traceback
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
 import numpy as np
 import torch
@@ -74,7 +74,7 @@ from loaderkit.build.loader import (
 )
 from loaderkit.checks import BatchChecker, CheckReport
 from loaderkit.collators.base import BatchContext
-from loaderkit.errors import DataError, NotBuiltYetError, PlanError, ResumeError
+from loaderkit.errors import DataError, NotBuiltYetError, PlanError, ResumeError, WorkerError
 from loaderkit.order.keys import derive_key, sample_rng
 from loaderkit.plan.workers import resolve_workers
 
@@ -526,6 +526,21 @@ def _positions(positions: tuple[int, ...]) -> Callable[[int, int], list[int]]:
     return indices
 
 
+def _live(
+    items: Iterator[_Item], superseded: Callable[[int], None], generation: int
+) -> Iterator[_Item]:
+    """``items`` while the pass of ``generation`` is current: checked before every read.
+
+    A superseded pass then takes nothing more from a shared source.
+    """
+    while True:
+        superseded(generation)
+        item = next(items, None)
+        if item is None:
+            return
+        yield item
+
+
 def _with_last(items: Iterator[_Item]) -> Iterator[tuple[_Item, bool]]:
     """Each item and whether it is the last (one item of look-ahead)."""
     previous: _Item | None = None
@@ -541,7 +556,8 @@ class StreamLoader(Loader):
     """The loader of an iterable source: an iterable of batches that knows its position.
 
     The same surface as :class:`~loaderkit.build.loader.Loader` where a stream allows it:
-    ``iter()`` continues from the cursor, ``set_epoch``, ``state_dict`` /
+    the same iteration rule (each ``iter()`` a new pass, the next epoch unless ``set_epoch`` or
+    ``load_state_dict`` said otherwise), ``set_epoch``, ``state_dict`` /
     ``load_state_dict`` (O(1) for a stateful source read without a buffer shuffle, else a
     replay of the stream: see :attr:`resume_native`), the ``skip`` error policy
     (``skipped`` / ``errors``), ``explain``, ``close`` and the context manager. A stream has
@@ -607,7 +623,11 @@ class StreamLoader(Loader):
         self._worker_states: list[dict[str, Any] | None] = [None] * self.producers
         self._next_worker = 0
         self._epoch_done = False
+        """Whether the pass at ``_epoch`` delivered its last batch."""
         self._generation = 0
+        self._moves = 0
+        self._pending: Literal["set", "resume", "next"] = "set"
+        """What the next ``iter()`` starts (see :class:`~loaderkit.build.loader.Loader`)."""
         self._iterator: Any = None
         self._told_epoch: int | None = None
 
@@ -659,8 +679,6 @@ class StreamLoader(Loader):
         )
 
     def _cursor(self) -> tuple[int, int]:
-        if self._epoch_done:
-            return self._epoch + 1, 0
         return self._epoch, self._delivered
 
     @property
@@ -669,15 +687,21 @@ class StreamLoader(Loader):
         return 0
 
     def set_epoch(self, epoch: int) -> None:
-        """Move the cursor to the start of ``epoch`` (an int >= 0).
+        """Make the next pass epoch ``epoch`` (an int >= 0), from its first batch.
 
-        The dataset hears of it (``dataset.set_epoch(epoch)``, when it defines one: an HF
-        ``IterableDataset`` reshuffles its shards) before the epoch's first sample is read,
-        and the buffer shuffle is keyed by the epoch.
+        The rule of :meth:`Loader.set_epoch <loaderkit.build.loader.Loader.set_epoch>`: a
+        loaded, not yet started resume of this very epoch is kept. The dataset hears of the
+        epoch (``dataset.set_epoch(epoch)``, when it defines one: an HF ``IterableDataset``
+        reshuffles its shards) before the epoch's first sample is read, and the buffer shuffle
+        is keyed by the epoch.
         """
         if isinstance(epoch, bool) or not isinstance(epoch, int) or epoch < 0:
             raise ValueError(f"set_epoch: epoch must be an int >= 0 (got {epoch!r})")
+        if self._pending == "resume" and epoch == self._epoch:
+            return  # keep the loaded (or interrupted) position of this very epoch
         self._move(epoch, 0, [0] * self.producers, 0, [None] * self.producers)
+        self._pending = "set"
+        self._moves += 1
 
     def _move(
         self,
@@ -784,21 +808,43 @@ class StreamLoader(Loader):
                 raise worker_error from exc
             yield item
 
-    def __iter__(self) -> Iterator[Any]:
-        epoch, delivered = self._cursor()
-        if self._epoch_done:
-            self._move(epoch, 0, [0] * self.producers, 0, [None] * self.producers)
+    def _start_pass(self) -> tuple[int, int]:
+        """Apply the iteration rule (see :class:`~loaderkit.build.loader.Loader`)."""
+        if self._pending == "next":
+            self._move(self._epoch + 1, 0, [0] * self.producers, 0, [None] * self.producers)
+        elif self._pending == "set":
+            self._move(self._epoch, 0, [0] * self.producers, 0, [None] * self.producers)
+        self._pending = "next"
+        self._moves += 1
         self.close()  # a previous pass's workers (and its iterator: superseded)
+        return self._epoch, self._delivered
+
+    def __iter__(self) -> Iterator[Any]:
+        """Start a new pass (the rule of :class:`~loaderkit.build.loader.Loader`).
+
+        The pass starts here, not at the first ``next()``. A resumed pass whose state was
+        taken after the epoch's last batch delivers nothing.
+        """
+        epoch, delivered = self._start_pass()
         generation = self._generation
+        if self._epoch_done:  # a resumed complete pass: its rest is empty
+            return iter(())
         self._tell_epoch(epoch)
         producer = self._producer(
             epoch, tuple(self._worker_batches), tuple(copy.deepcopy(self._worker_states))
         )
+        return self._pass(producer, epoch, delivered, generation)
+
+    def _pass(
+        self, producer: _Producer, epoch: int, delivered: int, generation: int
+    ) -> Iterator[Any]:
+        """The batches of one pass: ``epoch`` after ``delivered`` batches."""
         sent: collections.deque[tuple[_Item, bool]] = collections.deque()
+        moves = self._moves
 
         def host() -> Iterator[Any]:
             items = _ordered(self._items(producer), self.producers, self._next_worker)
-            for item, last in _with_last(items):
+            for item, last in _with_last(_live(items, self._superseded, generation)):
                 if item.error is not None:
                     raise DataError(
                         item.error,
@@ -809,17 +855,31 @@ class StreamLoader(Loader):
                 sent.append((item, last))
                 yield _NO_BATCH if item.dropped else item.batch
 
+        try:
+            yield from self._delivered_batches(host(), sent, epoch, delivered, generation)
+        except (DataError, WorkerError):
+            self._interrupted(moves)
+            raise
+        if generation == self._generation:
+            self._epoch_done = True
+            self._iterator = None
+
+    def _delivered_batches(
+        self,
+        host: Iterator[Any],
+        sent: collections.deque[tuple[_Item, bool]],
+        epoch: int,
+        delivered: int,
+        generation: int,
+    ) -> Iterator[Any]:
+        """Deliver the producers' batches, keeping the position up to date."""
         pin_here = self.pin_memory and self.num_workers == 0
         finish = self._on_device
         checks = self.batch_checks
         skipping = self.plan.error_policy.policy == "skip"
-        for batch in deliver(host(), self.device, pin_host=pin_here):
+        for batch in deliver(host, self.device, pin_host=pin_here):
             item, last = sent.popleft()
-            if generation != self._generation:
-                raise RuntimeError(
-                    "this iterator was superseded: iter(), set_epoch() or load_state_dict() "
-                    "was called on the loader since it started; iterate the newest one"
-                )
+            self._superseded(generation)
             index = self._delivered
             if skipping:  # the records are numbered by the batch they were delivered in
                 records = tuple(r._replace(batch_index=index) for r in item.skipped)
@@ -837,9 +897,6 @@ class StreamLoader(Loader):
             self._epoch_done = last
             if batch is not _NO_BATCH:  # else every element of the batch was skipped
                 yield batch
-        if generation == self._generation:
-            self._epoch_done = True
-            self._iterator = None
 
     def close(self) -> None:
         """Stop the worker processes now (the next iteration starts new ones).
@@ -856,37 +913,44 @@ class StreamLoader(Loader):
     # -- state ------------------------------------------------------------------------------
 
     def state_dict(self) -> dict[str, Any]:
-        """The cursor as a small JSON-serializable dict; a fresh copy every call.
+        """The position as a small JSON-serializable dict; a fresh copy every call.
 
-        Besides the epoch and the batches delivered it records, per producer, the batches it
-        delivered and which producer is next (a resume needs them), and the world size, rank
-        and ``num_workers`` the order depends on. ``worker_states`` holds, per producer, the
-        source's own state right after the last element of its last *delivered* batch was
-        read (``{"read": elements its iterator had yielded, "source": state_dict()}``), or
-        ``None``: filled only when :attr:`resume_native` (the source state must then be
-        JSON-serializable for the whole state to be; an HF dataset's is).
+        The current (or last, or pending) pass's epoch and batches delivered, and
+        ``pass_complete``: whether that pass delivered its last batch (a resume of it is then
+        an empty pass, and the pass after it the next epoch). Besides, it records, per
+        producer, the batches it delivered and which producer is next (a resume needs them),
+        and the world size, rank and ``num_workers`` the order depends on.
+        ``worker_states`` holds, per producer, the source's own state right after the last
+        element of its last *delivered* batch was read (``{"read": elements its iterator had
+        yielded, "source": state_dict()}``), or ``None``: filled only when
+        :attr:`resume_native` (the source state must then be JSON-serializable for the whole
+        state to be; an HF dataset's is).
         """
         epoch, delivered = self._cursor()
-        done = self._epoch_done
         return {
             "loaderkit_state": STATE_VERSION,
             "stream": True,
             "fingerprint": self.plan.fingerprint,
             "epoch": epoch,
             "batches_delivered": delivered,
+            "pass_complete": self._epoch_done,
             "world_size": self.world_size,
             "rank": self.rank,
             "num_workers": self.num_workers,
-            "worker_batches": [0] * self.producers if done else list(self._worker_batches),
-            "next_worker": 0 if done else self._next_worker,
-            "worker_states": (
-                [None] * self.producers if done else copy.deepcopy(self._worker_states)
-            ),
+            "worker_batches": list(self._worker_batches),
+            "next_worker": self._next_worker,
+            "worker_states": copy.deepcopy(self._worker_states),
             "plan": copy.deepcopy(self.plan.to_dict()),
         }
 
     def load_state_dict(self, state: Mapping[str, Any], *, strict: bool = True) -> None:
-        """Continue exactly where ``state`` was taken.
+        """Make the next pass continue exactly where ``state`` was taken.
+
+        The rule of :meth:`Loader.load_state_dict
+        <loaderkit.build.loader.Loader.load_state_dict>`: the next ``iter()`` resumes (an
+        empty pass for a state taken after the epoch's last batch, ``pass_complete``; a state
+        without that key, from an earlier loaderkit, is read as not complete: its
+        ``(epoch + 1, 0)`` end-of-epoch states start the next epoch, as they did).
 
         When :attr:`resume_native` (a stateful source, no buffer shuffle) each producer loads
         its source's saved state and reads on from the element after its last delivered batch:
@@ -931,6 +995,9 @@ class StreamLoader(Loader):
                 f"one of them (got {per_worker!r}, next_worker {state['next_worker']!r})"
             )
         states = self._checked_states(state.get("worker_states"), per_worker)
+        complete = state.get("pass_complete", False)  # absent from earlier states
+        if not isinstance(complete, bool):
+            raise ResumeError(f"state['pass_complete'] must be a bool (got {complete!r})")
         self._move(
             state["epoch"],
             state["batches_delivered"],
@@ -938,6 +1005,9 @@ class StreamLoader(Loader):
             state["next_worker"],
             states,
         )
+        self._epoch_done = complete
+        self._pending = "resume"
+        self._moves += 1
 
     def _checked_states(self, states: object, per_worker: list[int]) -> list[Any]:
         """The per-producer source states of a saved state (``None``: none was saved)."""

@@ -204,18 +204,25 @@ def test_resume_mid_epoch_continues_exactly(workers: int, shuffle: bool) -> None
         with plan.build() as resumed:
             resumed.load_state_dict(state)
             assert [_values(x) for x in resumed] == full[cut:]
-            assert resumed.epoch == 1  # the epoch was delivered completely
+            assert resumed.epoch == 0  # the state of the last pass: epoch 0, complete
+            assert resumed.state_dict()["pass_complete"] is True
+            assert [_values(x) for x in resumed] != []  # the next pass: epoch 1
+            assert resumed.epoch == 1
 
 
-def test_iterating_again_continues_then_moves_to_the_next_epoch() -> None:
+def test_iterating_again_starts_a_new_pass_and_a_kept_iterator_continues() -> None:
     with _builder(Numbers(12), 2).compile().build() as loader:
         it = iter(loader)
         first = _values(next(it))
-        rest = [_values(b) for b in loader]  # a new iterator continues from the cursor
+        rest = [_values(b) for b in it]  # the kept iterator continues its pass
         assert sorted([*first, *[x for b in rest for x in b]]) == list(range(12))
-        assert loader.state_dict()["epoch"] == 1
-        assert sorted(x for b in loader for x in _values(b)) == list(range(12))
+        assert loader.state_dict()["epoch"] == 0
+        assert loader.state_dict()["pass_complete"] is True
+        peek = _values(next(iter(loader)))  # a peek starts epoch 1 ...
+        assert loader.epoch == 1
+        assert sorted(x for b in loader for x in _values(b)) == list(range(12))  # ... whole 2
         assert loader.epoch == 2
+        assert peek
 
 
 @pytest.mark.parametrize("workers", [0, 2])
@@ -226,9 +233,13 @@ def test_closing_mid_epoch_supersedes_the_iterator_and_keeps_the_position(worker
         loader.close()
         with pytest.raises(RuntimeError, match="superseded"):
             next(it)  # not the end of the epoch: its other batches were never delivered
-        assert loader.state_dict()["batches_delivered"] == 1
+        state = loader.state_dict()
+        assert state["batches_delivered"] == 1
+        loader.load_state_dict(state)  # continue that pass (a plain iter() is a new one)
         rest = [x for b in loader for x in _values(b)]
         assert sorted(first + rest) == list(range(40))
+        assert sorted(x for b in loader for x in _values(b)) == list(range(40))  # epoch 1
+        assert loader.epoch == 1
 
 
 class RandomStream(IterableDataset[float]):
