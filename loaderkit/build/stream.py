@@ -833,9 +833,9 @@ class StreamLoader(Loader):
         producer = self._producer(
             epoch, tuple(self._worker_batches), tuple(copy.deepcopy(self._worker_states))
         )
-        return self._pass(producer, epoch, delivered, generation)
+        return self._stream_pass(producer, epoch, delivered, generation)
 
-    def _pass(
+    def _stream_pass(
         self, producer: _Producer, epoch: int, delivered: int, generation: int
     ) -> Iterator[Any]:
         """The batches of one pass: ``epoch`` after ``delivered`` batches."""
