@@ -330,7 +330,14 @@ def test_loader_check_leaves_the_cursor_alone():
     state = loader.state_dict()
     assert loader.check().batch_index == 0
     assert loader.state_dict() == state
+    with pytest.raises(RuntimeError, match="superseded"):
+        next(iterator)  # checking supersedes the open pass: it takes nothing from it
+    loader.load_state_dict(state)
     assert len(collect(loader)) == 1  # the epoch goes on after its second batch
+    fresh = builder(keys=["x"]).compile().build()
+    fresh.check()
+    assert len(collect(fresh)) == 3  # a check is not a pass: the first pass is epoch 0, whole
+    assert fresh.epoch == 0
 
 
 def test_plan_check_with_workers_stops_them_and_agrees():

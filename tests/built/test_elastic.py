@@ -88,13 +88,14 @@ def test_the_next_epoch_after_an_elastic_resume_is_the_same():
     first = ranks("weights", 2)
     run(first)  # the whole epoch 0
     state = first[0].state_dict()
-    assert (state["epoch"], state["batches_delivered"]) == (1, 0)
+    assert (state["epoch"], state["batches_delivered"]) == (0, len(first[0]))  # complete
     second = ranks("weights", 3)
     for loader in second:
         loader.load_state_dict(state)
     single = ranks("weights", 1)[0]
     single.set_epoch(1)
     want = global_batches(single.plan, 1, epoch=1)
+    assert run(second) == []  # the rest of epoch 0: nothing
     assert run(second)[:-1] == want[:-1]
 
 
