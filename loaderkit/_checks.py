@@ -55,7 +55,9 @@ class Limits:
     string_chars: int = _limit("characters of one string or key", 4096)
     integer: int = _limit("magnitude of any integer", 2**63 - 1)
     dataset_length: int = _limit("samples in a dataset (`dataset.length`)", 2**48)
-    batch_size: int = _limit("samples in a batch, tokens in a budget, buckets", 2**31 - 1)
+    batch_size: int = _limit(
+        "samples in a batch, tokens in a budget or a sequence, buckets", 2**31 - 1
+    )
     num_workers: int = _limit("`workers.num_workers`", 256)
     prefetch_factor: int = _limit("`workers.prefetch_factor`", 1024)
     batches_in_flight: int = _limit("`num_workers x prefetch_factor`", 16_384)
@@ -329,16 +331,21 @@ def thaw_value(value: object) -> object:
     return value
 
 
-def check_plain_tree(data: object, path: str = "") -> None:
-    """Refuse data a plan cannot hold before anything reads it: one ``PlanError``, every problem.
+def check_plain_tree(data: object, path: str = "") -> list[Problem]:
+    """Check data a plan holds against :data:`LIMITS` before anything reads it.
 
     Walks ``data`` without recursion (so a deeply nested value cannot crash the walk) and
-    checks the :data:`LIMITS` that hold for any plan: nesting depth, number of values, string
-    and key length, integer magnitude, finite floats, string keys, and plain types only (str,
-    int, float, bool, None, lists/tuples, mappings). Stops after 20 problems.
+    checks the bounds that hold for any plan: nesting depth, number of values, string and key
+    length, integer magnitude, finite floats, string keys, and plain types only (str, int,
+    float, bool, None, lists/tuples, mappings). A problem of *shape* (too deep, too many
+    values, a key or value of a type no plan holds) raises one ``PlanError`` with every such
+    problem at once: nothing can safely read the data. Problems of single *values* (an int
+    or string too long, a NaN) are returned, for the caller to report with whatever else is
+    wrong. Stops after 20 problems.
     """
     limits = LIMITS
     problems: list[Problem] = []
+    fatal = False
     stack: list[tuple[str, object, int]] = [(path, data, 0)]
     count = 0
     while stack and len(problems) < 20:
@@ -353,6 +360,7 @@ def check_plain_tree(data: object, path: str = "") -> None:
                     f"data: pass large arrays in bindings",
                 )
             )
+            fatal = True
             break
         if isinstance(value, bool) or value is None:
             continue
@@ -378,11 +386,13 @@ def check_plain_tree(data: object, path: str = "") -> None:
                 problems.append(
                     Problem(shown, f"is nested more than {limits.depth} levels deep; flatten it")
                 )
+                fatal = True
                 continue
             if isinstance(value, Mapping):
                 for key, item in value.items():
                     if not isinstance(key, str):
                         problems.append(Problem(shown, f"keys must be strings (got {_show(key)})"))
+                        fatal = True
                         continue
                     if len(key) > limits.string_chars:
                         problems.append(
@@ -392,6 +402,7 @@ def check_plain_tree(data: object, path: str = "") -> None:
                                 f"{limits.string_chars:,} are allowed",
                             )
                         )
+                        fatal = True
                         continue
                     stack.append((f"{where}.{key}" if where else key, item, depth + 1))
             else:
@@ -404,5 +415,7 @@ def check_plain_tree(data: object, path: str = "") -> None:
                     f"them) (got {type(value).__name__})",
                 )
             )
-    if problems:
+            fatal = True
+    if fatal:
         raise PlanError(problems)
+    return problems

@@ -111,15 +111,19 @@ def progress_bar(console: Console) -> Progress:
     )
 
 
-def _batches(loader: Loader, epochs: int) -> Iterator[tuple[int, int, Any]]:
-    """``(epoch, batch index, batch)`` from the loader's cursor to the end of ``epochs``.
+def _batches(
+    loader: Loader, epochs: int, resume_at: tuple[int, int] = (0, 0)
+) -> Iterator[tuple[int, int, Any]]:
+    """``(epoch, batch index, batch)`` to the end of ``epochs``, the way a training loop runs.
 
-    Iterating a loader continues from its cursor and moves to the next epoch once one was
-    delivered completely, so a resumed loader and a fresh one are driven alike.
+    ``set_epoch(epoch)`` before each pass (the DDP habit); a loader that loaded a state at
+    ``resume_at = (epoch, batches delivered)`` continues that pass from there (``set_epoch``
+    with the state's own epoch does not rewind it), then runs the later epochs whole.
     """
-    while loader.epoch < epochs:
-        epoch, start = loader.epoch, loader.batches_delivered
-        for index, batch in enumerate(loader, start=start):
+    first_epoch, start = resume_at
+    for epoch in range(first_epoch, epochs):
+        loader.set_epoch(epoch)
+        for index, batch in enumerate(loader, start=start if epoch == first_epoch else 0):
             yield epoch, index, batch
 
 
@@ -129,15 +133,16 @@ def _run(
     progress: Progress,
     description: str,
     checkpoint: tuple[int, int] | None = None,
+    resume_at: tuple[int, int] = (0, 0),
 ) -> tuple[list[str], RunStats, dict[str, Any] | None]:
     """Digest every batch to the end of ``epochs``; save the state after ``checkpoint``."""
-    remaining = (epochs - loader.epoch) * len(loader) - loader.batches_delivered
+    remaining = (epochs - resume_at[0]) * len(loader) - resume_at[1]
     task = progress.add_task(description, total=remaining, status="")
     digests: list[str] = []
     stats = RunStats()
     state: dict[str, Any] | None = None
     started = time.perf_counter()
-    for epoch, index, batch in _batches(loader, epochs):
+    for epoch, index, batch in _batches(loader, epochs, resume_at):
         digests.append(batch_digest(batch))
         stats.add(batch)
         if checkpoint == (epoch, index + 1):
@@ -170,7 +175,10 @@ def run_demo(
         assert state is not None
         with plan.build() as resumed:  # a new loader, as a restarted job would build
             resumed.load_state_dict(state)
-            after, _, _ = _run(resumed, epochs, progress, "resumed from the state")
+            position = (state["epoch"], state["batches_delivered"])
+            after, _, _ = _run(
+                resumed, epochs, progress, "resumed from the state", resume_at=position
+            )
     how = (
         "0 workers: loaded in this process"
         if workers == 0

@@ -272,11 +272,9 @@ MAX_SEED = 2**63 - 1
 
 def order_spec(shuffle: object, seed: object, buffer_size: object = None) -> OrderSpec:
     """Whether to shuffle (a bool), the seed (an int in ``[0, 2**63)``), the stream buffer."""
-    value = check_int("order.seed", seed, minimum=0, fix="seeds are ints in [0, 2**63)")
-    if value > MAX_SEED:
-        raise PlanError.single(
-            "order.seed", f"must be < 2**63 (got {value}); seeds are ints in [0, 2**63)"
-        )
+    value = check_int(
+        "order.seed", seed, minimum=0, maximum=MAX_SEED, fix="seeds are ints in [0, 2**63)"
+    )
     buffer = None
     if buffer_size is not None:
         buffer = check_int(
@@ -833,11 +831,9 @@ def split_spec(
             )
     key = None
     if seed is not None:
-        key = check_int("split.seed", seed, minimum=0, fix="seeds are ints in [0, 2**63)")
-        if key > MAX_SEED:
-            raise PlanError.single(
-                "split.seed", f"must be < 2**63 (got {key}); seeds are ints in [0, 2**63)"
-            )
+        key = check_int(
+            "split.seed", seed, minimum=0, maximum=MAX_SEED, fix="seeds are ints in [0, 2**63)"
+        )
     label = None if stratify_by is None else check_str("split.stratify_by", stratify_by)
     return SplitSpec(parts[0], parts[1], key, label)
 

@@ -561,5 +561,12 @@ def dataset_summary(spec: DatasetSpec) -> str:
     size = "unknown length (streamed)" if spec.length is None else f"{spec.length:,} samples"
     short = spec.type_name.rsplit(".", 1)[-1]
     cols = f", columns {', '.join(spec.columns)}" if spec.columns else ""
-    made = f"; made by {spec.source.describe()}" if spec.source is not None else ""
+    made = ""
+    if spec.source is not None and spec.source.is_ref:  # code: a file may not call it
+        made = (
+            f"; recorded as made by {spec.source.describe()}, an import path a plan file "
+            f"may not call"
+        )
+    elif spec.source is not None:
+        made = f"; made by {spec.source.describe()}"
     return f"{spec.binding!r}: {kind} ({short}), {size}{cols}{made}"

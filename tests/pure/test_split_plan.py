@@ -157,7 +157,7 @@ def test_explain_counts_the_train_part_batches():
         ({"val": 0, "test": 0}, "split", "both 0"),
         ({"val": 0.6, "test": 0.4}, "split", "leave nothing for train"),
         ({"seed": -1}, "split.seed", "must be >= 0"),
-        ({"seed": 2**63}, "split.seed", "must be < 2**63"),
+        ({"seed": 2**63}, "split.seed", "must be <= 9,223,372,036,854,775,807"),
         ({"stratify_by": ""}, "split.stratify_by", "non-empty"),
         ({"stratify_by": 1}, "split.stratify_by", "must be a string"),
     ],
