@@ -1,0 +1,426 @@
+"""Issue 14: every iteration habit gives what torch's ``DataLoader(shuffle=True)`` gives.
+
+Each habit (a peek, a ``break``, passes cut short, ``set_epoch`` before each pass, a resume,
+a kept iterator, a superseded iterator) runs on a map-style ``Loader`` and a ``StreamLoader``
+with 0 workers and with 2 workers (persistent and not), and its batches (as tuples of sample
+ids) are compared with an uninterrupted run: pass ``e`` of a fresh loader after
+``set_epoch(e)``. The rule is documented in docs/loader.md ("Iteration: passes and epochs").
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import torch
+from hypothesis import given
+from hypothesis import strategies as st
+from torch.utils.data import Dataset, IterableDataset
+
+from loaderkit import DataLoaderBuilder, LoaderPlan
+from loaderkit.errors import DataError
+
+pytestmark = pytest.mark.timeout(300)
+
+N = 14
+BATCH = 3
+PER_EPOCH = -(-N // BATCH)  # 5 batches, the last one partial
+
+
+class Indices(Dataset[int]):
+    """Map-style: sample ``i`` is ``i``."""
+
+    def __len__(self) -> int:
+        return N
+
+    def __getitem__(self, i: int) -> int:
+        return i
+
+
+class Stream(IterableDataset[int]):
+    """An iterable dataset yielding 0 .. N-1 (the whole stream in every process)."""
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(range(N))
+
+
+CONFIGS = [
+    pytest.param((kind, workers, persistent), id=f"{kind}-w{workers}{'-persistent' * persistent}")
+    for kind in ("map", "stream")
+    for workers, persistent in ((0, False), (2, True), (2, False))
+]
+
+
+def make_plan(kind: str, workers: int, persistent: bool) -> LoaderPlan:
+    builder = DataLoaderBuilder().with_batch_size(BATCH).with_seed(7)
+    if kind == "map":
+        builder = builder.with_dataset(Indices()).with_shuffle()
+    else:
+        builder = builder.with_dataset(Stream()).with_shuffle(buffer_size=6)
+    if workers:
+        builder = builder.with_workers(workers, persistent=persistent, start_method="fork")
+    return builder.compile()
+
+
+Batches = list[tuple[int, ...]]
+
+
+def ids(batches: Any) -> Batches:
+    return [tuple(int(i) for i in batch) for batch in batches]
+
+
+_REFERENCE: dict[tuple[str, int, bool], list[Batches]] = {}
+
+
+def reference(kind: str, workers: int, persistent: bool, epoch: int) -> Batches:
+    """Epoch ``epoch`` of an uninterrupted run: a fresh loader, ``set_epoch``, one pass."""
+    key = (kind, workers, persistent)
+    runs = _REFERENCE.setdefault(key, [])
+    while len(runs) <= epoch:
+        with make_plan(kind, workers, persistent).build() as loader:
+            loader.set_epoch(len(runs))
+            runs.append(ids(loader))
+    return runs[epoch]
+
+
+@pytest.fixture(params=CONFIGS)
+def config(request: pytest.FixtureRequest) -> tuple[str, int, bool]:
+    kind, workers, persistent = request.param
+    return str(kind), int(workers), bool(persistent)
+
+
+def test_the_reference_epochs_are_whole_and_differ(config: tuple[str, int, bool]) -> None:
+    epochs = [reference(*config, e) for e in range(3)]
+    for batches in epochs:
+        assert sorted(i for batch in batches for i in batch) == list(range(N))
+    assert len({tuple(batches) for batches in epochs}) == 3  # three different orders
+
+
+def test_peek_then_loop_gives_a_full_epoch(config: tuple[str, int, bool]) -> None:
+    with make_plan(*config).build() as loader:
+        peeked = ids([next(iter(loader))])
+        full = ids(loader)
+    assert peeked == reference(*config, 0)[:1]
+    assert full == reference(*config, 1)  # the next pass, whole (torch reshuffles too)
+
+
+def test_break_then_iterate_again_gives_a_full_fresh_pass(config: tuple[str, int, bool]) -> None:
+    with make_plan(*config).build() as loader:
+        debug = []
+        for batch in loader:
+            debug.append(batch)
+            if len(debug) == 2:
+                break
+        again = ids(loader)
+        third = ids(loader)
+    assert ids(debug) == reference(*config, 0)[:2]
+    assert again == reference(*config, 1)
+    assert third == reference(*config, 2)
+
+
+@pytest.mark.parametrize("limit", [None, 2])
+def test_epochs_without_set_epoch_are_whole_passes_in_new_orders(
+    config: tuple[str, int, bool], limit: int | None
+) -> None:
+    with make_plan(*config).build() as loader:
+        passes = []
+        for _epoch in range(3):
+            passes.append(ids(itertools.islice(loader, limit)))  # Lightning's limit_*_batches
+            assert loader.epoch == _epoch
+    assert passes == [reference(*config, e)[:limit] for e in range(3)]
+
+
+def test_set_epoch_before_each_pass_is_that_epoch(config: tuple[str, int, bool]) -> None:
+    with make_plan(*config).build() as loader:
+        next(iter(loader))  # whatever came before (a peek, a break) does not matter
+        got = {}
+        for epoch in (2, 0, 2, 1):
+            loader.set_epoch(epoch)
+            got.setdefault(epoch, []).append(ids(loader))
+    for epoch, passes in got.items():
+        assert passes == [reference(*config, epoch)] * len(passes)
+
+
+def test_set_epoch_is_identical_on_every_rank() -> None:
+    plan = make_plan("map", 0, False)
+    seen: list[int] = []
+    for rank in range(2):
+        ranked = plan.to_builder().with_distributed(world_size=2, rank=rank).compile()
+        first, second = ranked.build(), ranked.build()
+        collect_some = list(itertools.islice(first, 1))  # a different history on one copy
+        assert collect_some
+        first.set_epoch(3)
+        second.set_epoch(3)
+        a, b = ids(first), ids(second)
+        assert a == b  # the same pass in every run
+        seen += [i for batch in a for i in batch]
+    assert sorted(set(seen)) == list(range(N))  # the ranks together read the whole epoch
+
+
+def test_a_kept_iterator_continues_its_pass(config: tuple[str, int, bool]) -> None:
+    with make_plan(*config).build() as loader:
+        iterator = iter(loader)
+        head = ids(itertools.islice(iterator, 2))
+        state = loader.state_dict()
+        tail = ids(iterator)
+    assert (state["epoch"], state["batches_delivered"]) == (0, 2)
+    assert head + tail == reference(*config, 0)
+
+
+@pytest.mark.parametrize("cut", [0, 2, -1])
+def test_load_state_dict_resumes_the_next_pass_exactly(
+    config: tuple[str, int, bool], cut: int
+) -> None:
+    cut = len(reference(*config, 0)) if cut < 0 else cut  # -1: after the last batch
+    plan = make_plan(*config)
+    with plan.build() as loader:
+        iterator = iter(loader)
+        list(itertools.islice(iterator, cut))
+        state = json.loads(json.dumps(loader.state_dict()))  # taken with the pass still open
+    assert (state["epoch"], state["batches_delivered"]) == (0, cut)
+    with plan.build() as resumed:
+        resumed.load_state_dict(state)
+        rest = ids(resumed)
+        after = ids(resumed)
+    assert rest == reference(*config, 0)[cut:]  # empty after the last batch (StatefulDataLoader)
+    assert after == reference(*config, 1)
+
+
+@pytest.mark.parametrize("cut", [2, -1])
+def test_set_epoch_with_the_states_epoch_does_not_rewind_a_resume(
+    config: tuple[str, int, bool], cut: int
+) -> None:
+    """HF Trainer and Accelerate call ``set_epoch(epoch)`` after ``load_state_dict``."""
+    cut = len(reference(*config, 0)) if cut < 0 else cut  # -1: after the last batch
+    plan = make_plan(*config)
+    with plan.build() as loader:
+        iterator = iter(loader)
+        list(itertools.islice(iterator, cut))
+        state = loader.state_dict()
+    with plan.build() as resumed:
+        resumed.load_state_dict(state)
+        resumed.set_epoch(0)  # the state's own epoch: kept
+        assert ids(resumed) == reference(*config, 0)[cut:]
+        resumed.set_epoch(1)
+        assert ids(resumed) == reference(*config, 1)
+    with plan.build() as moved:
+        moved.load_state_dict(state)
+        moved.set_epoch(1)  # another epoch: the resume is replaced
+        assert ids(moved) == reference(*config, 1)
+
+
+def test_a_state_taken_after_a_loop_or_a_break(config: tuple[str, int, bool]) -> None:
+    plan = make_plan(*config)
+    with plan.build() as loader:
+        for i, _batch in enumerate(loader):
+            if i == 1:
+                break
+        broken = loader.state_dict()  # the last pass: epoch 0, 2 batches delivered
+        ids(loader)  # epoch 1, whole
+        complete = loader.state_dict()
+    assert (broken["epoch"], broken["batches_delivered"]) == (0, 2)
+    assert (complete["epoch"], complete["batches_delivered"]) == (1, len(reference(*config, 1)))
+    with plan.build() as resumed:
+        resumed.load_state_dict(broken)
+        assert ids(resumed) == reference(*config, 0)[2:]
+        resumed.load_state_dict(complete)
+        assert ids(resumed) == []
+        assert ids(resumed) == reference(*config, 2)
+
+
+def test_a_superseded_iterator_takes_nothing_from_the_new_pass(
+    config: tuple[str, int, bool],
+) -> None:
+    with make_plan(*config).build() as loader:
+        old = iter(loader)
+        first = ids([next(old)])
+        new = iter(loader)
+        with pytest.raises(RuntimeError, match="superseded"):
+            next(old)
+        second = ids([next(new)])
+        with pytest.raises(StopIteration):
+            next(old)  # still nothing (it raised, so it ended): no batch of the newer pass
+        rest = ids(new)
+        unstarted = iter(loader)
+        newest = iter(loader)
+        with pytest.raises(RuntimeError, match="superseded"):
+            next(unstarted)  # superseded before it started
+        third = ids(newest)
+    assert first == reference(*config, 0)[:1]
+    assert second + rest == reference(*config, 1)
+    assert third == reference(*config, 3)  # unstarted was pass 2 (epoch 2), newest epoch 3
+
+
+def test_set_epoch_and_load_state_dict_supersede_an_open_iterator(
+    config: tuple[str, int, bool],
+) -> None:
+    with make_plan(*config).build() as loader:
+        iterator = iter(loader)
+        next(iterator)
+        state = loader.state_dict()
+        loader.set_epoch(4)
+        with pytest.raises(RuntimeError, match="superseded"):
+            next(iterator)
+        loader.load_state_dict(state)
+        assert ids(loader) == reference(*config, 0)[1:]
+
+
+def test_an_eval_plan_after_a_peek_reads_every_sample() -> None:
+    class Hundred(Dataset[int]):
+        def __len__(self) -> int:
+            return 100
+
+        def __getitem__(self, i: int) -> int:
+            return i
+
+    plan = DataLoaderBuilder().with_dataset(Hundred()).with_batch_size(10).with_shuffle().compile()
+    loader = plan.for_eval().build()
+    next(iter(loader))  # a peek
+    every = [i for batch in ids(loader) for i in batch]
+    assert every == list(range(100))
+    again = [i for batch in ids(loader) for i in batch]  # and every later pass too
+    assert again == list(range(100))
+
+
+def test_len_and_epoch_follow_the_current_or_pending_pass() -> None:
+    with make_plan("map", 0, False).build() as loader:
+        assert (loader.epoch, loader.batches_delivered, len(loader)) == (0, 0, PER_EPOCH)
+        ids(loader)
+        assert (loader.epoch, loader.batches_delivered) == (0, PER_EPOCH)
+        iterator = iter(loader)  # the pass starts at iter(), not at the first next()
+        assert (loader.epoch, loader.batches_delivered) == (1, 0)
+        next(iterator)
+        assert loader.batches_delivered == 1
+        loader.set_epoch(6)
+        assert (loader.epoch, loader.batches_delivered) == (6, 0)
+        assert loader.state_dict()["epoch"] == 6
+
+
+def test_check_is_not_a_pass() -> None:
+    with make_plan("map", 0, False).build() as loader:
+        loader.check()
+        assert ids(loader) == reference("map", 0, False, 0)
+        loader.check()
+        assert ids(loader) == reference("map", 0, False, 1)
+
+
+# -- a random sequence of habits against a model of the rule --------------------------------
+
+
+class Model:
+    """The documented rule, in a few lines: what each call should do to the position."""
+
+    def __init__(self) -> None:
+        self.epoch, self.delivered, self.pending = 0, 0, "set"
+
+    def start(self) -> tuple[int, int]:
+        if self.pending == "next":
+            self.epoch, self.delivered = self.epoch + 1, 0
+        elif self.pending == "set":
+            self.delivered = 0
+        self.pending = "next"
+        return self.epoch, self.delivered
+
+    def set_epoch(self, epoch: int) -> None:
+        if self.pending == "resume" and epoch == self.epoch:
+            return
+        self.epoch, self.delivered, self.pending = epoch, 0, "set"
+
+    def load(self, epoch: int, delivered: int) -> None:
+        self.epoch, self.delivered, self.pending = epoch, delivered, "resume"
+
+
+OPS = st.lists(
+    st.one_of(
+        st.just(("iter",)),
+        st.tuples(st.just("next"), st.integers(1, PER_EPOCH + 1)),
+        st.tuples(st.just("set_epoch"), st.integers(0, 3)),
+        st.just(("save",)),
+        st.just(("load",)),
+        st.just(("old",)),
+    ),
+    max_size=14,
+)
+
+
+@given(OPS)
+def test_any_sequence_of_habits_follows_the_rule(ops: list[tuple[Any, ...]]) -> None:
+    """Every batch delivered is the model's next batch; superseded iterators deliver none."""
+    plan = make_plan("map", 0, False)
+    loader = plan.build()
+    model = Model()
+    current: Iterator[Any] | None = None
+    old: list[Iterator[Any]] = []
+    saved: dict[str, Any] | None = None
+
+    def supersede() -> None:
+        nonlocal current
+        if current is not None:
+            old.append(current)
+        current = None
+
+    for op in ops:
+        if op[0] == "iter":
+            supersede()
+            current = iter(loader)
+            model.start()
+        elif op[0] == "next" and current is not None:
+            for _ in range(op[1]):
+                batch = next(current, None)
+                if model.delivered >= PER_EPOCH:
+                    assert batch is None  # the pass ended
+                    break
+                assert batch is not None
+                want = reference("map", 0, False, model.epoch)[model.delivered]
+                assert tuple(int(i) for i in batch) == want
+                model.delivered += 1
+        elif op[0] == "set_epoch":
+            if not (model.pending == "resume" and op[1] == model.epoch):
+                supersede()
+            loader.set_epoch(op[1])
+            model.set_epoch(op[1])
+        elif op[0] == "save":
+            saved = loader.state_dict()
+            assert (saved["epoch"], saved["batches_delivered"]) == (model.epoch, model.delivered)
+        elif op[0] == "load" and saved is not None:
+            supersede()
+            loader.load_state_dict(saved)
+            model.load(saved["epoch"], saved["batches_delivered"])
+        elif op[0] == "old" and old:
+            with pytest.raises((RuntimeError, StopIteration)):
+                next(old[-1])  # a superseded iterator never delivers a batch
+        assert (loader.epoch, loader.batches_delivered) == (model.epoch, model.delivered)
+    loader.close()
+
+
+def test_the_resume_of_an_interrupted_pass_after_a_loader_error() -> None:
+    """A pass the loader itself ended (DataError) is continued by the next ``iter()``."""
+
+    class Flaky(Dataset[int]):
+        bad = 7
+
+        def __len__(self) -> int:
+            return N
+
+        def __getitem__(self, i: int) -> int:
+            if i == self.bad:
+                raise ValueError("corrupt")
+            return i
+
+    data = Flaky()
+    loader = DataLoaderBuilder().with_dataset(data).with_batch_size(BATCH).compile().build()
+    got: list[int] = []
+
+    def read() -> None:
+        for batch in loader:
+            got.extend(batch.tolist())
+
+    with pytest.raises(DataError, match="corrupt"):
+        read()
+    data.bad = -1
+    read()  # continues the interrupted pass, from the batch that failed
+    assert got == list(range(N))
+    assert torch.equal(next(iter(loader)), torch.arange(BATCH))  # then epoch 1
