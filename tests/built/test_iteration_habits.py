@@ -20,7 +20,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from torch.utils.data import Dataset, IterableDataset
 
-from loaderkit import DataLoaderBuilder, LoaderPlan
+from loaderkit import DataLoaderBuilder, LoaderPlan, PlanError
 from loaderkit.errors import DataError
 
 pytestmark = pytest.mark.timeout(300)
@@ -424,3 +424,30 @@ def test_the_resume_of_an_interrupted_pass_after_a_loader_error() -> None:
     read()  # continues the interrupted pass, from the batch that failed
     assert got == list(range(N))
     assert torch.equal(next(iter(loader)), torch.arange(BATCH))  # then epoch 1
+
+
+# -- forgetting with_distributed() under torchrun --------------------------------------------
+
+
+@pytest.mark.parametrize("kind", ["map", "stream"])
+def test_an_unsharded_plan_on_one_of_several_ranks_is_refused(
+    kind: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    monkeypatch.setenv("RANK", "1")
+    plan = make_plan(kind, 0, False)
+    with pytest.raises(PlanError) as error:
+        plan.build()
+    problem = error.value.problems[0]
+    assert problem.path == "distributed"
+    assert "one of 2 ranks (WORLD_SIZE=2" in problem.message
+    assert ".with_distributed()" in problem.message
+    assert ".with_distributed(world_size=1, rank=0)" in problem.message
+    sharded = plan.to_builder().with_distributed().compile().build()
+    assert (sharded.rank, sharded.world_size) == (1, 2)
+    assert "RANK/WORLD_SIZE environment" in sharded.explain()
+    whole = plan.to_builder().with_distributed(world_size=1, rank=0).compile().build()
+    assert sorted(i for batch in ids(whole) for i in batch) == list(range(N))  # on purpose
+    monkeypatch.setenv("WORLD_SIZE", "1")
+    monkeypatch.setenv("RANK", "0")
+    assert sorted(i for batch in ids(plan.build()) for i in batch) == list(range(N))
