@@ -4,7 +4,8 @@ It has the methods a Lightning ``LightningDataModule`` has (``prepare_data``, ``
 ``train_dataloader`` ... ``predict_dataloader``, ``state_dict`` / ``load_state_dict``,
 ``teardown``), so a trainer that calls them by name can use it, and plain training loops can
 too. Lightning's own ``Trainer`` wants an instance of its class: ``DataModule.to_lightning()``
-gives one that delegates every hook here. Lightning is imported by that method only; torch is
+gives one that delegates every hook here (a ``DataModule`` given to ``Trainer.fit`` as it is
+raises a ``TypeError`` that says so). Lightning is imported by that method only; torch is
 imported only when a loader is built.
 """
 
@@ -158,6 +159,24 @@ class DataModule:
             self._for_eval = self.train_plan.for_eval()
         return self._for_eval, part
 
+    @property
+    def stages(self) -> tuple[str, ...]:
+        """The stages this data module has a loader for, in order: always ``"train"``.
+
+        ``"val"`` / ``"test"`` when a plan was given for them or the train plan's split has
+        that part, ``"predict"`` when a predict plan was given. ``to_lightning()`` offers
+        Lightning only these, so a model with a ``validation_step`` and no val loader trains
+        without validation, as Lightning does with its own data modules.
+        """
+        found = ["train"]
+        for stage in _STAGES:
+            try:
+                self._source(stage)
+            except PlanError:
+                continue
+            found.append(stage)
+        return tuple(found)
+
     def _eval_loader(self, stage: str) -> EvalLoader:
         found = self._eval.get(stage)
         if found is None:
@@ -212,10 +231,30 @@ class DataModule:
         ``teardown``) delegates to this object, available as the result's ``.data``. Lightning
         also sees that the train loader is stateful (it has ``state_dict`` and
         ``load_state_dict``) and stores its state in checkpoints, so ``Trainer.fit(...,
-        ckpt_path=...)`` continues after the last batch of a mid-epoch checkpoint. Needs
+        ckpt_path=...)`` continues after the last batch of a mid-epoch checkpoint. Only the
+        loaders of :attr:`stages` are defined on the result: without a val loader Lightning
+        skips validation (as with any data module that has no ``val_dataloader``). Needs
         Lightning (``lightning`` or ``pytorch_lightning``) installed.
         """
-        return _lightning_class()(self)
+        return _lightning_class(frozenset(self.stages))(self)
+
+    # -- what Lightning reaches for when given this object instead of to_lightning()'s ------
+
+    @property
+    def trainer(self) -> None:
+        """Always ``None``: a ``DataModule`` is not attached to a Lightning ``Trainer``."""
+        return None
+
+    @trainer.setter
+    def trainer(self, trainer: object) -> None:
+        raise TypeError(
+            f"{type(trainer).__name__} was given a loaderkit DataModule, which is not a "
+            f"LightningDataModule; pass datamodule=dm.to_lightning() (it delegates every hook "
+            f"to this DataModule)"
+        )
+
+    def on_exception(self, exception: BaseException) -> None:
+        """Nothing to clean up; defined so that Lightning reports the first error it met."""
 
     def __repr__(self) -> str:
         given = [s for s in _STAGES if self.plans[s] is not None]
@@ -224,8 +263,12 @@ class DataModule:
 
 
 @functools.cache
-def _lightning_class() -> type[Any]:
-    """The ``LightningDataModule`` subclass wrapping a :class:`DataModule` (made once)."""
+def _lightning_class(stages: frozenset[str] = frozenset(("train", *_STAGES))) -> type[Any]:
+    """The ``LightningDataModule`` subclass wrapping a :class:`DataModule` with ``stages``.
+
+    Made once per set of stages. The loader hooks of the other stages are left undefined:
+    Lightning looks at which hooks a data module overrides to decide what to run.
+    """
     pl: Any
     try:
         pl = importlib.import_module("lightning.pytorch")
@@ -258,15 +301,6 @@ def _lightning_class() -> type[Any]:
         def train_dataloader(self) -> Any:
             return self.data.train_dataloader()
 
-        def val_dataloader(self) -> Any:
-            return self.data.val_dataloader()
-
-        def test_dataloader(self) -> Any:
-            return self.data.test_dataloader()
-
-        def predict_dataloader(self) -> Any:
-            return self.data.predict_dataloader()
-
         def state_dict(self) -> dict[str, Any]:
             return self.data.state_dict()
 
@@ -276,4 +310,16 @@ def _lightning_class() -> type[Any]:
         def __repr__(self) -> str:
             return f"{self.data!r}.to_lightning()"
 
+    def val_dataloader(self: Any) -> Any:
+        return self.data.val_dataloader()
+
+    def test_dataloader(self: Any) -> Any:
+        return self.data.test_dataloader()
+
+    def predict_dataloader(self: Any) -> Any:
+        return self.data.predict_dataloader()
+
+    for hook in (val_dataloader, test_dataloader, predict_dataloader):
+        if hook.__name__.removesuffix("_dataloader") in stages:
+            setattr(LoaderkitDataModule, hook.__name__, hook)
     return LoaderkitDataModule
