@@ -13,10 +13,16 @@ Shards: with ``W = max(num_workers, 1)`` producers per rank and ``world_size`` r
 
 - a torch ``IterableDataset`` defining ``shard(num_shards, index)`` (returning an iterable of
   that shard's elements) is read through it;
+- a torch ``IterableDataset`` that splits itself by ``get_worker_info()`` and says so
+  (``splits_by_worker = True``, see :data:`WORKER_SPLIT`) is read whole in each worker, its
+  element ``j`` going to rank ``j mod world_size``;
 - any other torch ``IterableDataset`` gives element ``k`` of its stream to shard
   ``k mod (world_size x W)`` (each producer reads the whole stream and skips the others'
-  elements, so the dataset must yield the *whole* stream in every process: it must not split
-  itself with ``get_worker_info``);
+  elements, so the dataset must yield the *whole* stream in every process). With 2 or more
+  workers the producers digest their first elements and the main process compares them
+  before delivering anything: a dataset that yields another stream in each worker (one that
+  splits itself without saying so) stops the pass with a ``DataError`` instead of delivering
+  part of the data;
 - an HF ``datasets.IterableDataset`` is split across ranks with
   ``datasets.distributed.split_dataset_by_node`` (by shards when its ``num_shards`` is a
   multiple of the world size, else by example) and across workers by HF itself (by shards:
@@ -49,6 +55,7 @@ from __future__ import annotations
 
 import collections
 import copy
+import hashlib
 import itertools
 import traceback
 from collections.abc import Callable, Iterable, Iterator, Mapping
@@ -81,11 +88,24 @@ from loaderkit.plan.workers import resolve_workers
 if TYPE_CHECKING:
     from loaderkit.plan.plan import LoaderPlan
 
-__all__ = ["SHARD_HOOK", "StreamLoader"]
+__all__ = ["SHARD_HOOK", "WORKER_SPLIT", "StreamLoader"]
 
 SHARD_HOOK = "shard"
 """The method a torch ``IterableDataset`` may define to read one shard itself:
 ``dataset.shard(num_shards, index)`` returns an iterable of shard ``index``'s elements."""
+
+WORKER_SPLIT = "splits_by_worker"
+"""The attribute a torch ``IterableDataset`` sets to say how it treats worker processes.
+
+``True``: it splits itself by ``torch.utils.data.get_worker_info()`` (the pattern torch's
+documentation teaches), so each worker's stream is taken whole (and split across ranks by
+element). ``False``: it yields the whole stream in every process (checking that is skipped).
+Unset: the stream is read by element, and with 2 or more workers the producers compare the
+first elements they read; if they differ, the pass stops with a ``DataError`` naming this
+attribute instead of delivering part of the data."""
+
+_PROBE = 16
+"""At most this many first elements of each producer's stream are compared across workers."""
 
 _STATE_KEYS = (
     "loaderkit_state",
@@ -122,6 +142,9 @@ class _Item(NamedTuple):
     """The elements of the batch the skip policy dropped."""
     requested: int = 0
     """How many elements the batch was made from (the kept and the skipped)."""
+    digest: tuple[int, str] | None = None
+    """On a producer's first item, when streams are compared: (elements, sha256) of the first
+    elements its stream yielded (``None``: not compared, or not comparable)."""
     state: dict[str, Any] | None = None
     """The producer's resume state right after the batch's last element was read:
     ``{"read": elements its iterator had yielded, "source": the source's state_dict()}``
@@ -147,6 +170,96 @@ def buffer_shuffle(items: Iterable[Any], size: int, rng: np.random.Generator) ->
         yield out
     for slot in rng.permutation(len(buffer)).tolist():
         yield buffer[slot]
+
+
+class _Probe:
+    """A digest of the first ``limit`` elements a producer's stream yields.
+
+    Elements are digested by value (tensors and arrays by dtype, shape and bytes; containers
+    recursively; numbers, strings and bytes by type and value); a stream with any other
+    element among the first is not compared (``value()`` is ``None``).
+    """
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.count = 0
+        self.used = False
+        self.comparable = True
+        self.hash = hashlib.sha256()
+
+    def wrap(self, items: Iterable[Any]) -> Iterator[Any]:
+        """``items`` unchanged, digesting the first ``limit`` of them as they are read."""
+        self.used = True
+        for item in items:
+            if self.count < self.limit:
+                self.count += 1
+                if self.comparable:
+                    self.comparable = _digest(item, self.hash)
+            yield item
+
+    def value(self) -> tuple[int, str] | None:
+        """(elements digested, hex digest), or ``None`` when not comparable or not read."""
+        if not self.used or not self.comparable:
+            return None
+        return self.count, self.hash.hexdigest()
+
+
+def _digest(value: Any, into: Any) -> bool:
+    """Feed ``value`` to the hash ``into``; ``False`` if it holds something not digestible."""
+    if value is None or isinstance(value, bool | int | float | complex | str | bytes):
+        into.update(f"{type(value).__name__}:{value!r};".encode())
+        return True
+    if isinstance(value, torch.Tensor):
+        value = value.detach().cpu().contiguous()
+        into.update(f"tensor:{value.dtype}:{tuple(value.shape)};".encode())
+        into.update(value.view(torch.uint8).numpy().tobytes() if value.numel() else b"")
+        return True
+    if isinstance(value, np.ndarray):
+        into.update(f"array:{value.dtype}:{value.shape};".encode())
+        into.update(np.ascontiguousarray(value).tobytes())
+        return True
+    if isinstance(value, Mapping):
+        into.update(f"map:{len(value)};".encode())
+        return all(_digest(k, into) and _digest(v, into) for k, v in value.items())
+    if isinstance(value, list | tuple):
+        into.update(f"seq:{len(value)};".encode())
+        return all(_digest(v, into) for v in value)
+    return False
+
+
+def _same_streams(items: Iterator[_Item], producers: int) -> Iterator[_Item]:
+    """``items``, once every producer's first item showed that they read the same stream.
+
+    Raises :class:`DataError` when two producers' first elements differ: the source yields
+    another stream in each worker (it splits itself by ``get_worker_info``, or draws from a
+    per-worker RNG), and reading it by element would deliver part of the data.
+    """
+    firsts: dict[int, _Item] = {}
+    held: list[_Item] = []
+    for item in items:
+        held.append(item)
+        firsts.setdefault(item.worker, item)
+        if len(firsts) == producers:
+            break
+    digests = {w: i.digest for w, i in sorted(firsts.items()) if i.digest is not None}
+    if len(set(digests.values())) > 1:
+        a = min(digests)
+        b = next(w for w, d in digests.items() if d != digests[a])
+        da, db = digests[a], digests[b]
+        raise DataError(
+            f"the iterable dataset yields a different stream in each worker: worker {a} "
+            f"read {da[0]} first element(s) that differ from worker {b}'s {db[0]}. Read by "
+            f"element (element k to shard k mod shards), every worker must see the whole "
+            f"stream, else only part of the data is delivered. If the dataset splits itself "
+            f"with torch.utils.data.get_worker_info() (torch's documented pattern), set "
+            f"{WORKER_SPLIT} = True on it (each worker's stream is then taken whole), or "
+            f"define {SHARD_HOOK}(num_shards, index); if it draws from a per-worker RNG, "
+            f"make its stream the same in every process; if its first elements only look "
+            f"different (e.g. sets), set {WORKER_SPLIT} = False",
+            worker_id=b,
+        )
+    yield from held
+    yield from items
 
 
 def _is_stateful(data: object) -> bool:
@@ -214,9 +327,12 @@ class _Producer(IterableDataset[_Item]):
         collator_name: str,
         transform: Callable[..., Any] | None,
         transform_rng: bool,
+        probe: bool = False,
     ) -> None:
         self.data = data
         self.mode = mode
+        self.probe = probe
+        """Whether to digest the first elements of the stream (element mode, 2+ workers)."""
         self.rank = rank
         self.world_size = world_size
         self.producers = producers
@@ -240,8 +356,22 @@ class _Producer(IterableDataset[_Item]):
         worker = 0 if info is None else int(info.id)
         if info is not None:  # the worker's global RNGs, as the map-style loader seeds them
             WorkerSeeder(self.seed, self.rank)(self.epoch)
+        probe = _Probe(self._probe_size()) if self.probe else None
+        first = True
+        for item in self._items(worker, info, probe):
+            if first and probe is not None and item.error is None:  # a failed read: no digest
+                item = item._replace(digest=probe.value())
+            first = False
+            yield item
+
+    def _probe_size(self) -> int:
+        """First elements every producer has read before it sends its first item."""
+        shards = self.world_size * self.producers
+        return max(1, min(_PROBE, (self.batch_size - 1) * shards + 1))
+
+    def _items(self, worker: int, info: object, probe: _Probe | None) -> Iterator[_Item]:
         try:
-            yield from self._batches(worker)
+            yield from self._batches(worker, probe)
         except DataError as error:
             cause = error.__cause__ or error
             text = "".join(traceback.format_exception(cause)).rstrip()
@@ -289,20 +419,26 @@ class _Producer(IterableDataset[_Item]):
             )
         return text
 
-    def _elements(self, worker: int, source: Any, start: int) -> Iterator[tuple[int, Any]]:
+    def _elements(
+        self, worker: int, source: Any, start: int, probe: _Probe | None = None
+    ) -> Iterator[tuple[int, Any]]:
         """``(position, sample)`` of this producer's shard, in read order.
 
         ``source`` continues after ``start`` elements of its stream (0 unless a saved state
-        was loaded into it).
+        was loaded into it). ``probe`` digests the first elements read (element mode).
         """
         shards = self.world_size * self.producers
         shard = self.rank * self.producers + worker
         resumed = start > 0
+        if self.mode == "worker":  # the worker's own stream, split across ranks by element
+            yield from self._own_elements(worker, source, start)
+            return
         if self.mode == "element":
             # zip draws the element before the count: after a failure the count is its index
             counter = itertools.count(start)
             first = (shard - start) % shards
-            picked = itertools.islice(zip(source, counter, strict=False), first, None, shards)
+            raw = source if probe is None else probe.wrap(source)
+            picked = itertools.islice(zip(raw, counter, strict=False), first, None, shards)
             try:
                 for sample, k in picked:
                     resumed = False
@@ -337,15 +473,44 @@ class _Producer(IterableDataset[_Item]):
                 worker_id=worker,
             ) from exc
 
+    def _own_elements(self, worker: int, source: Any, start: int) -> Iterator[tuple[int, Any]]:
+        """``(position, sample)`` of a self-splitting source (``splits_by_worker = True``).
+
+        Element ``j`` of this worker's own stream goes to rank ``j mod world_size``, at
+        position ``(j // world_size) x shards + shard`` (unique over ranks and workers).
+        """
+        shards = self.world_size * self.producers
+        shard = self.rank * self.producers + worker
+        world = self.world_size
+        counter = itertools.count(start)
+        first = (self.rank - start) % world
+        picked = itertools.islice(zip(source, counter, strict=False), first, None, world)
+        try:
+            for sample, j in picked:
+                yield (j // world) * shards + shard, sample
+        except Exception as exc:
+            j = next(counter)
+            position = (j // world) * shards + self.rank * self.producers + worker
+            raise DataError(
+                f"element {j} of worker {worker}'s own stream (the dataset splits itself by "
+                f"worker, {WORKER_SPLIT} = True; rank {j % world} of {world} takes it) could "
+                f"not be read: {self._read_error(exc, start > 0 and j == start)}",
+                sample_index=position,
+                worker_id=worker,
+            ) from exc
+
     def _read_after(self, position: int) -> int:
         """Elements the producer's iterator has yielded once the one at ``position`` was read."""
         if self.mode == "element":  # it reads the whole stream
             return position + 1
-        return position // (self.world_size * self.producers) + 1
+        local = position // (self.world_size * self.producers)
+        if self.mode == "worker":  # it reads its own stream, every rank's elements of it
+            return local * self.world_size + self.rank + 1
+        return local + 1
 
-    def _batches(self, worker: int) -> Iterator[_Item]:
+    def _batches(self, worker: int, probe: _Probe | None = None) -> Iterator[_Item]:
         source, start, resumed = self._source(worker)
-        elements = self._elements(worker, source, start)
+        elements = self._elements(worker, source, start, None if resumed else probe)
         if self.buffer_size is not None:
             key = derive_key(self.seed, "stream-buffer", self.epoch, self.rank, worker)
             rng = np.random.Generator(np.random.PCG64(key))
@@ -602,7 +767,21 @@ class StreamLoader(Loader):
         elif callable(getattr(data, SHARD_HOOK, None)):
             self.sharding = "hook"
         else:
-            self.sharding = "element"
+            split = getattr(data, WORKER_SPLIT, None)
+            if split is not None and not isinstance(split, bool):
+                raise PlanError.single(
+                    "dataset",
+                    f"{type(data).__name__}.{WORKER_SPLIT} must be True (it splits itself by "
+                    f"torch.utils.data.get_worker_info()), False (it yields the whole stream in "
+                    f"every worker) or unset (got {split!r})",
+                )
+            self.sharding = "worker" if split else "element"
+        self.compares_streams = (
+            self.sharding == "element"
+            and self.producers > 1
+            and getattr(data, WORKER_SPLIT, None) is None
+        )
+        """Whether the producers' first elements are compared (see :data:`WORKER_SPLIT`)."""
         self.data = data
         """What the producers read: the bound dataset (HF: this rank's split of it)."""
         self.resume_native, self.resume_replays_because = self._resume_mode(plan, data)
@@ -767,6 +946,7 @@ class StreamLoader(Loader):
             collator_name=plan.collator.describe(),
             transform=self._transform,
             transform_rng=plan.transform is not None and plan.transform.accepts_rng,
+            probe=self.compares_streams,
         )
 
     def _tell_epoch(self, epoch: int) -> None:
@@ -843,7 +1023,10 @@ class StreamLoader(Loader):
         moves = self._moves
 
         def host() -> Iterator[Any]:
-            items = _ordered(self._items(producer), self.producers, self._next_worker)
+            produced = self._items(producer)
+            if self.compares_streams:
+                produced = _same_streams(produced, self.producers)
+            items = _ordered(produced, self.producers, self._next_worker)
             for item, last in _with_last(_live(items, self._superseded, generation)):
                 if item.error is not None:
                     raise DataError(
@@ -1069,11 +1252,22 @@ class StreamLoader(Loader):
                 f"{name}.{SHARD_HOOK}({shards}, rank x {self.producers} + worker) (the "
                 f"dataset's sharding hook)"
             )
+        elif self.sharding == "worker":
+            how = (
+                f"by the dataset itself across {self.producers} worker(s) ({name}."
+                f"{WORKER_SPLIT} = True): each worker's own stream is taken whole, its element "
+                f"j going to rank j mod {self.world_size}"
+            )
         else:
             how = (
                 f"by element: element k goes to shard k mod {shards} (rank x "
                 f"{self.producers} + worker)"
             )
+            if self.compares_streams:
+                how += (
+                    f"; every worker must yield the whole stream (checked on the first "
+                    f"elements: set {name}.{WORKER_SPLIT} if it splits itself)"
+                )
         o = self.plan.order
         shuffle = (
             f"buffer shuffle of {o.buffer_size:,} samples per (seed, epoch, rank, worker) "

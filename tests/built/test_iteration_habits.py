@@ -451,3 +451,88 @@ def test_an_unsharded_plan_on_one_of_several_ranks_is_refused(
     monkeypatch.setenv("WORLD_SIZE", "1")
     monkeypatch.setenv("RANK", "0")
     assert sorted(i for batch in ids(plan.build()) for i in batch) == list(range(N))
+
+
+# -- an IterableDataset that splits itself by get_worker_info() --------------------------------
+
+
+class SelfSplit(IterableDataset[int]):
+    """torch's documented pattern: each worker yields its contiguous block of 0 .. n-1."""
+
+    def __init__(self, n: int, flag: bool | None = None) -> None:
+        self.n = n
+        if flag is not None:
+            self.splits_by_worker = flag
+
+    def __iter__(self) -> Iterator[int]:
+        info = torch.utils.data.get_worker_info()
+        if info is None:
+            return iter(range(self.n))
+        per = -(-self.n // info.num_workers)
+        return iter(range(info.id * per, min(self.n, (info.id + 1) * per)))
+
+
+def split_plan(data: IterableDataset[int], workers: int, **distributed: int) -> LoaderPlan:
+    builder = DataLoaderBuilder().with_dataset(data).with_batch_size(3)
+    if workers:
+        builder = builder.with_workers(workers, start_method="fork")
+    if distributed:
+        builder = builder.with_distributed(**distributed)
+    return builder.compile()
+
+
+@pytest.mark.parametrize("workers", [0, 1, 2])
+def test_a_self_splitting_stream_is_never_half_read(workers: int) -> None:
+    with split_plan(SelfSplit(20), workers).build() as loader:
+        if workers < 2:  # one stream per process: the whole stream, read by element
+            assert sorted(i for batch in ids(loader) for i in batch) == list(range(20))
+            return
+        iterator = iter(loader)
+        with pytest.raises(DataError, match="different stream in each worker") as error:
+            next(iterator)  # refused before the first batch: nothing partial was delivered
+        assert loader.batches_delivered == 0
+    message = str(error.value)
+    assert "splits_by_worker = True" in message
+    assert "get_worker_info" in message
+
+
+@pytest.mark.parametrize("workers", [0, 1, 2])
+def test_splits_by_worker_takes_each_workers_stream_whole(workers: int) -> None:
+    plan = split_plan(SelfSplit(20, flag=True), workers)
+    with plan.build() as loader:
+        assert "splits_by_worker = True" in loader.explain()
+        epoch = ids(loader)
+        again = ids(loader)
+    assert sorted(i for batch in epoch for i in batch) == list(range(20))  # each element once
+    assert again == epoch  # no shuffle: every pass the same
+    cut = 3
+    with plan.build() as loader:
+        iterator = iter(loader)
+        head = ids(itertools.islice(iterator, cut))
+        state = json.loads(json.dumps(loader.state_dict()))
+    with plan.build() as resumed:
+        resumed.load_state_dict(state)
+        assert head + ids(resumed) == epoch  # a resume replays each worker's own stream
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_splits_by_worker_across_ranks_reads_each_element_once(workers: int) -> None:
+    seen: list[int] = []
+    for rank in range(2):
+        plan = split_plan(SelfSplit(21, flag=True), workers, world_size=2, rank=rank)
+        with plan.build() as loader:
+            seen += [i for batch in ids(loader) for i in batch]
+    assert sorted(seen) == list(range(21))
+
+
+def test_splits_by_worker_must_be_a_bool_and_false_skips_the_check() -> None:
+    with pytest.raises(PlanError, match="splits_by_worker must be True"):
+        split_plan(SelfSplit(20, flag="yes"), 2).build()  # type: ignore[arg-type]
+    whole = Stream()
+    whole.splits_by_worker = False  # type: ignore[attr-defined]
+    with split_plan(whole, 2).build() as loader:
+        assert not loader.compares_streams
+        assert sorted(i for batch in ids(loader) for i in batch) == list(range(N))
+    with split_plan(Stream(), 2).build() as loader:
+        assert loader.compares_streams  # a whole stream passes the check
+        assert sorted(i for batch in ids(loader) for i in batch) == list(range(N))

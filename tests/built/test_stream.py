@@ -245,6 +245,8 @@ def test_closing_mid_epoch_supersedes_the_iterator_and_keeps_the_position(worker
 class RandomStream(IterableDataset[float]):
     """Four elements drawn from the worker's global torch RNG."""
 
+    splits_by_worker = True  # each worker's stream is its own: take each one whole
+
     def __iter__(self) -> Iterator[float]:
         return iter(torch.rand(4).tolist())
 
