@@ -1,0 +1,18 @@
+"""Drop-in support for the training stacks people already use.
+
+One module per client, imported on demand (``import loaderkit`` imports none of them, nor
+the packages they adapt to):
+
+- :mod:`loaderkit.integrations.accelerate`: ``AcceleratedLoader`` tells Accelerate where each
+  pass ends (``accumulate()`` syncs the last partial window of an epoch), and
+  ``skip_first_batches`` is Accelerate's ``skip_first_batches`` for a loaderkit loader.
+- :mod:`loaderkit.integrations.transformers`: ``LoaderkitTrainer``, a ``transformers.Trainer``
+  that trains on a loaderkit loader and resumes from its checkpoints exactly.
+
+Lightning needs no module here: pass loaders to ``Trainer.fit`` directly, or a
+:class:`~loaderkit.DataModule` through :meth:`~loaderkit.DataModule.to_lightning`.
+"""
+
+from __future__ import annotations
+
+__all__: list[str] = []
