@@ -1,0 +1,137 @@
+"""transformers.Trainer trains on a loaderkit loader and resumes from its checkpoints exactly.
+
+A tiny model records the sample ids of every batch it is given; an interrupted run resumed
+with ``train(resume_from_checkpoint=...)`` must see the rest of the uninterrupted run's
+batches and end with its weights.
+"""
+
+from __future__ import annotations
+
+import logging
+import warnings
+from pathlib import Path
+
+import pytest
+import torch
+
+from loaderkit import DataLoaderBuilder
+
+pytest.importorskip("transformers", reason="transformers is in the test extra")
+pytest.importorskip("accelerate", reason="Accelerate is in the test extra")
+
+from transformers import Trainer, TrainingArguments
+
+from loaderkit.integrations.transformers import LoaderkitTrainer
+
+pytestmark = [pytest.mark.timeout(300), pytest.mark.filterwarnings("ignore")]
+
+N = 28  # 7 batches of 4 per epoch: with 3 accumulation steps, windows of 3, 3 and 1
+
+
+def _plan(workers: int = 0):
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(N, 3, generator=g)
+    data = {"idx": torch.arange(N), "x": x, "labels": x.sum(1, keepdim=True)}
+    return (
+        DataLoaderBuilder()
+        .with_dataset(data)
+        .with_batch_size(4)
+        .with_shuffle()
+        .with_seed(9)
+        .with_workers(workers)
+        .compile()
+    )
+
+
+class Recorder(torch.nn.Module):
+    """A linear regression that records the ids of every batch in its forward."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        self.lin = torch.nn.Linear(3, 1)
+        self.seen: list[list[int]] = []
+
+    def forward(self, x, labels, idx):
+        self.seen.append([int(i) for i in idx])
+        return {"loss": torch.nn.functional.mse_loss(self.lin(x), labels)}
+
+
+@pytest.fixture(autouse=True)
+def _quiet():
+    for name in ("transformers", "accelerate"):
+        logging.getLogger(name).setLevel(logging.ERROR)
+
+
+def _args(folder: Path, **kwargs) -> TrainingArguments:
+    return TrainingArguments(
+        output_dir=str(folder),
+        num_train_epochs=3,
+        gradient_accumulation_steps=3,
+        learning_rate=0.1,
+        lr_scheduler_type="constant",
+        logging_strategy="no",
+        report_to="none",
+        use_cpu=True,
+        seed=0,
+        data_seed=0,
+        disable_tqdm=True,
+        **kwargs,
+    )
+
+
+def _train(folder: Path, resume: str | None = None, workers: int = 0, **kwargs) -> Recorder:
+    model = Recorder()
+    loader = _plan(workers).build()
+    trainer = LoaderkitTrainer(model=model, args=_args(folder, **kwargs), train_loader=loader)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            trainer.train(resume_from_checkpoint=resume)
+    finally:
+        loader.close()
+    return model
+
+
+def _epochs(epochs) -> list[list[int]]:
+    loader = _plan().build()
+    out = []
+    for epoch in epochs:
+        loader.set_epoch(epoch)
+        out += [[int(i) for i in batch["idx"]] for batch in loader]
+    return out
+
+
+def test_training_reads_the_plans_epochs(tmp_path: Path):
+    model = _train(tmp_path, save_strategy="no", workers=2)
+    assert model.seen == _epochs([0, 1, 2])
+
+
+@pytest.mark.parametrize(("save_steps", "where"), [(4, "mid-epoch"), (3, "epoch end")])
+def test_resume_from_checkpoint_continues_exactly(tmp_path: Path, save_steps, where):
+    # 3 optimizer steps per epoch (7 batches, 3 accumulated): step 4 is 3 batches into
+    # epoch 1, step 3 ends epoch 0
+    full = _train(tmp_path / "full", save_strategy="no")
+    first = _train(tmp_path / "run", save_strategy="steps", save_steps=save_steps, max_steps=4)
+    checkpoint = tmp_path / "run" / f"checkpoint-{save_steps}"
+    assert checkpoint.is_dir()
+    rest = _train(tmp_path / "run", resume=str(checkpoint), save_strategy="no")
+    trained = {4: 7 + 3, 3: 7}[save_steps]
+    assert first.seen[:trained] == full.seen[:trained]
+    assert rest.seen == full.seen[trained:]
+    for got, want in zip(rest.parameters(), full.parameters(), strict=True):
+        torch.testing.assert_close(got, want, rtol=0, atol=1e-6)
+
+
+def test_the_trainer_refuses_what_is_not_a_loaderkit_loader(tmp_path: Path):
+    with pytest.raises(TypeError, match=r"plan\.build\(\)"):
+        LoaderkitTrainer(model=Recorder(), args=_args(tmp_path), train_loader=[{"x": 1}])
+
+
+def test_the_skip_routing_is_undone_after_training(tmp_path: Path):
+    import transformers.trainer as module
+
+    before = module.skip_first_batches
+    _train(tmp_path, save_strategy="no", max_steps=1)
+    assert module.skip_first_batches is before
+    assert issubclass(LoaderkitTrainer, Trainer)
