@@ -1136,6 +1136,20 @@ class Loader:
         """
         return None if self._cache is None else self._cache.stats()
 
+    @property
+    def dataset(self) -> Any:
+        """Not available: raises ``AttributeError`` that names what to use instead.
+
+        Accelerate's ``skip_first_batches`` reads ``.dataset`` to rebuild a torch
+        ``DataLoader``, which would lose the plan's order, sharding and collation.
+        """
+        raise AttributeError(
+            "a loaderkit loader has no .dataset for Accelerate's skip_first_batches() to rebuild "
+            "a DataLoader from (that would lose the plan's order, sharding and collation); use "
+            "loaderkit.integrations.accelerate.skip_first_batches(loader, n), or resume with "
+            "loader.load_state_dict(state)"
+        )
+
     @staticmethod
     def _source(plan: LoaderPlan) -> Source:
         assert plan.bindings is not None

@@ -37,14 +37,6 @@ if TYPE_CHECKING:
 __all__ = ["AcceleratedLoader", "SkippedLoader", "skip_first_batches"]
 
 
-_NO_DATASET = (
-    "a loaderkit loader has no .dataset for Accelerate's skip_first_batches() to rebuild a "
-    "DataLoader from (that would lose the plan's order, sharding and collation); use "
-    "loaderkit.integrations.accelerate.skip_first_batches(loader, n), or resume with "
-    "loader.load_state_dict(state)"
-)
-
-
 def _base(loader: Any) -> Loader:
     """The loaderkit loader under ``loader`` (an :class:`AcceleratedLoader` or a view)."""
     from loaderkit.build.loader import Loader
@@ -134,8 +126,6 @@ class AcceleratedLoader:
     def __getattr__(self, name: str) -> Any:
         if name == "loader":  # not set yet (unpickling): do not recurse
             raise AttributeError(name)
-        if name == "dataset":  # what Accelerate's skip_first_batches rebuilds a DataLoader of
-            raise AttributeError(_NO_DATASET)
         return getattr(self.loader, name)
 
     def __repr__(self) -> str:

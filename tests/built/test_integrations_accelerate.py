@@ -204,8 +204,9 @@ def test_skip_first_batches_of_a_stream_reads_and_drops_them():
 def test_accelerates_own_skip_first_batches_names_the_loaderkit_one(accelerate):
     from accelerate import skip_first_batches as accelerate_skip
 
-    with pytest.raises(AttributeError, match=r"loaderkit\.integrations\.accelerate"):
-        accelerate_skip(AcceleratedLoader(_plan().build()), 2)
+    for loader in (_plan().build(), AcceleratedLoader(_plan().build())):
+        with pytest.raises(AttributeError, match=r"loaderkit\.integrations\.accelerate"):
+            accelerate_skip(loader, 2)
 
 
 def test_the_wrappers_refuse_what_is_not_a_loaderkit_loader():
