@@ -244,3 +244,24 @@ def test_a_plain_datamodule_given_to_fit_says_to_call_to_lightning():
     dm = DataModule(_train_plan(workers=0))
     with pytest.raises(TypeError, match=r"not a LightningDataModule.*dm\.to_lightning\(\)"):
         _fit(Recorder(), datamodule=dm, max_epochs=1)
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_an_iterator_lightning_only_probes_is_not_a_pass(workers):
+    # Lightning's fit loop calls iter() on every loader once, to check that it is iterable,
+    # and drops the iterator (_check_dataloader_iterable); the epochs must not shift
+    plan = _train_plan(workers)
+    loader = _build(plan)
+    iter(loader)
+    assert _one_pass(loader) == _epochs(_build(plan), [0])
+    iter(loader)
+    assert _one_pass(loader) == _epochs(_build(plan), [1])
+
+    # a DataModule's state is loaded before that probe: the probe must not use up the resume
+    first = _build(plan)
+    batches = iter(first)
+    taken = [[int(v) for v in next(batches)["x"]] for _ in range(3)]
+    resumed = _build(plan)
+    resumed.load_state_dict(first.state_dict())
+    iter(resumed)
+    assert taken + _one_pass(resumed) == _epochs(_build(plan), [0])
