@@ -66,7 +66,8 @@ class DataModule:
     """The loaders of a training run, from plans: ``DataModule(train, val, test, predict)``.
 
     ``train`` is a :class:`~loaderkit.LoaderPlan`; ``train_dataloader()`` builds it (its
-    train part when it has a split) and continues where it stopped, like the loader itself.
+    train part when it has a split); like any loader, each iteration of it is the next pass
+    (epoch), and after ``load_state_dict`` the next pass resumes the saved one.
     ``val``, ``test`` and ``predict`` are plans too, or ``None``: then, if the train plan has
     a split with a val (test) part, ``val_dataloader()`` (``test_dataloader()``) reads that
     part through ``train.for_eval()``: every sample once, in order, nothing random. A given
@@ -76,8 +77,8 @@ class DataModule:
 
     Every loader is built once, on first request, and reused. ``state_dict()`` holds the
     train loader's state (evaluation loaders need none: every pass starts afresh), and
-    ``load_state_dict()`` continues the train stream exactly; ``set_epoch(e)`` moves the
-    train loader to the start of epoch ``e``.
+    ``load_state_dict()`` continues the train stream exactly; ``set_epoch(e)`` makes the
+    train loader's next pass epoch ``e``. :attr:`stages` lists the stages with a loader.
     """
 
     prepare_data_per_node = True
@@ -191,7 +192,7 @@ class DataModule:
     # -- state --------------------------------------------------------------------------------
 
     def set_epoch(self, epoch: int) -> None:
-        """Move the train loader to the start of ``epoch``.
+        """Make the train loader's next pass ``epoch``, from its first batch.
 
         Evaluation loaders need no epoch: every pass starts at epoch 0.
         """
