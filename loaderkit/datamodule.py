@@ -34,11 +34,12 @@ _STAGES = ("val", "test", "predict")
 class EvalLoader:
     """An evaluation loader: every iteration is one whole pass, from the first batch.
 
-    A training loader continues where it stopped; an evaluation pass must not. Each
-    ``iter()`` moves the wrapped :class:`~loaderkit.Loader` to the start of epoch 0 (so every
-    pass reads the same batches in the same order, even after a pass was cut short, as a
-    sanity check does), and puts it back there when the pass ends. Everything else
-    (``len``, ``explain()``, ``plan``, ``split``, ``close()``) is the loader's.
+    Every pass of a :class:`~loaderkit.Loader` is whole already (each ``iter()`` starts a
+    new pass from its first batch, even after a pass was cut short, as a sanity check does);
+    an evaluation loader also makes every pass epoch 0 (``set_epoch(0)`` before it, and again
+    when it ends), so that even a shuffled evaluation plan reads the same batches in the same
+    order every time, instead of the next epoch's order. Everything else (``len``,
+    ``explain()``, ``plan``, ``split``, ``close()``) is the loader's.
     """
 
     def __init__(self, loader: Loader) -> None:
@@ -289,6 +290,7 @@ def _lightning_class(stages: frozenset[str] = frozenset(("train", *_STAGES))) ->
             super().__init__()
             self.data = data
             self.prepare_data_per_node = data.prepare_data_per_node
+            self._train: Any = None  # the train loader as Lightning gets it
 
         def prepare_data(self) -> None:
             self.data.prepare_data()
@@ -300,13 +302,24 @@ def _lightning_class(stages: frozenset[str] = frozenset(("train", *_STAGES))) ->
             self.data.teardown(stage)
 
         def train_dataloader(self) -> Any:
-            return self.data.train_dataloader()
+            # a streamed loader is wrapped: Lightning reads it one batch ahead
+            from loaderkit.integrations.lightning import for_lightning
+
+            loader = self.data.train_dataloader()
+            if self._train is None or getattr(self._train, "loader", self._train) is not loader:
+                self._train = for_lightning(loader)
+            return self._train
 
         def state_dict(self) -> dict[str, Any]:
-            return self.data.state_dict()
+            state = self.data.state_dict()
+            if self._train is not None and self._train is not self.data.train_dataloader():
+                state["train"] = self._train.state_dict()  # without the batch read ahead
+            return state
 
         def load_state_dict(self, state_dict: dict[str, Any]) -> None:
             self.data.load_state_dict(state_dict)
+            if self._train is not None and self._train is not self.data.train_dataloader():
+                self._train.load_state_dict(state_dict["train"])
 
         def __repr__(self) -> str:
             return f"{self.data!r}.to_lightning()"

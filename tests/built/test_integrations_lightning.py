@@ -15,6 +15,7 @@ import pytest
 import torch
 
 from loaderkit import DataLoaderBuilder, DataModule
+from loaderkit.integrations.lightning import LightningStreamLoader, for_lightning
 
 pl = pytest.importorskip("lightning.pytorch", reason="Lightning is in the test extra")
 
@@ -265,3 +266,53 @@ def test_an_iterator_lightning_only_probes_is_not_a_pass(workers):
     resumed.load_state_dict(first.state_dict())
     iter(resumed)
     assert taken + _one_pass(resumed) == _epochs(_build(plan), [0])
+
+
+class _Stream(torch.utils.data.IterableDataset):
+    """A streamed (iterable) source of N_TRAIN samples."""
+
+    def __iter__(self):
+        for i in range(N_TRAIN):
+            yield {"x": torch.tensor([float(i)])}
+
+
+def _stream_plan(workers: int = 2):
+    builder = DataLoaderBuilder().with_dataset(_Stream()).with_batch_size(4).with_workers(workers)
+    return builder.with_shuffle(buffer_size=8).with_seed(7).compile()
+
+
+@pytest.mark.parametrize("how", ["direct", "datamodule"])
+def test_a_stream_loader_trains_epochs_and_resumes_mid_epoch(tmp_path: Path, how: str):
+    # Lightning reads a loader without a length one batch ahead: for_lightning() (which
+    # to_lightning() applies) keeps that batch out of the checkpointed state
+    plan = _stream_plan()
+
+    def data() -> dict:
+        if how == "datamodule":
+            return {"datamodule": DataModule(plan).to_lightning()}
+        return {"train_dataloaders": for_lightning(_build(plan))}
+
+    full = _fit(Recorder(validate=False), max_epochs=3, **data())
+    assert full.train_ids == _epochs(_build(plan), [0, 1, 2])
+    stop = 15 + 3  # 15 batches per epoch: inside the second
+    callbacks = (_checkpoint(tmp_path, "mid-epoch", stop),)
+    first = _fit(Recorder(validate=False), max_steps=stop, callbacks=callbacks, **data())
+    (ckpt,) = tmp_path.glob("*.ckpt")
+    rest = _fit(Recorder(validate=False), max_epochs=3, ckpt=str(ckpt), **data())
+    assert first.train_ids + rest.train_ids == full.train_ids
+
+
+def test_for_lightning_wraps_only_streams():
+    loader = _build(_train_plan(workers=0))
+    assert for_lightning(loader) is loader
+    stream = _build(_stream_plan(workers=0))
+    wrapped = for_lightning(stream)
+    assert isinstance(wrapped, LightningStreamLoader)
+    batches = iter(wrapped)
+    next(batches)
+    next(batches)  # Lightning trains on batch 0 while it holds batch 1
+    assert wrapped.state_dict()["batches_delivered"] == 1
+    assert stream.state_dict()["batches_delivered"] == 2
+    rest = list(batches)
+    assert len(rest) == 13
+    assert wrapped.state_dict() == stream.state_dict()  # the pass ended: nothing held
