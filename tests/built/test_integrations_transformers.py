@@ -135,3 +135,39 @@ def test_the_skip_routing_is_undone_after_training(tmp_path: Path):
     _train(tmp_path, save_strategy="no", max_steps=1)
     assert module.skip_first_batches is before
     assert issubclass(LoaderkitTrainer, Trainer)
+
+
+class _Stream(torch.utils.data.IterableDataset):
+    def __iter__(self):
+        g = torch.Generator().manual_seed(0)
+        for i in range(N):
+            x = torch.randn(3, generator=g)
+            yield {"idx": torch.tensor(i), "x": x, "labels": x.sum(0, keepdim=True)}
+
+
+def test_a_stream_loader_resumes_inside_its_first_epoch(tmp_path: Path):
+    # a stream has no length: the Trainer needs max_steps, and on resume skips the trained
+    # batches of the epoch by reading them again (no random access)
+    plan = (
+        DataLoaderBuilder()
+        .with_dataset(_Stream())
+        .with_batch_size(4)
+        .with_shuffle(buffer_size=8)
+        .with_seed(9)
+        .compile()
+    )
+
+    def run(folder: Path, resume: str | None = None, **kwargs) -> Recorder:
+        model = Recorder()
+        args = _args(folder, max_steps=2, **kwargs)  # 2 steps of 3 batches: 6 of 7
+        trainer = LoaderkitTrainer(model=model, args=args, train_loader=plan.build())
+        trainer.train(resume_from_checkpoint=resume)
+        return model
+
+    full = run(tmp_path / "full", save_strategy="no")
+    assert full.seen == [[int(i) for i in b["idx"]] for b in plan.build()][:6]
+    run(tmp_path / "run", save_strategy="steps", save_steps=1)
+    rest = run(tmp_path / "run", resume=str(tmp_path / "run" / "checkpoint-1"))
+    assert rest.seen == full.seen[3:]
+    for got, want in zip(rest.parameters(), full.parameters(), strict=True):
+        torch.testing.assert_close(got, want, rtol=0, atol=1e-6)
