@@ -344,3 +344,21 @@ def _rank_main(mode: str, out: Path) -> None:
 
 if __name__ == "__main__":
     _rank_main(sys.argv[1], Path(sys.argv[2]))
+
+
+def test_accumulate_syncs_at_the_end_of_a_stream(accelerate):
+    from accelerate import Accelerator
+    from torch.utils.data import IterableDataset
+
+    class Numbers(IterableDataset):
+        def __iter__(self):
+            for i in range(22):  # 6 batches of 4, the last of 2
+                yield {"idx": torch.tensor([i])}
+
+    accelerator = Accelerator(cpu=True, gradient_accumulation_steps=GA)
+    plan = DataLoaderBuilder().with_dataset(Numbers()).with_batch_size(4).with_workers(2)
+    loader = AcceleratedLoader(plan.compile().build())
+    try:
+        assert _sync_flags(loader, accelerator, 2) == [False, False, False, True, False, True] * 2
+    finally:
+        loader.close()
