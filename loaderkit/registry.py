@@ -400,7 +400,8 @@ def resolve_ref(ref: str, *, allow_imports: bool = False) -> object:
       otherwise ``PermissionError`` says so and how to allow it, and nothing is imported;
     - loaderkit's own modules are not trusted by default: a reference into ``loaderkit``
       resolves only to an object loaderkit registers (a collator, transform or dataset
-      factory), which a plan can name by its registry name as well;
+      factory), which a plan can name by its registry name as well, and such a reference
+      never imports a loaderkit module (one not imported yet holds nothing registered);
     - ``qualname`` is walked with :func:`inspect.getattr_static` (no property, descriptor or
       module ``__getattr__`` runs), only through classes: a step through a module object or
       any other value is refused;
@@ -418,6 +419,12 @@ def resolve_ref(ref: str, *, allow_imports: bool = False) -> object:
             f"plan refers to {ref!r} but module {module!r} is not trusted; pass "
             f"allow_imports=True, call loaderkit.trust_modules({module.split('.')[0]!r}), or "
             f"supply the object in bindings"
+        )
+    if own and module not in sys.modules:  # what loaderkit registers is imported already
+        raise LookupError(
+            f"plan refers to {ref!r}, but loaderkit registers nothing in {module!r} (a module "
+            f"not imported is not imported for a plan); name loaderkit's collators, transforms "
+            f"and dataset factories by their registry names"
         )
     try:
         target: object = importlib.import_module(module)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -584,9 +585,6 @@ class _Reader:
         """Make the dataset again from its source and check it is the one recorded."""
         binding = recorded.binding
         self.wanted.append(binding)
-        if not self.require_bindings:  # inspecting: no factory is called, no module imported
-            self.unbound.append(binding)
-            return recorded
         if source.is_ref:  # a file makes datasets only with registered factories
             self.problems.append(
                 Problem(
@@ -598,6 +596,9 @@ class _Reader:
                     f"bindings={{{binding!r}: ...}}",
                 )
             )
+            return recorded
+        if not self.require_bindings:  # inspecting: no factory is called, no module imported
+            self.unbound.append(binding)
             return recorded
         try:
             obj = rebuild(source)  # a registered factory
@@ -662,6 +663,15 @@ class _Reader:
                     f"{path}.options",
                     f"options are only taken with registry names (got {sorted(options)} with "
                     f"{source} {value!r}); drop them",
+                )
+            )
+            return None
+        if source == "name" and ":" in value:  # a registry name never holds a colon
+            self.problems.append(
+                Problem(
+                    f"{path}.name",
+                    f"{_short(value)} is a 'module:qualname' reference, not a registry name; "
+                    f"write it as ref = {_short(value)} (resolved only under the trust rules)",
                 )
             )
             return None
@@ -994,6 +1004,12 @@ def _repath(problems: Sequence[Problem], path: str) -> list[Problem]:
     ]
 
 
+def _short(value: str) -> str:
+    """``value`` quoted for a message, cut to 60 characters."""
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
 def _describe(spec: DatasetSpec) -> str:
     size = "?" if spec.length is None else str(spec.length)
     ident = f", identity {spec.identity}" if spec.identity else ""
@@ -1226,6 +1242,18 @@ def save_plan(plan: LoaderPlan, path: str | os.PathLike[str]) -> None:
         target.write_text(tomli_w.dumps(data), encoding="utf-8")
 
 
+_TOML_KEY_PART = r"""(?:[A-Za-z0-9_-]+|"[^"\\\n]*"|'[^'\n]*')"""
+_DEEP_TOML_KEY = re.compile(
+    rf"(?<![A-Za-z0-9_.\-\"'])(?:{_TOML_KEY_PART})(?:\.{_TOML_KEY_PART}){{{LIMITS.depth}}}"
+)
+"""A dotted key of more than ``LIMITS.depth`` parts, in TOML text without spaces and tabs.
+
+Python's TOML reader takes time quadratic in the parts of one key (100,000 parts: minutes),
+so such a key is refused before parsing. Linear: a match starts only at the first part of a
+chain. A string value of that many dotted parts is refused too (no plan holds one).
+"""
+
+
 def read_plan_file(path: str | os.PathLike[str]) -> dict[str, Any]:
     """The data of a plan file, parsed, and nothing else: no check, no import, no write.
 
@@ -1250,7 +1278,16 @@ def read_plan_file(path: str | os.PathLike[str]) -> dict[str, Any]:
     kind = suffix[1:].upper()
     try:
         text = raw.decode("utf-8")
+        if suffix == ".toml" and _DEEP_TOML_KEY.search(text.replace(" ", "").replace("\t", "")):
+            raise PlanError.single(
+                "file",
+                f"{source.name!r} holds a dotted key (or a string) of more than {LIMITS.depth} "
+                f"parts; a plan nests at most {LIMITS.depth} levels (and TOML reads such keys "
+                f"in quadratic time): shorten it",
+            )
         data = json.loads(text) if suffix == ".json" else tomllib.loads(text)
+    except PlanError:
+        raise
     except UnicodeDecodeError as exc:
         raise PlanError.single("file", f"{source.name!r} is not UTF-8 text: {exc}") from None
     except (json.JSONDecodeError, tomllib.TOMLDecodeError) as exc:
