@@ -9,8 +9,9 @@ the packages they adapt to):
 - :mod:`loaderkit.integrations.transformers`: ``LoaderkitTrainer``, a ``transformers.Trainer``
   that trains on a loaderkit loader and resumes from its checkpoints exactly.
 
-Lightning needs no module here: pass loaders to ``Trainer.fit`` directly, or a
-:class:`~loaderkit.DataModule` through :meth:`~loaderkit.DataModule.to_lightning`.
+- :mod:`loaderkit.integrations.lightning`: ``for_lightning`` for streamed loaders, which
+  Lightning reads one batch ahead. Other loaders go to ``Trainer.fit`` as they are, and a
+  :class:`~loaderkit.DataModule` through :meth:`~loaderkit.DataModule.to_lightning`.
 """
 
 from __future__ import annotations
