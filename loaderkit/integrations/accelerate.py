@@ -145,6 +145,11 @@ class SkippedLoader:
         if isinstance(skip, bool) or not isinstance(skip, int) or skip < 0:
             raise ValueError(f"skip_first_batches: num_batches must be an int >= 0 (got {skip!r})")
         _base(loader)
+        if isinstance(loader, AcceleratedLoader):
+            raise TypeError(
+                "SkippedLoader takes the loader itself; for an AcceleratedLoader call "
+                "skip_first_batches(loader, n), which keeps Accelerate informed of the pass's end"
+            )
         self.loader = loader
         """The loader whose pass is read."""
         self.skip = skip

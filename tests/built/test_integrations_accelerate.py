@@ -214,6 +214,8 @@ def test_the_wrappers_refuse_what_is_not_a_loaderkit_loader():
         AcceleratedLoader([1, 2, 3])
     with pytest.raises(ValueError, match="num_batches must be an int >= 0"):
         skip_first_batches(_plan().build(), -1)
+    with pytest.raises(TypeError, match=r"skip_first_batches\(loader, n\)"):
+        SkippedLoader(AcceleratedLoader(_plan().build()), 1)
 
 
 def test_save_state_and_load_state_continue_training_exactly(accelerate, tmp_path: Path):
