@@ -42,6 +42,9 @@ def _loaderkit_skipping() -> Iterator[None]:
     """
     global _patched
     module: Any = importlib.import_module("transformers.trainer")
+    if not callable(getattr(module, "skip_first_batches", None)):  # skips some other way
+        yield
+        return
     with _PATCH_LOCK:
         if _patched == 0:
             original = module.skip_first_batches
