@@ -1004,9 +1004,10 @@ class Loader:
       was taken (empty if it was taken after the epoch's last batch). ``set_epoch`` with the
       state's own epoch does not undo it. A pass that the loader itself ended with
       :class:`~loaderkit.DataError` or :class:`~loaderkit.WorkerError` is resumed the same way.
-    - Keeping an iterator continues its pass; an iterator superseded by a newer ``iter()``,
-      ``set_epoch``, ``load_state_dict``, ``check`` or ``close`` raises ``RuntimeError``
-      (it takes nothing from the newer pass).
+    - A pass starts at its iterator's first ``next()``: an iterator never advanced has no
+      effect. Keeping an iterator continues its pass; an iterator superseded by a newer
+      pass, ``set_epoch``, ``load_state_dict``, ``check`` or ``close`` raises
+      ``RuntimeError`` (it takes nothing from the newer pass).
     - ``state_dict()`` / ``load_state_dict()``: a small JSON-serializable position (the
       current or last pass's epoch and batches *delivered to the caller*, not merely
       prefetched) tied to the plan's fingerprint.
@@ -1469,16 +1470,17 @@ class Loader:
         return self._torch_loader, self._sampler
 
     def __iter__(self) -> Iterator[Any]:
-        """Start a new pass (see the class docstring for which one) and return its iterator.
+        """A new pass (see the class docstring for which one), started by its first ``next()``.
 
-        The pass starts here, not at the first ``next()``: ``state_dict()`` right after
-        ``iter()`` already describes it, and it supersedes any iterator still open.
+        An iterator that is never advanced has no effect (Lightning calls ``iter()`` once
+        only to check that a loader is iterable); once started, the pass supersedes any
+        iterator still open.
         """
         epoch, start = self._start_pass()
-        return self._pass(epoch, start, self._generation)
+        yield from self._pass(epoch, start, self._generation)
 
     def _start_pass(self) -> tuple[int, int]:
-        """Apply the iteration rule: the (epoch, first batch) of the pass ``iter()`` starts.
+        """Apply the iteration rule: the (epoch, first batch) of the pass starting now.
 
         A pending ``load_state_dict`` (or a pass a loader error interrupted) resumes; a pending
         ``set_epoch(e)`` starts epoch ``e`` at batch 0; otherwise the epoch after the last

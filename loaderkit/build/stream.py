@@ -247,8 +247,8 @@ def _same_streams(items: Iterator[_Item], producers: int) -> Iterator[_Item]:
         b = next(w for w, d in digests.items() if d != digests[a])
         da, db = digests[a], digests[b]
         raise DataError(
-            f"the iterable dataset yields a different stream in each worker: worker {a} "
-            f"read {da[0]} first element(s) that differ from worker {b}'s {db[0]}. Read by "
+            f"the iterable dataset yields a different stream in each worker: worker {a}'s "
+            f"first {da[0]} element(s) differ from worker {b}'s first {db[0]}. Read by "
             f"element (element k to shard k mod shards), every worker must see the whole "
             f"stream, else only part of the data is delivered. If the dataset splits itself "
             f"with torch.utils.data.get_worker_info() (torch's documented pattern), set "
@@ -1000,20 +1000,20 @@ class StreamLoader(Loader):
         return self._epoch, self._delivered
 
     def __iter__(self) -> Iterator[Any]:
-        """Start a new pass (the rule of :class:`~loaderkit.build.loader.Loader`).
+        """A new pass (the rule of :class:`~loaderkit.build.loader.Loader`).
 
-        The pass starts here, not at the first ``next()``. A resumed pass whose state was
-        taken after the epoch's last batch delivers nothing.
+        It starts at its first ``next()``: an iterator never advanced has no effect. A resumed
+        pass whose state was taken after the epoch's last batch delivers nothing.
         """
         epoch, delivered = self._start_pass()
         generation = self._generation
         if self._epoch_done:  # a resumed complete pass: its rest is empty
-            return iter(())
+            return
         self._tell_epoch(epoch)
         producer = self._producer(
             epoch, tuple(self._worker_batches), tuple(copy.deepcopy(self._worker_states))
         )
-        return self._stream_pass(producer, epoch, delivered, generation)
+        yield from self._stream_pass(producer, epoch, delivered, generation)
 
     def _stream_pass(
         self, producer: _Producer, epoch: int, delivered: int, generation: int
@@ -1264,10 +1264,7 @@ class StreamLoader(Loader):
                 f"{self.producers} + worker)"
             )
             if self.compares_streams:
-                how += (
-                    f"; every worker must yield the whole stream (checked on the first "
-                    f"elements: set {name}.{WORKER_SPLIT} if it splits itself)"
-                )
+                how += "; the workers' first elements are compared (each must read it all)"
         o = self.plan.order
         shuffle = (
             f"buffer shuffle of {o.buffer_size:,} samples per (seed, epoch, rank, worker) "

@@ -56,9 +56,8 @@ def run(loaders: list, steps: int | None = None) -> list[list[int]]:
     iterators = [iter(loader) for loader in loaders]
     out = []
     while steps is None or len(out) < steps:
-        try:
-            parts = [next(it) for it in iterators]
-        except StopIteration:
+        parts = [next(it, None) for it in iterators]  # every rank's pass starts, even if empty
+        if any(part is None for part in parts):
             break
         out.append([int(i) for part in parts for i in part["idx"]])
     return out

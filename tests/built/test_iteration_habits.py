@@ -238,20 +238,22 @@ def test_a_superseded_iterator_takes_nothing_from_the_new_pass(
         old = iter(loader)
         first = ids([next(old)])
         new = iter(loader)
+        second = ids([next(new)])  # the new pass starts: old is superseded
         with pytest.raises(RuntimeError, match="superseded"):
             next(old)
-        second = ids([next(new)])
         with pytest.raises(StopIteration):
             next(old)  # still nothing (it raised, so it ended): no batch of the newer pass
         rest = ids(new)
-        unstarted = iter(loader)
-        newest = iter(loader)
+        iter(loader)  # never advanced (Lightning's iterability check): no pass, no effect
+        late, newest = iter(loader), iter(loader)
+        third = ids([next(late)])  # a pass starts at its first next(): epoch 2
+        fourth = ids(newest)  # epoch 3, whole; it supersedes late
         with pytest.raises(RuntimeError, match="superseded"):
-            next(unstarted)  # superseded before it started
-        third = ids(newest)
+            next(late)
     assert first == reference(*config, 0)[:1]
     assert second + rest == reference(*config, 1)
-    assert third == reference(*config, 3)  # unstarted was pass 2 (epoch 2), newest epoch 3
+    assert third == reference(*config, 2)[:1]
+    assert fourth == reference(*config, 3)
 
 
 def test_set_epoch_and_load_state_dict_supersede_an_open_iterator(
@@ -290,10 +292,10 @@ def test_len_and_epoch_follow_the_current_or_pending_pass() -> None:
         assert (loader.epoch, loader.batches_delivered, len(loader)) == (0, 0, PER_EPOCH)
         ids(loader)
         assert (loader.epoch, loader.batches_delivered) == (0, PER_EPOCH)
-        iterator = iter(loader)  # the pass starts at iter(), not at the first next()
-        assert (loader.epoch, loader.batches_delivered) == (1, 0)
+        iterator = iter(loader)  # the pass starts at its first next(), not at iter()
+        assert (loader.epoch, loader.batches_delivered) == (0, PER_EPOCH)
         next(iterator)
-        assert loader.batches_delivered == 1
+        assert (loader.epoch, loader.batches_delivered) == (1, 1)
         loader.set_epoch(6)
         assert (loader.epoch, loader.batches_delivered) == (6, 0)
         assert loader.state_dict()["epoch"] == 6
@@ -336,6 +338,7 @@ class Model:
 OPS = st.lists(
     st.one_of(
         st.just(("iter",)),
+        st.just(("probe",)),
         st.tuples(st.just("next"), st.integers(1, PER_EPOCH + 1)),
         st.tuples(st.just("set_epoch"), st.integers(0, 3)),
         st.just(("save",)),
@@ -348,26 +351,35 @@ OPS = st.lists(
 
 @given(OPS)
 def test_any_sequence_of_habits_follows_the_rule(ops: list[tuple[Any, ...]]) -> None:
-    """Every batch delivered is the model's next batch; superseded iterators deliver none."""
+    """Every batch delivered is the model's next batch; superseded iterators deliver none.
+
+    ``iter`` makes an iterator whose pass starts at its first ``next``; ``probe`` makes one
+    that is dropped unused (it must change nothing).
+    """
     plan = make_plan("map", 0, False)
     loader = plan.build()
     model = Model()
-    current: Iterator[Any] | None = None
+    current: Iterator[Any] | None = None  # the newest iterator
+    started = False  # whether its pass started
     old: list[Iterator[Any]] = []
     saved: dict[str, Any] | None = None
 
     def supersede() -> None:
         nonlocal current
-        if current is not None:
+        if current is not None and started:
             old.append(current)
-        current = None
+            current = None
 
     for op in ops:
         if op[0] == "iter":
             supersede()
-            current = iter(loader)
-            model.start()
+            current, started = iter(loader), False
+        elif op[0] == "probe":
+            iter(loader)
         elif op[0] == "next" and current is not None:
+            if not started:
+                model.start()
+                started = True
             for _ in range(op[1]):
                 batch = next(current, None)
                 if model.delivered >= PER_EPOCH:
@@ -536,3 +548,24 @@ def test_splits_by_worker_must_be_a_bool_and_false_skips_the_check() -> None:
     with split_plan(Stream(), 2).build() as loader:
         assert loader.compares_streams  # a whole stream passes the check
         assert sorted(i for batch in ids(loader) for i in batch) == list(range(N))
+
+
+# -- states written by the previous version (same STATE_VERSION, read compatibly) ---------------
+
+
+def test_a_previous_versions_end_of_epoch_state_starts_the_next_epoch(
+    config: tuple[str, int, bool],
+) -> None:
+    """Before issue 14 a complete epoch was saved as (epoch + 1, 0), without pass_complete."""
+    plan = make_plan(*config)
+    with plan.build() as loader:
+        state = loader.state_dict()  # a fresh loader: (0, 0), the format's every key
+    old = dict(state, epoch=1, batches_delivered=0)
+    if "worker_batches" in old:  # a StreamLoader's state, as the previous version wrote it
+        old.pop("pass_complete")
+        old.update(worker_batches=[0] * len(old["worker_batches"]), next_worker=0)
+        old["worker_states"] = [None] * len(old["worker_batches"])
+    with plan.build() as resumed:
+        resumed.load_state_dict(old)
+        assert ids(resumed) == reference(*config, 1)  # the whole next epoch, as before
+        assert ids(resumed) == reference(*config, 2)
