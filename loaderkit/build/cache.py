@@ -20,7 +20,14 @@ Two storages:
 - ``"disk"``: a folder every process (workers, ranks on this node, later runs) shares, kept by
   the ``diskcache`` library (SQLite plus files, safe across processes). ``max_bytes`` is its
   size limit (least-recently-stored samples are evicted past it). The folder records what it
-  holds (dataset identity and stage); a folder written for something else is refused.
+  holds (dataset identity and stage); a folder written for something else is refused. The
+  folder is untrusted input: samples are stored as data that cannot run code when read
+  (:mod:`~loaderkit.build.cache_format`), each entry carries a checksum of its key and bytes
+  (a mismatch is a miss, counted as ``corrupt``, and the sample is loaded and stored again),
+  a sample that format cannot keep exactly is not stored, and ``diskcache`` is kept from
+  unpickling or leaving the folder (:mod:`~loaderkit.build.cache_disk`). For the
+  ``"transformed"`` stage the transform's code is part of every key, and a folder written by
+  other code under the same transform name is emptied (:func:`~.cache_format.code_digest`).
 
 A sample that fails to load or transform is never cached. Hits and misses are counted per
 process in lock-free shared slots, so :class:`CacheStats` sums them across workers.
@@ -28,6 +35,7 @@ process in lock-free shared slots, so :class:`CacheStats` sums them across worke
 
 from __future__ import annotations
 
+import hashlib
 import json
 import multiprocessing
 import os
@@ -40,8 +48,9 @@ from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 import numpy as np
 import torch
 
+from loaderkit.build.cache_format import CorruptEntryError, code_digest, decode, encode
 from loaderkit.build.sources import Indices, Source
-from loaderkit.errors import PlanError
+from loaderkit.errors import DataError, PlanError
 
 if TYPE_CHECKING:
     from loaderkit.plan.plan import LoaderPlan
@@ -52,19 +61,26 @@ __all__ = ["CacheStats", "CachedSource", "SampleCache", "cache_identity", "open_
 IDENTITY_KEY = "__loaderkit_cache_identity__"
 """The key under which a disk cache records what it holds (never a sample index)."""
 
-_FIELDS = 3  # hits, misses, not stored
+CODE_KEY = "__loaderkit_cache_code__"
+"""The key under which a disk cache records the transform code its samples come from."""
+
+_FIELDS = 4  # hits, misses, not stored, corrupt
 
 
 class CacheStats(NamedTuple):
     """What the sample cache did, summed over the processes that fetched.
 
     ``hits`` and ``misses`` count samples looked up; ``not_stored`` the misses that were not
-    kept because the cache was full (``max_bytes``).
+    kept, because the cache was full (``max_bytes``) or, on disk, because the sample holds a
+    value the cache cannot store safely (see :mod:`~loaderkit.build.cache_format`);
+    ``corrupt`` the disk entries that failed their checksum or could not be read (each also a
+    miss: the sample was loaded again and stored anew).
     """
 
     hits: int
     misses: int
     not_stored: int
+    corrupt: int = 0
 
     @property
     def hit_rate(self) -> float:
@@ -74,7 +90,7 @@ class CacheStats(NamedTuple):
 
 
 class _Counters:
-    """One slot of (hits, misses, not stored) per process: the main one and each worker.
+    """One slot of (hits, misses, not stored, corrupt) per process: the main one and each worker.
 
     Each process writes only its own slot, so no lock is needed (a worker killed mid-update
     cannot leave a lock held). Shared memory is inherited by forked workers and passed to
@@ -86,7 +102,7 @@ class _Counters:
         self.slots = processes
         self.values: Any = ctx.RawArray(c_int64, processes * _FIELDS)
 
-    def add(self, hits: int, misses: int, not_stored: int) -> None:
+    def add(self, hits: int, misses: int, not_stored: int, corrupt: int = 0) -> None:
         info = torch.utils.data.get_worker_info()
         slot = 0 if info is None else 1 + int(info.id) % (self.slots - 1)
         base = slot * _FIELDS
@@ -94,6 +110,7 @@ class _Counters:
         values[base] += hits
         values[base + 1] += misses
         values[base + 2] += not_stored
+        values[base + 3] += corrupt
 
     def total(self) -> CacheStats:
         values = list(self.values)
@@ -104,8 +121,19 @@ class _Counters:
             self.values[k] = 0
 
 
+class CacheUnusableError(DataError):
+    """The disk cache's folder cannot be read or written while loading (a damaged SQLite file).
+
+    A :class:`~loaderkit.errors.DataError` that is not about one sample: the ``skip`` error
+    policy does not skip it (every sample would fail the same way).
+    """
+
+
 class SampleCache(Protocol):
-    """Where cached samples live: ``get`` returns ``(True, sample)`` or ``(False, None)``."""
+    """Where cached samples live: ``get`` returns ``(True, sample)`` or ``(False, None)``.
+
+    ``(False, CORRUPT)`` is a miss whose entry was there but damaged.
+    """
 
     def get(self, index: int) -> tuple[bool, Any]:
         """The cached sample at ``index``, if there is one."""
@@ -151,14 +179,20 @@ class MemoryCache:
 class DiskCache:
     """A ``diskcache.Cache`` folder shared by every process (see the module docstring).
 
-    The ``diskcache.Cache`` is opened lazily in each process that uses it (an open SQLite
-    connection must not cross a fork) and is not pickled with this object.
+    Samples are stored as :mod:`~loaderkit.build.cache_format` entries (data, never pickle)
+    whose checksum covers the entry's key: ``generation:index``, where the generation is a
+    digest of what the folder holds (:func:`cache_identity`) and of the transform's code for
+    the ``"transformed"`` stage. The ``diskcache.Cache`` is opened lazily in each process that
+    uses it (an open SQLite connection must not cross a fork) and is not pickled with this
+    object.
     """
 
-    def __init__(self, path: str, max_bytes: int | None, identity: str) -> None:
+    def __init__(self, path: str, max_bytes: int | None, identity: str, code: str) -> None:
         self.path = path
         self.max_bytes = max_bytes
         self.identity = identity
+        self.code = code
+        self.generation = hashlib.sha256(f"{identity}\n{code}".encode()).hexdigest()[:32]
         self._cache: Any = None
         self._pid: int | None = None
 
@@ -170,45 +204,79 @@ class DiskCache:
 
     def _open(self) -> Any:
         if self._cache is None or self._pid != os.getpid():
-            import diskcache
+            from loaderkit.build.cache_disk import open_folder
 
-            settings: dict[str, Any] = {"eviction_policy": "none"}
-            if self.max_bytes is not None:
-                settings = {
-                    "eviction_policy": "least-recently-stored",
-                    "size_limit": self.max_bytes,
-                }
-            self._cache = diskcache.Cache(self.path, **settings)
+            self._cache = open_folder(self.path, self.max_bytes)
             self._pid = os.getpid()
         return self._cache
 
+    def _key(self, index: int) -> bytes:
+        return f"{self.generation}:{index}".encode()
+
+    def _failed(self, exc: Exception, index: int | None) -> CacheUnusableError:
+        return CacheUnusableError(
+            f"the disk cache at {self.path!r} cannot be used ({type(exc).__name__}: {exc}); "
+            f"delete the folder to rebuild the cache (it holds nothing but cached samples)",
+            sample_index=index,
+        )
+
     def get(self, index: int) -> tuple[bool, Any]:
-        missing = _MISSING
-        value = self._open().get(index, default=missing)
-        if value is missing:
+        try:
+            entry = self._open().get(index, default=_MISSING)
+        except Exception as exc:  # a damaged SQLite file, a lock held too long
+            raise self._failed(exc, index) from exc
+        if entry is _MISSING:
             return False, None
-        return True, value
+        try:
+            return True, decode(self._key(index), entry)
+        except CorruptEntryError:
+            return False, CORRUPT
 
     def put_many(self, items: Sequence[tuple[int, Any]]) -> int:
-        if not items:
-            return 0
-        cache = self._open()
-        with cache.transact():
-            for index, sample in items:
-                cache.set(index, sample)
-        return 0
+        entries = [(index, encode(self._key(index), sample)) for index, sample in items]
+        kept = [(index, entry) for index, entry in entries if entry is not None]
+        if kept:
+            try:
+                cache = self._open()
+                with cache.transact():
+                    for index, entry in kept:
+                        cache.set(index, entry)
+            except Exception as exc:  # a damaged SQLite file, a full disk
+                raise self._failed(exc, kept[0][0]) from exc
+        return len(entries) - len(kept)
 
     def prepare(self) -> None:
-        """Record what this folder holds, or refuse a folder written for something else."""
+        """Check the folder; record what it holds, or refuse one written for something else.
+
+        A folder whose transform code changed (same dataset, stage and transform name) is
+        emptied: its samples belong to the old code.
+        """
+        from loaderkit.build.cache_disk import FolderError, check_folder
+
         try:
             Path(self.path).mkdir(parents=True, exist_ok=True)
+            check_folder(self.path)
             cache = self._open()
             cache.add(IDENTITY_KEY, self.identity)
             found = cache.get(IDENTITY_KEY)
+            if found == self.identity:
+                with cache.transact():
+                    if cache.get(CODE_KEY) != self.code:
+                        cache.clear()
+                        cache.set(IDENTITY_KEY, self.identity)
+                        cache.set(CODE_KEY, self.code)
         except OSError as exc:
             raise PlanError.single(
                 "cache.path",
                 f"cannot open the disk cache at {self.path!r}: {exc}; pass a writable folder",
+            ) from exc
+        except Exception as exc:  # FolderError, sqlite3, diskcache: ours
+            reason = str(exc) if isinstance(exc, FolderError) else f"{type(exc).__name__}: {exc}"
+            raise PlanError.single(
+                "cache.path",
+                f"the disk cache at {self.path!r} is damaged or not a loaderkit cache "
+                f"({reason}); delete the folder to rebuild the cache (it holds nothing but "
+                f"cached samples)",
             ) from exc
         if found != self.identity:
             raise PlanError.single(
@@ -224,6 +292,13 @@ class _Missing:
 
 
 _MISSING = _Missing()
+
+
+class _Corrupt:
+    """What ``get`` gives with a miss whose entry failed its check."""
+
+
+CORRUPT = _Corrupt()
 
 
 def _describe(identity: object) -> str:
@@ -267,6 +342,7 @@ class Cache:
         """The cached samples among ``indices`` and the indices missing (each once, in order)."""
         found: dict[int, Any] = {}
         missing: dict[int, None] = {}
+        corrupt = 0
         for index in indices:
             if index in found or index in missing:
                 continue
@@ -275,6 +351,9 @@ class Cache:
                 found[index] = value
             else:
                 missing[index] = None
+                corrupt += value is CORRUPT
+        if corrupt:
+            self.counters.add(0, 0, 0, corrupt)
         return found, list(missing)
 
     def store_many(self, items: Sequence[tuple[int, Any]], hits: int) -> None:
@@ -283,7 +362,7 @@ class Cache:
         self.counters.add(hits, len(items), refused)
 
     def stats(self) -> CacheStats:
-        """Hits, misses and samples not stored, over every process so far."""
+        """Hits, misses, samples not stored and corrupt entries, over every process so far."""
         return self.counters.total()
 
 
@@ -296,9 +375,24 @@ def open_cache(plan: LoaderPlan, processes: int, start_method: str | None) -> Ca
         store = MemoryCache(spec.max_bytes)
     else:
         assert spec.path is not None
-        store = DiskCache(os.fspath(spec.path), spec.max_bytes, cache_identity(plan))
+        code = code_digest(_transform_of(plan)) if spec.stage == "transformed" else ""
+        store = DiskCache(os.fspath(spec.path), spec.max_bytes, cache_identity(plan), code)
     store.prepare()
     return Cache(store, _Counters(processes, start_method))
+
+
+def _transform_of(plan: LoaderPlan) -> Callable[..., Any] | None:
+    """The transform the loader of ``plan`` runs (as the loader resolves it), or ``None``."""
+    spec = plan.transform
+    if spec is None:
+        return None
+    if spec.source == "registry":
+        from loaderkit.transforms import transforms
+
+        factory: Callable[..., Any] = transforms.get(spec.name).factory
+        return factory
+    found = None if plan.bindings is None else plan.bindings.get(spec.name)
+    return found if callable(found) else None
 
 
 class CachedSource(Source):

@@ -16,7 +16,7 @@ import numpy as np
 import numpy.typing as npt
 import torch
 
-from loaderkit.build.cache import Cache, CachedSource
+from loaderkit.build.cache import Cache, CachedSource, CacheUnusableError
 from loaderkit.build.sources import MixtureSource, Source
 from loaderkit.collators.base import BatchContext
 from loaderkit.errors import DataError
@@ -196,6 +196,8 @@ class BatchFetcher:
                 try:
                     samples.append(self.source.sample(index))
                     kept.append(index)
+                except CacheUnusableError:  # the cache folder, not the sample: never skipped
+                    raise
                 except Exception as exc:  # noqa: BLE001 - every failure is recorded
                     skipped.append(self._skipped(request, index, exc, "could not be loaded"))
         if self.transform is not None:

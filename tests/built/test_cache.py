@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import os
 from collections import Counter
+from pathlib import Path
 
+import attrs
 import pytest
 import torch
 from lk_testdata import IndexDataset, LoggedDataset, noisy
@@ -65,7 +67,7 @@ def test_a_disk_cache_is_reused_by_a_later_run(tmp_path):
     loader = _builder(again, 2).with_cache("disk", path=path).compile().build()
     assert_batches_equal(collect(loader), collect(_builder(IndexDataset(30)).compile().build()))
     assert again.reads() == []
-    assert loader.cache_stats == (30, 0, 0)
+    assert loader.cache_stats == (30, 0, 0, 0)
 
 
 def test_a_disk_cache_of_another_dataset_is_refused(tmp_path):
@@ -170,7 +172,8 @@ def test_cache_with_a_mixture_and_source_ids(tmp_path):
     assert loader.cache_stats is not None and loader.cache_stats.hits == 24
 
 
-def test_cache_round_trips_through_a_plan_file(tmp_path):
+def test_cache_round_trips_through_a_plan_file(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # the relative path is inside the plan file's folder
     ds = IndexDataset(10)
     plan = (
         _builder(ds)
@@ -182,7 +185,10 @@ def test_cache_round_trips_through_a_plan_file(tmp_path):
         loaded = LoaderPlan.load(
             tmp_path / name, bindings={"dataset": ds, "test_cache:shifted": shifted}
         )
-        assert loaded.cache == plan.cache
+        assert loaded.cache is not None and plan.cache is not None
+        # a relative path of a file is relative to the file's folder: loading resolves it
+        assert Path(loaded.cache.path) == tmp_path / "cache"
+        assert attrs.evolve(loaded.cache, path="cache") == plan.cache
         assert loaded.fingerprint == plan.fingerprint
     assert "cache       disk at 'cache'" in plan.explain()
     assert repr(plan.to_builder()).endswith(
