@@ -3,6 +3,10 @@
 Every test compares the sample ids Lightning trained (and validated) on with what the plan
 itself gives: ``loader.set_epoch(e)`` then one pass is epoch ``e``. Interrupted runs resume
 from Lightning checkpoints (``ckpt_path``) and must continue the uninterrupted run's batches.
+
+The DDP test (marked ``slow``) launches this file as a script under torchrun (gloo on
+127.0.0.1, a free port, a timeout): ``python -m torch.distributed.run ...
+test_integrations_lightning.py ddp OUT_DIR``; each rank writes ``OUT_DIR/ddp-rank<r>.json``.
 """
 
 from __future__ import annotations
@@ -316,3 +320,112 @@ def test_for_lightning_wraps_only_streams():
     rest = list(batches)
     assert len(rest) == 13
     assert wrapped.state_dict() == stream.state_dict()  # the pass ended: nothing held
+
+
+# -- two processes under torchrun: Lightning's DDP strategy (gloo) ------------------------------
+
+LAUNCH_TIMEOUT = 150
+
+
+def _launch(mode: str, out: Path) -> list[dict]:
+    import json
+    import os
+    import socket
+    import subprocess
+    import sys
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": os.pathsep.join(sys.path)}
+    command = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--nnodes=1",
+        "--nproc-per-node=2",
+        "--master-addr=127.0.0.1",
+        f"--master-port={port}",
+        __file__,
+        mode,
+        str(out),
+    ]
+    try:
+        result = subprocess.run(
+            command, capture_output=True, text=True, timeout=LAUNCH_TIMEOUT, env=env, check=False
+        )
+    except subprocess.TimeoutExpired as exc:
+        pytest.fail(f"{mode} on 2 ranks hung for {LAUNCH_TIMEOUT} s:\n{exc.stderr}")
+    assert result.returncode == 0, result.stderr[-4000:]
+    return [json.loads((out / f"{mode}-rank{r}.json").read_text()) for r in range(2)]
+
+
+@pytest.mark.slow
+@pytest.mark.distributed
+@pytest.mark.timeout(LAUNCH_TIMEOUT + 30)
+def test_ddp_on_two_ranks_trains_the_global_stream_and_resumes_exactly(tmp_path: Path):
+    # slow: about 40 s of Lightning DDP start-up, so it runs with -m slow (nox -s slow)
+    reports = _launch("ddp", tmp_path)  # 3 epochs with a checkpoint after step 10; resumed
+    per_epoch = 8  # 60 samples, 2 ranks x 4 per batch: 8 batches per rank (the last wraps)
+    for report in reports:
+        full, rest = report["full"], report["resumed"]
+        assert len(full["train"]) == 3 * per_epoch
+        assert rest["train"] == full["train"][10:]
+        assert rest["weights"] == pytest.approx(full["weights"], rel=1e-6)
+    assert reports[0]["full"]["weights"] == reports[1]["full"]["weights"]  # DDP kept in sync
+    epoch0 = [i for r in reports for ids in r["full"]["train"][:per_epoch] for i in ids]
+    assert set(epoch0) == set(range(N_TRAIN))  # the ranks together read every sample
+
+
+def _rank_main(mode: str, out: Path) -> None:
+    """One rank: an uninterrupted fit with a checkpoint at step 10, then a fit resumed there."""
+    import json
+
+    assert mode == "ddp"
+    logging.getLogger("lightning.pytorch").setLevel(logging.ERROR)
+    warnings.simplefilter("ignore")
+    plan = (
+        DataLoaderBuilder()
+        .with_dataset(TRAIN)
+        .with_batch_size(4)
+        .with_shuffle()
+        .with_seed(7)
+        .with_distributed()
+        .compile()
+    )
+    folder = out / "ckpt"
+    report = {}
+    for run in ("full", "resumed"):
+        torch.manual_seed(0)
+        model = Recorder(validate=False)
+        callbacks = []
+        if run == "full":
+            callbacks.append(
+                pl.callbacks.ModelCheckpoint(
+                    dirpath=folder, every_n_train_steps=10, save_top_k=-1, filename="{step}"
+                )
+            )
+        trainer = pl.Trainer(
+            accelerator="cpu",
+            devices=2,
+            strategy="ddp",
+            max_epochs=3,
+            logger=False,
+            enable_progress_bar=False,
+            enable_model_summary=False,
+            enable_checkpointing=run == "full",
+            callbacks=callbacks,
+        )
+        ckpt = str(folder / "step=10.ckpt") if run == "resumed" else None
+        trainer.fit(model, train_dataloaders=plan.build(), ckpt_path=ckpt)
+        report[run] = {
+            "train": model.train_ids,
+            "weights": [v for p in model.parameters() for v in p.detach().flatten().tolist()],
+        }
+    (out / f"{mode}-rank{trainer.global_rank}.json").write_text(json.dumps(report))
+
+
+if __name__ == "__main__":
+    import sys
+
+    _rank_main(sys.argv[1], Path(sys.argv[2]))
