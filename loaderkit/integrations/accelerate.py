@@ -79,7 +79,7 @@ class AcceleratedLoader:
 
     def __iter__(self) -> Iterator[Any]:
         gradient_state = importlib.import_module("accelerate.state").GradientState()
-        iterator = iter(self.loader)  # the pass starts now, as the loader's would
+        iterator = iter(self.loader)  # runs at our first next(): the pass starts there
         self.end_of_dataloader = False
         self._held = None
         gradient_state._add_dataloader(self)  # what DataLoaderShard.begin() does
