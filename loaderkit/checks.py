@@ -536,7 +536,8 @@ def _match(
 def check_loader(loader: Loader) -> CheckReport:
     """Run ``loader``'s checks on the first batch of its current epoch (see ``Loader.check``).
 
-    The cursor is put back where it was afterwards.
+    The position is put back afterwards with ``load_state_dict``; ``Loader.check()`` also puts
+    back what the next pass starts (a check is not a pass), so call that.
     """
     checker = loader.batch_checks
     if checker is None:

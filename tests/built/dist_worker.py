@@ -5,7 +5,9 @@ SCENARIO OUT_DIR [ARGS...]``. Every rank writes ``OUT_DIR/<scenario>-rank<r>.jso
 (tests/built/test_distributed_gloo.py) reads them. Scenarios:
 
 - ``epoch WORKERS``: two epochs of a shuffled plan over an uneven dataset; each rank reports its
-  sample ids per epoch and batch counts.
+  sample ids per epoch and batch counts, and what building a plan without
+  ``with_distributed()`` (refused) and with the opt-out ``with_distributed(world_size=1,
+  rank=0)`` gives.
 - ``train``: a short DDP training loop (two epochs) over an uneven dataset with bucketing and a
   mixture; reports the steps done and the final weights' checksum.
 - ``resume-save K GLOBAL``: deliver K global batches (per-rank batch GLOBAL // world), save
@@ -25,7 +27,7 @@ from pathlib import Path
 import torch
 import torch.distributed as dist
 
-from loaderkit import DataLoaderBuilder
+from loaderkit import DataLoaderBuilder, PlanError
 
 N = 103  # not a multiple of any batch size used: exercises the tail rules
 
@@ -70,6 +72,14 @@ def epoch_scenario(workers: int) -> dict[str, object]:
         report["epochs"].append({"ids": ids, "batches": len(loader)})  # type: ignore[attr-defined]
         report.setdefault("all", []).append(gathered(ids))  # type: ignore[attr-defined]
     loader.close()
+    plain = DataLoaderBuilder().with_dataset(dataset()).with_batch_size(8)
+    try:  # issue 14: forgetting with_distributed() on one of several ranks is refused
+        plain.compile().build()
+        report["unsharded"] = None
+    except PlanError as exc:
+        report["unsharded"] = str(exc)
+    whole = plain.with_distributed(world_size=1, rank=0).compile().build()  # the opt-out
+    report["opt_out"] = [whole.rank, whole.world_size, len(whole)]
     return report
 
 

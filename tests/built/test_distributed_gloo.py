@@ -75,6 +75,11 @@ def test_all_ranks_together_deliver_the_epoch(tmp_path, workers):
         repeated = Counter(ids) - Counter(range(103))
         assert sum(repeated.values()) == 7 * 16 - 103  # the documented wrap-around only
     assert reports[0]["all"][0] != reports[0]["all"][1]  # epochs are reshuffled
+    for report in reports:  # a plan without with_distributed() would read everything twice
+        assert "one of 2 ranks (an initialized torch.distributed process group)" in (
+            report["unsharded"] or ""
+        )
+        assert report["opt_out"] == [0, 1, 13]  # the explicit opt-out: the whole dataset
 
 
 def test_a_ddp_training_loop_on_uneven_data_finishes_on_every_rank(tmp_path):
