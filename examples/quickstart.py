@@ -49,7 +49,7 @@ def main() -> None:
         for _features, labels in loader:  # epoch 0
             seen += len(labels)
         print(f"epoch 0: {seen} samples in {len(loader)} batches")
-        epoch1 = iter(loader)  # iterating again continues with epoch 1
+        epoch1 = iter(loader)  # a new pass: epoch 1 (each iter() is the next epoch)
         head = [next(epoch1) for _ in range(5)]
         checkpoint = loader.state_dict()  # small, JSON-serializable
         tail = list(epoch1)

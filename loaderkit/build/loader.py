@@ -1,9 +1,10 @@
 """``Loader``: what ``LoaderPlan.build()`` returns.
 
-The loader is a cursor over (epoch, batches delivered). The batch order is computed in the
+Each iteration is a pass over an epoch (which one follows the rule in :class:`Loader`), and
+the loader knows its position, (epoch, batches delivered). The batch order is computed in the
 main process, one :class:`~loaderkit.build.fetch.BatchRequest` at a time, and every batch is a
 pure function of its request, so batches are identical for any number of workers and a resume
-is O(1): the state is the cursor, and the next request is computed directly.
+is O(1): the state is the position, and the next request is computed directly.
 """
 
 from __future__ import annotations
@@ -831,7 +832,7 @@ _SequencePlanner = _WeightedPlanner | _CurriculumPlanner | _MixturePlanner
 
 
 class _RequestSampler(Sampler[BatchRequest]):
-    """Yields the requests of one rank's epoch from the loader's cursor (main process)."""
+    """Yields the requests of one rank's pass from its first batch (main process)."""
 
     def __init__(
         self, planner: _AnyPlanner, requests: Callable[[int, int], Iterator[BatchRequest]]
