@@ -5,10 +5,10 @@ deletes files at whatever relative path a row names, and applies the settings ta
 SQLite file as SQLite pragmas and attributes. A cache folder may come from anywhere (a copy,
 another user, a damaged disk), so loaderkit opens it through :class:`DataDisk`, which never
 unpickles, reads and removes only value files named the way ``diskcache`` names them (regular
-files, no symbolic link), and hands back anything else as an empty value (a corrupt entry for
-:mod:`loaderkit.build.cache_format`). Before the first use in a run, :func:`check_folder`
-refuses a SQLite file that cannot be read, holds other tables, triggers or views than
-``diskcache`` creates, or settings it does not know.
+files, no symbolic link on the way), and hands back anything else as an empty value (a
+corrupt entry for :mod:`loaderkit.build.cache_format`). Before the first use in a run,
+:func:`check_folder` refuses a SQLite file that cannot be read, holds other tables, triggers
+or views than ``diskcache`` creates, or settings it does not know.
 """
 
 from __future__ import annotations
@@ -70,9 +70,12 @@ class DataDisk(diskcache.Disk):  # type: ignore[misc]  # diskcache has no type h
         if self._ours(file_path):
             super().remove(file_path)
 
-    @staticmethod
-    def _ours(filename: Any) -> bool:
-        return type(filename) is str and _VALUE_FILE.fullmatch(filename) is not None
+    def _ours(self, filename: Any) -> bool:
+        """A value file named as ``diskcache`` names them, below no symbolic link."""
+        if type(filename) is not str or _VALUE_FILE.fullmatch(filename) is None:
+            return False
+        top = os.path.join(self._directory, filename[:2])
+        return not os.path.islink(top) and not os.path.islink(os.path.join(top, filename[3:5]))
 
     def _read(self, filename: str) -> bytes:
         flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)

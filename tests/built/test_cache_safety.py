@@ -262,6 +262,22 @@ def test_a_row_naming_a_file_outside_the_folder_is_never_read_nor_deleted(tmp_pa
     assert victim.exists()  # the row was replaced; diskcache did not delete the outside file
 
 
+def test_a_value_folder_that_is_a_link_out_of_the_cache_is_never_followed(tmp_path):
+    folder = tmp_path / "cache"
+    _fill(folder, 6, BIG)
+    filename = _rows(folder)[4][1]
+    assert filename is not None
+    top = folder / filename[:2]
+    outside = tmp_path / "outside"
+    top.rename(outside)  # the value file now lives outside, reached through a link
+    top.symlink_to(outside, target_is_directory=True)
+    loader = _builder(IndexDataset(6, dim=BIG)).with_cache("disk", path=str(folder))
+    built = loader.compile().build()
+    assert_batches_equal(collect(built), _reference(6, BIG))
+    assert built.cache_stats is not None and built.cache_stats.corrupt >= 1
+    assert (outside / filename[3:]).exists()  # replacing the entry did not delete it
+
+
 # -- what cannot be stored safely ----------------------------------------------------------
 
 
