@@ -3,6 +3,10 @@
 A tiny model records the sample ids of every batch it is given; an interrupted run resumed
 with ``train(resume_from_checkpoint=...)`` must see the rest of the uninterrupted run's
 batches and end with its weights.
+
+The two-rank test (marked ``slow``) launches this file as a script under torchrun (gloo on
+127.0.0.1, a free port, a timeout): ``python -m torch.distributed.run ...
+test_integrations_transformers.py OUT_DIR``; each rank writes ``OUT_DIR/rank<r>.json``.
 """
 
 from __future__ import annotations
@@ -171,3 +175,89 @@ def test_a_stream_loader_resumes_inside_its_first_epoch(tmp_path: Path):
     assert rest.seen == full.seen[3:]
     for got, want in zip(rest.parameters(), full.parameters(), strict=True):
         torch.testing.assert_close(got, want, rtol=0, atol=1e-6)
+
+
+# -- two processes under torchrun (slow) -------------------------------------------------------
+
+LAUNCH_TIMEOUT = 150
+
+
+@pytest.mark.slow
+@pytest.mark.distributed
+@pytest.mark.timeout(LAUNCH_TIMEOUT + 30)
+def test_two_ranks_train_their_shards_and_resume_exactly(tmp_path: Path):
+    import json
+    import os
+    import socket
+    import subprocess
+    import sys
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": os.pathsep.join(sys.path)}
+    command = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--nnodes=1",
+        "--nproc-per-node=2",
+        "--master-addr=127.0.0.1",
+        f"--master-port={port}",
+        __file__,
+        str(tmp_path),
+    ]
+    try:
+        result = subprocess.run(
+            command, capture_output=True, text=True, timeout=LAUNCH_TIMEOUT, env=env, check=False
+        )
+    except subprocess.TimeoutExpired as exc:
+        pytest.fail(f"2 ranks hung for {LAUNCH_TIMEOUT} s:\n{exc.stderr}")
+    assert result.returncode == 0, result.stderr[-4000:]
+    reports = [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in range(2)]
+    for report in reports:
+        # 28 samples, 2 ranks x 2 per batch: 7 batches per rank and epoch; step 4 of 3 per
+        # epoch is 3 batches into epoch 1
+        assert len(report["full"]) == 3 * 7
+        assert report["resumed"] == report["full"][7 + 3 :]
+        assert report["resumed_weights"] == pytest.approx(report["full_weights"], rel=1e-6)
+    assert reports[0]["full_weights"] == reports[1]["full_weights"]  # DDP kept in sync
+    epoch0 = [i for r in reports for ids in r["full"][:7] for i in ids]
+    assert sorted(epoch0) == list(range(N))  # the ranks split each epoch
+
+
+def _rank_main(out: Path) -> None:
+    """One rank: an uninterrupted run with a checkpoint at step 4, then a run resumed there."""
+    import json
+
+    logging.getLogger("transformers").setLevel(logging.ERROR)
+    warnings.simplefilter("ignore")
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(N, 3, generator=g)
+    data = {"idx": torch.arange(N), "x": x, "labels": x.sum(1, keepdim=True)}
+    plan = (
+        DataLoaderBuilder()
+        .with_dataset(data)
+        .with_batch_size(2)
+        .with_shuffle()
+        .with_seed(9)
+        .with_distributed()
+        .compile()
+    )
+    report: dict = {}
+    rank = 0
+    for run, resume in (("full", None), ("resumed", str(out / "run" / "checkpoint-4"))):
+        model = Recorder()
+        args = _args(out / "run", save_strategy="steps" if resume is None else "no", save_steps=4)
+        trainer = LoaderkitTrainer(model=model, args=args, train_loader=plan.build())
+        trainer.train(resume_from_checkpoint=resume)
+        rank = trainer.args.process_index
+        report[run] = model.seen
+        report[f"{run}_weights"] = [v for p in model.parameters() for v in p.flatten().tolist()]
+    (out / f"rank{rank}.json").write_text(json.dumps(report))
+
+
+if __name__ == "__main__":
+    import sys
+
+    _rank_main(Path(sys.argv[1]))
