@@ -654,7 +654,7 @@ def _float_array(path: str, values: object, what: str) -> Any:
         )
     try:
         array = np.asarray(values, dtype=np.float64)
-    except (TypeError, ValueError) as exc:
+    except (TypeError, ValueError, OverflowError) as exc:  # OverflowError: an int over 1e308
         raise PlanTypeError.single(path, f"cannot read {what} from it: {exc}") from None
     if array.ndim != 1:
         raise PlanTypeError.single(path, f"must be one number per sample (got shape {array.shape})")
@@ -692,7 +692,7 @@ def _lengths_array(path: str, values: object) -> Any:
         )
     try:
         array = np.asarray(values)
-    except (TypeError, ValueError) as exc:
+    except (TypeError, ValueError, OverflowError) as exc:
         raise PlanTypeError.single(path, f"cannot read lengths from it: {exc}") from None
     if array.ndim != 1 or (array.size and array.dtype.kind not in "iu"):
         raise PlanTypeError.single(

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import stat
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -1264,8 +1265,14 @@ def read_plan_file(path: str | os.PathLike[str]) -> dict[str, Any]:
     source = Path(path)
     suffix = _suffix(source)
     limit = LIMITS.file_bytes
-    try:
-        with source.open("rb") as handle:
+    try:  # non-blocking: opening a FIFO must not wait for a writer
+        with os.fdopen(os.open(source, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0)), "rb") as handle:
+            if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
+                raise PlanError.single(
+                    "file",
+                    f"{str(source)!r} is not a regular file (a pipe, a device, a socket?); "
+                    f"pass the path of a .json or .toml plan file",
+                )
             raw = handle.read(limit + 1)
     except OSError as exc:
         raise PlanError.single("file", f"cannot read {str(source)!r}: {exc.strerror}") from None

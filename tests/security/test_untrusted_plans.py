@@ -701,3 +701,18 @@ def test_the_console_script_refuses_the_exploit_in_a_real_process(tmp_path: Path
             assert len(lines) == 2 and lines[0].startswith("error: dataset.source."), lines
             assert not (tmp_path / "owned.txt").exists()
     assert [p.name for p in tmp_path.iterdir()] == ["exploit_ref.toml"]
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="named pipes are POSIX")
+def test_a_pipe_or_a_folder_named_like_a_plan_is_refused_without_waiting(world: World):
+    pipe, folder = world.root / "pipe.toml", world.root / "folder.json"
+    os.mkfifo(pipe)  # opening it for reading would wait for a writer forever
+    folder.mkdir()
+    for path in (pipe, folder):
+        for mode in ({}, {"require_bindings": False}):
+            with world.effects.watch(f"load {path.name}"), pytest.raises(PlanError) as err:
+                LoaderPlan.load(path, **mode)
+            assert err.value.paths == ("file",), err.value
+            assert "not a regular file" in str(err.value) or "directory" in str(err.value)
+    result = _cli("explain", str(pipe))
+    assert result.exit_code == 1 and "not a regular file" in result.stderr, result.output
