@@ -77,24 +77,44 @@ class LoaderkitTrainer(Trainer):
     training. A streamed loader has no length: set ``max_steps``. Resuming a streamed loader
     mid-epoch reads the skipped batches again (a stream has no random access).
 
+    ``eval_loader`` (say ``plan.for_eval().build(split="val")``) is what ``evaluate()`` and
+    the ``eval_strategy`` evaluations read when no other ``eval_dataset`` is given: every
+    evaluation is one whole pass of it. Its batches are gathered across ranks as they are
+    (with several ranks, the samples a rank repeats to even out the ranks are counted twice).
+
     Args:
         *args: The ``Trainer``'s (``model``, ``args``, ...).
         train_loader: What ``plan.build()`` returned (a ``Loader`` or ``StreamLoader``), or an
             :class:`~loaderkit.integrations.accelerate.AcceleratedLoader` of one. It replaces
             ``train_dataset`` and ``data_collator``: the plan batches, collates and shards.
+        eval_loader: A loaderkit loader for evaluation, or ``None``.
         **kwargs: The ``Trainer``'s.
 
     """
 
-    def __init__(self, *args: Any, train_loader: Any, **kwargs: Any) -> None:
+    def __init__(
+        self, *args: Any, train_loader: Any, eval_loader: Any = None, **kwargs: Any
+    ) -> None:
         _base(train_loader)  # a loaderkit loader, or a TypeError that says what to pass
+        if eval_loader is not None:
+            _base(eval_loader)
+            kwargs.setdefault("eval_dataset", eval_loader)  # what the Trainer checks is set
         super().__init__(*args, **kwargs)
         self.train_loader = train_loader
         """The loader training reads."""
+        self.eval_loader = eval_loader
+        """The loader evaluation reads (``None``: the Trainer's own, from ``eval_dataset``)."""
 
     def get_train_dataloader(self) -> Any:
         """The loaderkit loader, unwrapped: it shards and collates by itself."""
         return self.train_loader
+
+    def get_eval_dataloader(self, eval_dataset: Any = None) -> Any:
+        """The eval loader when it is the dataset to evaluate; else the Trainer's own loader."""
+        chosen = self.eval_dataset if eval_dataset is None else eval_dataset
+        if self.eval_loader is not None and chosen is self.eval_loader:
+            return self.eval_loader
+        return super().get_eval_dataloader(eval_dataset)
 
     def train(self, *args: Any, **kwargs: Any) -> Any:
         """``Trainer.train``; a mid-epoch resume skips the trained batches in O(1)."""

@@ -55,9 +55,10 @@ class Recorder(torch.nn.Module):
         torch.manual_seed(0)
         self.lin = torch.nn.Linear(3, 1)
         self.seen: list[list[int]] = []
+        self.evaluated: list[list[int]] = []
 
     def forward(self, x, labels, idx):
-        self.seen.append([int(i) for i in idx])
+        (self.seen if self.training else self.evaluated).append([int(i) for i in idx])
         return {"loss": torch.nn.functional.mse_loss(self.lin(x), labels)}
 
 
@@ -125,6 +126,24 @@ def test_resume_from_checkpoint_continues_exactly(tmp_path: Path, save_steps, wh
     assert rest.seen == full.seen[trained:]
     for got, want in zip(rest.parameters(), full.parameters(), strict=True):
         torch.testing.assert_close(got, want, rtol=0, atol=1e-6)
+
+
+def test_evaluations_read_the_eval_loader_whole(tmp_path: Path):
+    eval_plan = _plan().for_eval()
+    model = Recorder()
+    trainer = LoaderkitTrainer(
+        model=model,
+        args=_args(tmp_path, save_strategy="no", eval_strategy="epoch"),
+        train_loader=_plan().build(),
+        eval_loader=eval_plan.build(),
+    )
+    trainer.train()
+    one_pass = [[int(i) for i in batch["idx"]] for batch in eval_plan.build()]
+    assert sorted(i for ids in one_pass for i in ids) == list(range(N))
+    assert model.evaluated == one_pass * 3  # after each epoch
+    assert model.seen == _epochs([0, 1, 2])
+    assert "eval_loss" in trainer.evaluate()
+    assert model.evaluated == one_pass * 4
 
 
 def test_the_trainer_refuses_what_is_not_a_loaderkit_loader(tmp_path: Path):
