@@ -1040,7 +1040,7 @@ def plan_from_dict(
             f"must be a mapping of sections (got {type(data).__name__}); pass what "
             f"LoaderPlan.to_dict() returns",
         )
-    check_plain_tree(data)
+    value_problems = check_plain_tree(data)  # shape problems raise here, value ones wait
     folder = None if base_dir is None else Path(os.path.abspath(base_dir))
     confine = None if allow_external_paths else folder
     reader = _Reader(bindings, allow_imports, require_bindings, folder, confine)
@@ -1182,6 +1182,8 @@ def plan_from_dict(
         chosen = collator
         collator = reader.attempt(lambda: resolve_auto(chosen, dataset))
 
+    reported = {p.path for p in reader.problems}
+    reader.problems.extend(p for p in value_problems if p.path not in reported)
     if reader.problems or dataset is None or collator is None:
         raise PlanError(reader.problems or [Problem("plan", "the plan could not be read")])
     try:
