@@ -364,3 +364,16 @@ def test_accumulate_syncs_at_the_end_of_a_stream(accelerate):
         assert _sync_flags(loader, accelerator, 2) == [False, False, False, True, False, True] * 2
     finally:
         loader.close()
+
+
+def test_importing_loaderkit_and_its_integrations_imports_no_training_stack():
+    code = (
+        "import sys, loaderkit, loaderkit.integrations, loaderkit.integrations.accelerate, "
+        "loaderkit.integrations.lightning\n"
+        "print([m for m in ('accelerate', 'transformers', 'lightning', 'pytorch_lightning') "
+        "if m in sys.modules])"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True
+    )
+    assert result.stdout.strip() == "[]"
