@@ -188,7 +188,7 @@ class DiskCache:
     """
 
     def __init__(self, path: str, max_bytes: int | None, identity: str, code: str) -> None:
-        self.path = path
+        self.path = os.path.expanduser(path)  # as diskcache does: "~/cache" is in the home
         self.max_bytes = max_bytes
         self.identity = identity
         self.code = code
@@ -253,6 +253,12 @@ class DiskCache:
         """
         from loaderkit.build.cache_disk import FolderError, check_folder
 
+        if os.path.expandvars(self.path) != self.path:  # diskcache would open another folder
+            raise PlanError.single(
+                "cache.path",
+                f"{self.path!r} names an environment variable ($...), which the disk cache "
+                f"would expand; pass the folder's path without it (expand it in your code)",
+            )
         try:
             Path(self.path).mkdir(parents=True, exist_ok=True)
             check_folder(self.path)

@@ -176,6 +176,24 @@ def test_a_sqlite_file_damaged_during_a_run_is_a_data_error_naming_the_folder(
     assert "delete the folder to rebuild the cache" in message
 
 
+def test_a_cache_path_naming_an_environment_variable_is_refused(tmp_path, monkeypatch):
+    monkeypatch.setenv("LK_ELSEWHERE", str(tmp_path / "elsewhere"))
+    plan = _builder(IndexDataset(4)).with_cache("disk", path=str(tmp_path / "$LK_ELSEWHERE"))
+    with pytest.raises(PlanError, match=r"cache\.path: .* names an environment variable"):
+        plan.compile().build()
+    assert not (tmp_path / "elsewhere").exists()
+
+
+def test_a_cache_path_in_the_home_folder_is_the_one_checked_and_used(tmp_path, monkeypatch):
+    monkeypatch.setenv("HOME", str(tmp_path))
+    (tmp_path / "work").mkdir()
+    monkeypatch.chdir(tmp_path / "work")
+    loader = _builder(IndexDataset(4)).with_cache("disk", path="~/cache").compile().build()
+    collect(loader)
+    assert (tmp_path / "cache" / "cache.db").exists()
+    assert list((tmp_path / "work").iterdir()) == []  # no literal "~" folder
+
+
 def test_inspecting_a_plan_never_opens_its_cache_folder(tmp_path):
     folder = tmp_path / "cache"
     folder.mkdir()
