@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import gc
+import json
 import os
 import pickle
 import sqlite3
@@ -494,6 +495,49 @@ def test_any_damaged_byte_is_a_corrupt_entry(sample, data):
         decode(b"k", bytes(entry))
     with pytest.raises(CorruptEntryError):
         decode(b"k", bytes(entry[: data.draw(st.integers(0, len(entry) - 1))]))
+
+
+_json = st.recursive(
+    st.none() | st.booleans() | st.integers(-5, 200) | st.floats() | st.text(max_size=4),
+    lambda inner: st.tuples(
+        st.sampled_from(["l", "t", "d", "b", "T", "A", "S", "x"]),
+        st.lists(
+            inner
+            | st.sampled_from(["float32", "int64", "bool", "<f4", "|O", "O", "<U2", "V8"])
+            | st.lists(st.integers(-1, 9), max_size=3),
+            max_size=5,
+        ),
+    ).map(lambda node: [node[0], *node[1]]),
+    max_leaves=20,
+)
+
+
+def _allowed(value: Any) -> bool:
+    if value is None or type(value) in (bool, int, float, str, bytes, torch.Tensor, np.ndarray):
+        return not isinstance(value, np.ndarray) or not value.dtype.hasobject
+    if isinstance(value, np.generic):
+        return not value.dtype.hasobject
+    if type(value) in (list, tuple):
+        return all(_allowed(v) for v in value)
+    if type(value) is dict:
+        return all(_allowed(k) and _allowed(v) for k, v in value.items())
+    return False
+
+
+@given(_json.map(lambda tree: json.dumps(tree).encode()))
+def test_a_crafted_structure_with_a_valid_checksum_gives_plain_data_or_corrupt(header):
+    import hashlib
+    import struct
+
+    from loaderkit.build.cache_format import MAGIC
+
+    body = struct.pack("<I", len(header)) + header + b"\0" * 64 + bytes(range(64))
+    entry = MAGIC + hashlib.sha256(b"k" + body).digest() + body
+    try:
+        value = decode(b"k", entry)
+    except CorruptEntryError:
+        return
+    assert _allowed(value), value
 
 
 @given(st.binary(max_size=200) | st.text(max_size=200).map(str.encode))
