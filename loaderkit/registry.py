@@ -14,6 +14,8 @@ loading. This module owns the first two:
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import importlib
 import importlib.metadata
 import inspect
@@ -30,10 +32,12 @@ from loaderkit._checks import did_you_mean
 from loaderkit.errors import LoaderkitError
 
 __all__ = [
+    "PluginNotImportedError",
     "Registry",
     "RegistryEntry",
     "UnknownNameError",
     "callable_ref",
+    "no_plugin_imports",
     "parse_ref",
     "resolve_ref",
     "trust_modules",
@@ -48,6 +52,30 @@ _REGISTRIES: weakref.WeakSet[Registry[Any]] = weakref.WeakSet()
 
 class UnknownNameError(LoaderkitError, LookupError):
     """A name is not in a registry; the message lists the closest name and how to register."""
+
+
+class PluginNotImportedError(LoaderkitError, LookupError):
+    """A name is a plugin's, and plugins are not imported now (see :func:`no_plugin_imports`)."""
+
+
+_NO_PLUGIN_IMPORTS: contextvars.ContextVar[bool] = contextvars.ContextVar(
+    "loaderkit_no_plugin_imports", default=False
+)
+
+
+@contextlib.contextmanager
+def no_plugin_imports() -> Iterator[None]:
+    """Within the block, no registry imports an entry-point plugin.
+
+    Looking up a plugin's name that nothing imported yet raises
+    :class:`PluginNotImportedError` instead: inspecting a plan (``require_bindings=False``)
+    checks such names when the plan is loaded to build (``docs/security.md``).
+    """
+    token = _NO_PLUGIN_IMPORTS.set(True)
+    try:
+        yield
+    finally:
+        _NO_PLUGIN_IMPORTS.reset(token)
 
 
 @attrs.frozen
@@ -226,6 +254,11 @@ class Registry(Generic[F]):
         ep = self._plugin_names().get(name)
         if ep is None or name in self._entries:
             return
+        if _NO_PLUGIN_IMPORTS.get():
+            raise PluginNotImportedError(
+                f"{self.kind} {name!r} comes from the entry point {ep.value!r}, which is "
+                f"imported only when the plan is loaded to build, not to inspect it"
+            )
         try:
             factory = ep.load()
         except Exception as exc:  # any import failure of a plugin is reported

@@ -7,6 +7,7 @@ builds. Nothing here spawns a process or loads data.
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing
 import pickle
 from collections.abc import Callable, Mapping
@@ -36,6 +37,7 @@ from loaderkit.plan.specs import (
     WorkersSpec,
 )
 from loaderkit.plan.workers import resolve_auto_workers
+from loaderkit.registry import PluginNotImportedError
 from loaderkit.transforms import transforms
 
 __all__ = ["default_start_method", "plan_problems"]
@@ -59,7 +61,11 @@ def _callable_problems(
         if spec.name not in registry:
             problems.append(Problem(path, registry.unknown_message(spec.name)))
         elif path == "collator":
-            for option, message in registry.get(spec.name).option_problems(dict(spec.options)):
+            try:
+                found = registry.get(spec.name).option_problems(dict(spec.options))
+            except PluginNotImportedError:  # inspecting: a plugin's options are checked to build
+                found = []
+            for option, message in found:
                 where = f"{path}.options.{option}" if option else f"{path}.options"
                 problems.append(Problem(where, message))
         return problems
@@ -285,13 +291,17 @@ def _max_length_problems(
     if spec.fn is not None:  # runs in the main process: no pickling needed
         problems.extend(_callable_problems("max_length", spec.fn, bindings, None))
     if collator.source == "registry":
+        entry = None
         if collator.name in collators:
-            factory = collators.get(collator.name).factory
+            with contextlib.suppress(PluginNotImportedError):  # inspecting: checked to build
+                entry = collators.get(collator.name)
+        if entry is not None:
+            factory = entry.factory
             if not getattr(factory, "supports_max_length", False):
-                able = [
-                    name
-                    for name in collators.names()
-                    if getattr(collators.get(name).factory, "supports_max_length", False)
+                able = [  # the collators imported: listing them imports no plugin
+                    found.name
+                    for found in map(collators.loaded, collators.names())
+                    if found is not None and getattr(found.factory, "supports_max_length", False)
                 ]
                 problems.append(
                     Problem(

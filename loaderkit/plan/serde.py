@@ -24,6 +24,7 @@ from loaderkit._checks import (
     check_plain_tree,
     check_str,
     did_you_mean,
+    freeze_value,
     thaw_value,
     unknown_keys,
 )
@@ -85,7 +86,12 @@ from loaderkit.plan.specs import (
     WeightsSpec,
     WorkersSpec,
 )
-from loaderkit.registry import UnknownNameError, resolve_ref
+from loaderkit.registry import (
+    PluginNotImportedError,
+    UnknownNameError,
+    no_plugin_imports,
+    resolve_ref,
+)
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -678,7 +684,13 @@ class _Reader:
             return None
         if source == "name":
             args: tuple[Any, ...] = (value, options) if path == "collator" else (value,)
-            result = self.attempt(lambda: kind_fn(*args))
+            try:
+                result = self.attempt(lambda: kind_fn(*args))
+            except PluginNotImportedError:  # inspecting: a plugin's name is checked to build
+                frozen = self.attempt(lambda: freeze_value(f"{path}.options", dict(options)))
+                if frozen is None:
+                    return None
+                result = (CallableSpec("registry", value, frozen, accepts_rng=accepts_rng),)
             reason = sec.get("reason", "")
             if not isinstance(reason, str):
                 self.problems.append(
@@ -1032,8 +1044,39 @@ def plan_from_dict(
     ``base_dir`` (default: the working directory; :func:`load_plan` passes the file's folder).
     With ``base_dir`` given, a path that leaves it is refused unless ``allow_external_paths``.
     The data is first checked against :data:`~loaderkit._checks.LIMITS` as a whole (depth,
-    size, integers, strings), so nothing below reads a value it cannot handle.
+    size, integers, strings), so nothing below reads a value it cannot handle. Inspecting
+    (``require_bindings=False``) imports no entry-point plugin: a plugin's collator or
+    transform name is checked when the plan is loaded to build.
     """
+    if not require_bindings:
+        with no_plugin_imports():
+            return _plan_from_dict(
+                data,
+                bindings=bindings,
+                allow_imports=allow_imports,
+                require_bindings=require_bindings,
+                base_dir=base_dir,
+                allow_external_paths=allow_external_paths,
+            )
+    return _plan_from_dict(
+        data,
+        bindings=bindings,
+        allow_imports=allow_imports,
+        require_bindings=require_bindings,
+        base_dir=base_dir,
+        allow_external_paths=allow_external_paths,
+    )
+
+
+def _plan_from_dict(
+    data: Mapping[str, Any],
+    *,
+    bindings: Mapping[str, object] | None,
+    allow_imports: bool,
+    require_bindings: bool,
+    base_dir: str | os.PathLike[str] | None,
+    allow_external_paths: bool,
+) -> LoaderPlan:
     if not isinstance(data, Mapping):
         raise PlanTypeError.single(
             "plan",
@@ -1180,7 +1223,16 @@ def plan_from_dict(
 
     if collator is not None and dataset is not None:
         chosen = collator
-        collator = reader.attempt(lambda: resolve_auto(chosen, dataset))
+        try:
+            collator = reader.attempt(lambda: resolve_auto(chosen, dataset))
+        except PluginNotImportedError as exc:  # inspecting: 'auto' would import plugins
+            reader.problems.append(
+                Problem(
+                    "collator",
+                    f"'auto' cannot be resolved without importing plugins ({exc}); name the "
+                    f"collator, or load the plan to build",
+                )
+            )
 
     reported = {p.path for p in reader.problems}
     reader.problems.extend(p for p in value_problems if p.path not in reported)

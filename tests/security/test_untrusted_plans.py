@@ -716,3 +716,75 @@ def test_a_pipe_or_a_folder_named_like_a_plan_is_refused_without_waiting(world: 
             assert "not a regular file" in str(err.value) or "directory" in str(err.value)
     result = _cli("explain", str(pipe))
     assert result.exit_code == 1 and "not a regular file" in result.stderr, result.output
+
+
+PLUGIN_MODULE = "lk_untrusted_plugin"
+
+
+def _install_plugin(world: World, patch: pytest.MonkeyPatch) -> None:
+    """An installed package (dist-info on sys.path) whose entry points name a module that
+    creates ``imported`` when imported; the registries forget what they scanned before."""
+    from loaderkit.collators import collators
+    from loaderkit.datasets import factories
+    from loaderkit.transforms import transforms
+
+    info = world.canary / "lk_untrusted_plugin-1.0.dist-info"
+    info.mkdir(exist_ok=True)
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: lk-untrusted-plugin\n")
+    (info / "entry_points.txt").write_text(
+        f"[loaderkit.collators]\nplugin_collator = {PLUGIN_MODULE}:Collate\n\n"
+        f"[loaderkit.transforms]\nplugin_transform = {PLUGIN_MODULE}:transform\n\n"
+        f"[loaderkit.datasets]\nplugin_dataset = {PLUGIN_MODULE}:factory\n"
+    )
+    (world.canary / f"{PLUGIN_MODULE}.py").write_text(
+        "import pathlib\n"
+        'pathlib.Path(__file__).with_name("imported").write_text("plugin")\n'
+        "class Collate:\n"
+        "    def __init__(self, **options):\n"
+        "        pass\n"
+        "    def __call__(self, samples):\n"
+        "        return samples\n"
+        "def transform(sample):\n"
+        "    return sample\n"
+        "def factory(**options):\n"
+        "    return [{'input_ids': [1, 2]}] * 3\n"
+    )
+    for registry in (collators, transforms, factories):
+        patch.setattr(registry, "_plugins", None)
+        patch.setattr(registry, "_entries", dict(registry._entries))
+
+
+def test_inspecting_a_plan_imports_no_plugin_and_building_does(world: World):
+    plans = {
+        "collator": _with("collator", {"name": "plugin_collator", "options": {"x": 1}}),
+        "transform": _with("transform", {"name": "plugin_transform", "accepts_rng": False}),
+        "multimodal": _with(
+            "collator",
+            {"name": "multimodal", "options": {"collators": {"x": {"name": "plugin_collator"}}}},
+        ),
+    }
+    source = deepcopy(BASE)
+    source["dataset"]["type"] = "builtins.list"
+    source["dataset"]["length"] = 3
+    source["dataset"]["source"] = {"name": "plugin_dataset", "options": {}}
+    plans["dataset"] = source
+    with pytest.MonkeyPatch.context() as patch:
+        _install_plugin(world, patch)
+        try:
+            for name, data in plans.items():
+                file = world.write(f"plugin-{name}", data, "toml")
+                with world.effects.watch(f"inspect {name}"):
+                    plan = LoaderPlan.load(file, require_bindings=False)
+                    plan.explain()
+                    assert LoaderPlan.from_dict(data, require_bindings=False) == plan
+                    for args in (("explain",), ("validate",), ("diff",)):
+                        extra = (str(world.valid),) if args == ("diff",) else ()
+                        result = _cli(*args, str(file), *extra)
+                        assert not result.stderr, f"{name} {args}: {result.output}"
+            # to build, the plugin is imported: the watch would have seen it
+            LoaderPlan.load(world.plans / "plugin-transform.toml")
+            assert PLUGIN_MODULE in sys.modules
+            assert (world.canary / "imported").read_text() == "plugin"
+        finally:
+            (world.canary / "imported").unlink(missing_ok=True)
+            sys.modules.pop(PLUGIN_MODULE, None)
