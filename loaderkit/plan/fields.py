@@ -652,13 +652,30 @@ def _float_array(path: str, values: object, what: str) -> Any:
             f"must be a column name, a function of a sample or a sequence of {what} (got "
             f"{type(values).__name__})",
         )
+    _check_count(path, values, what)
     try:
         array = np.asarray(values, dtype=np.float64)
-    except (TypeError, ValueError, OverflowError) as exc:  # OverflowError: an int over 1e308
+    except (TypeError, ValueError, OverflowError, MemoryError) as exc:  # an int over 1e308
         raise PlanTypeError.single(path, f"cannot read {what} from it: {exc}") from None
     if array.ndim != 1:
         raise PlanTypeError.single(path, f"must be one number per sample (got shape {array.shape})")
     return np.ascontiguousarray(array)
+
+
+def _check_count(path: str, values: object, what: str) -> None:
+    """Refuse a sequence claiming more values than a dataset may hold, before reading it."""
+    try:
+        count = len(values)  # type: ignore[arg-type]
+    except Exception as exc:  # a __len__ too large, negative or failing
+        raise PlanTypeError.single(
+            path, f"len() of the {what} failed ({type(exc).__name__}: {exc})"
+        ) from exc
+    if count > LIMITS.dataset_length:
+        raise PlanError.single(
+            path,
+            f"holds {count:,} {what}; at most {LIMITS.dataset_length:,} (one per sample) are "
+            f"allowed",
+        )
 
 
 def _difficulty_array(path: str, values: object) -> Any:
@@ -690,9 +707,10 @@ def _lengths_array(path: str, values: object) -> Any:
             f"must be a column name, a function of a sample or a sequence of lengths (got "
             f"{type(values).__name__})",
         )
+    _check_count(path, values, "lengths")
     try:
         array = np.asarray(values)
-    except (TypeError, ValueError, OverflowError) as exc:
+    except (TypeError, ValueError, OverflowError, MemoryError) as exc:
         raise PlanTypeError.single(path, f"cannot read lengths from it: {exc}") from None
     if array.ndim != 1 or (array.size and array.dtype.kind not in "iu"):
         raise PlanTypeError.single(

@@ -14,7 +14,7 @@ from collections.abc import Callable, Mapping
 
 import attrs
 
-from loaderkit._checks import did_you_mean
+from loaderkit._checks import LIMITS, did_you_mean
 from loaderkit.collators import collators
 from loaderkit.errors import PlanError, Problem
 from loaderkit.order.split import split_sizes
@@ -633,6 +633,20 @@ def plan_problems(
     if dataset is None:
         problems.append(Problem("dataset", "no dataset; call .with_dataset(ds) before .compile()"))
     else:
+        parts = (
+            []
+            if mixture is None
+            else [(f"mixture.sources.{s.binding}", s) for s in mixture.sources]
+        )
+        for where, spec in [("dataset", dataset), *parts]:
+            if spec.length is not None and spec.length > LIMITS.dataset_length:
+                problems.append(  # the bound a plan file's dataset.length is read with
+                    Problem(
+                        where,
+                        f"holds {spec.length:,} samples; a plan describes at most "
+                        f"{LIMITS.dataset_length:,} (LIMITS.dataset_length): split it into parts",
+                    )
+                )
         if dataset.kind == "mixture" and mixture is None:
             problems.append(
                 Problem(

@@ -453,6 +453,17 @@ def _length_of(path: str, column: object) -> int:
             f"must be a tensor, numpy array or sequence with one row per sample "
             f"(got {type(column).__name__})",
         ) from None
+    except Exception as exc:  # __len__ of a user's object: too large, negative, or failing
+        raise _len_failed(path, column, exc) from exc
+
+
+def _len_failed(path: str, obj: object, exc: Exception) -> PlanError:
+    """The error for a ``len()`` that failed other than by the object having no length."""
+    return PlanError.single(
+        path,
+        f"len() of {type(obj).__name__} failed ({type(exc).__name__}: {exc}); its __len__ "
+        f"must return the number of samples, an int >= 0",
+    )
 
 
 def _is_array(obj: object) -> bool:
@@ -541,6 +552,8 @@ def describe_dataset(obj: object, binding: str) -> DatasetSpec:
                 f"map-style dataset {type(obj).__name__} has no __len__; define __len__, or "
                 f"make it an IterableDataset",
             ) from None
+        except Exception as exc:  # a __len__ too large, negative or failing
+            raise _len_failed("dataset", obj, exc) from exc
         return DatasetSpec(binding, "torch_map", _type_name(obj), int(length))
     if hasattr(obj, "__iter__"):
         raise PlanTypeError.single(

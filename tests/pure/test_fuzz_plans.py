@@ -408,6 +408,34 @@ class _Opaque:
     """An object no builder argument expects."""
 
 
+class _Sized:
+    """A map-style dataset whose ``__len__`` returns ``n`` (any int) or raises ``n``."""
+
+    def __init__(self, n: int | Exception) -> None:
+        self.n = n
+
+    def __len__(self) -> int:
+        if isinstance(self.n, Exception):
+            raise self.n
+        return self.n
+
+    def __getitem__(self, index: int) -> int:
+        return index
+
+    def __repr__(self) -> str:
+        return f"_Sized({self.n!r})"
+
+
+HOSTILE_SIZES: list[object] = [
+    _Sized(2**70),  # len() raises OverflowError
+    _Sized(-1),  # len() raises ValueError
+    _Sized(RuntimeError("boom")),
+    _Sized(2**50),  # over LIMITS.dataset_length
+    _Sized(2**47),  # within it, but no memory holds that many values
+    {"x": _Sized(2**70)},
+]
+
+
 OBJECTS: list[object] = [
     add_label,
     sample_length,
@@ -429,6 +457,7 @@ OBJECTS: list[object] = [
     object,
     math.nan,
     complex(1, 2),
+    *HOSTILE_SIZES,
 ]
 
 
@@ -503,3 +532,25 @@ def test_random_builder_chains_raise_only_loaderkit_errors(chain: _Chain):
 @given(chain=chains)
 def test_random_builder_chains_raise_only_loaderkit_errors_many(chain: _Chain):
     assert_chain(chain)
+
+
+HOSTILE_CALLS: list[Callable[[object], DataLoaderBuilder]] = [
+    lambda o: DataLoaderBuilder().with_dataset(o),
+    lambda o: DataLoaderBuilder().with_mixture({"a": o, "b": [1, 2]}),
+    lambda o: DataLoaderBuilder().with_dataset([1, 2, 3]).with_sampling_weights(o),
+    lambda o: DataLoaderBuilder().with_dataset([1, 2, 3]).with_bucketing(o),
+    lambda o: (
+        DataLoaderBuilder().with_dataset([1, 2, 3]).with_curriculum(o, "discrete", steps=[(1, 1.0)])
+    ),
+]
+
+
+@pytest.mark.parametrize("value", HOSTILE_SIZES, ids=repr)
+@pytest.mark.parametrize("call", range(len(HOSTILE_CALLS)))
+def test_objects_of_impossible_sizes_give_plan_errors(value: object, call: int):
+    if call < 2 and isinstance(value, _Sized) and value.n == 2**47:
+        plan = HOSTILE_CALLS[call](value).compile()  # a dataset that size is allowed
+        assert plan.dataset.length is not None and plan.dataset.length >= 2**47
+        return
+    with pytest.raises(LoaderkitError):
+        HOSTILE_CALLS[call](value).compile()
