@@ -1288,6 +1288,21 @@ class Loader:
         """
         return self._cursor()[1]
 
+    @property
+    def next_pass(self) -> tuple[int, int]:
+        """(epoch, first batch) of the pass the next ``iter()`` reads; nothing is started.
+
+        The iteration rule of the class docstring, as ``_start_pass`` applies it: a pending
+        ``load_state_dict`` resumes, a pending ``set_epoch(e)`` is ``(e, 0)``, otherwise the
+        epoch after the last pass, from 0. ``skip_first_batches`` (loaderkit.integrations)
+        positions a pass with it.
+        """
+        if self._pending == "next":
+            return self._epoch + 1, 0
+        if self._pending == "set":
+            return self._epoch, 0
+        return self._epoch, self._delivered
+
     def _cursor(self) -> tuple[int, int]:
         """(epoch, batches delivered) of the current or last pass, or of the pending one."""
         return self._epoch, self._delivered

@@ -163,12 +163,11 @@ class SkippedLoader:
             return iter(self.loader)
         if isinstance(base, StreamLoader):  # no random access: read the skipped batches
             return self._replayed()
-        iterator = iter(self.loader)  # starts the pass: its state says which epoch
-        del iterator
-        state = base.state_dict()  # the pass's (epoch, first batch)
-        available = len(base)  # batches of that epoch on this rank
-        state["batches_delivered"] = min(state["batches_delivered"] + self.skip, available)
-        self.loader.load_state_dict(state)
+        epoch, start = base.next_pass  # what the next iter() would read
+        state = base.state_dict()
+        state["epoch"] = epoch
+        state["batches_delivered"] = start + self.skip  # past the epoch's end: ResumeError
+        self.loader.load_state_dict(state)  # a resume: the next pass starts there
         return iter(self.loader)
 
     def _replayed(self) -> Iterator[Any]:

@@ -188,6 +188,35 @@ def test_skip_first_batches_starts_the_next_pass_later(accelerate, wrap):
     assert [_ids(b) for b in target] == [_ids(b) for b in reference]
 
 
+def test_skip_first_batches_follows_the_iteration_rule():
+    from loaderkit import ResumeError
+
+    reference = _plan().build()
+    epochs = []
+    for epoch in range(4):
+        reference.set_epoch(epoch)
+        epochs.append([_ids(b) for b in reference])
+    loader = _plan().build()
+    assert [_ids(b) for b in skip_first_batches(loader, 5)] == epochs[0][5:]  # a fresh loader
+    assert [_ids(b) for b in skip_first_batches(loader, 1)] == epochs[1][1:]  # the next pass
+    batches = iter(loader)
+    next(batches)  # a pass of epoch 2 given up after one batch: the next pass is epoch 3
+    assert [_ids(b) for b in skip_first_batches(loader, 2)] == epochs[3][2:]
+
+    loader.set_epoch(0)
+    batches = iter(loader)
+    first = [_ids(next(batches)) for _ in range(2)]
+    assert first == epochs[0][:2]
+    state = loader.state_dict()  # 2 batches of epoch 0 delivered
+    for skip, rest in ((1, epochs[0][3:]), (4, [])):
+        resumed = _plan().build()
+        resumed.load_state_dict(state)
+        assert [_ids(b) for b in skip_first_batches(resumed, skip)] == rest  # from there
+    resumed.load_state_dict(state)
+    with pytest.raises(ResumeError, match="has 6"):
+        list(skip_first_batches(resumed, 5))
+
+
 def test_skip_first_batches_of_a_stream_reads_and_drops_them():
     from torch.utils.data import IterableDataset
 
