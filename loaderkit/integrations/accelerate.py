@@ -135,8 +135,9 @@ class AcceleratedLoader:
 class SkippedLoader:
     """One pass of a loader without its first batches: what :func:`skip_first_batches` returns.
 
-    Iterating it starts the loader's next pass (the epoch ``set_epoch`` chose, or the one
-    after the last pass) at batch ``skip``. Like Accelerate's, it is meant for the first epoch
+    Iterating it starts the loader's next pass (see ``Loader.next_pass``: a loaded state's
+    position, the epoch ``set_epoch`` chose, or the epoch after the last pass) ``skip``
+    batches later. Like Accelerate's, it is meant for the first epoch
     of a resumed run: later epochs iterate the loader itself. ``len()`` is the loader's
     minus ``skip``; ``set_epoch``, ``state_dict`` and the rest are the loader's.
     """
