@@ -68,7 +68,7 @@ from typing import Any, TypeVar, overload
 
 import attrs
 
-from loaderkit._checks import FrozenMap, freeze_value, thaw_value
+from loaderkit._checks import LIMITS, FrozenMap, freeze_value, thaw_value
 from loaderkit.errors import PlanError, PlanTypeError, Problem
 from loaderkit.registry import Registry, UnknownNameError, resolve_ref
 
@@ -446,7 +446,7 @@ def plain_type_name(dataset: object) -> str | None:
 def _length(dataset: object) -> int | None:
     try:
         return len(dataset)  # type: ignore[arg-type]
-    except TypeError:
+    except (TypeError, ValueError, OverflowError):  # none, negative, over 2**63: no length
         return None
 
 
@@ -660,6 +660,10 @@ def tokens(
             raise PlanError.single(
                 f"dataset.source.options.{key}", f"must be an int >= {low} (got {value!r})"
             )
+    if n > LIMITS.dataset_length:
+        raise PlanError.single(
+            "dataset.source.options.n", f"must be <= {LIMITS.dataset_length:,} (got {n:,})"
+        )
     if min_length > max_length:
         raise PlanError.single(
             "dataset.source.options.min_length",

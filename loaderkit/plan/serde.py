@@ -417,6 +417,8 @@ class _Reader:
         self.require_bindings = require_bindings
         self.base_dir = base_dir
         self.confine = confine
+        self.call_factories = True
+        """False once the data is known to be refused: no dataset factory is called then."""
 
     def attempt(self, fn: Callable[[], Any]) -> Any:
         try:
@@ -606,6 +608,8 @@ class _Reader:
             return recorded
         if not self.require_bindings:  # inspecting: no factory is called, no module imported
             self.unbound.append(binding)
+            return recorded
+        if not self.call_factories:  # the plan is refused for its values (reported below)
             return recorded
         try:
             obj = rebuild(source)  # a registered factory
@@ -1087,6 +1091,7 @@ def _plan_from_dict(
     folder = None if base_dir is None else Path(os.path.abspath(base_dir))
     confine = None if allow_external_paths else folder
     reader = _Reader(bindings, allow_imports, require_bindings, folder, confine)
+    reader.call_factories = not value_problems  # a factory never sees an out-of-bound value
     reader.problems.extend(unknown_keys("", data, SECTIONS))
     version = data.get("schema_version")
     if version is None:

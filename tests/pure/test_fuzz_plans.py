@@ -554,3 +554,31 @@ def test_objects_of_impossible_sizes_give_plan_errors(value: object, call: int):
         return
     with pytest.raises(LoaderkitError):
         HOSTILE_CALLS[call](value).compile()
+
+
+def test_a_factory_never_sees_a_value_over_the_bounds(monkeypatch: pytest.MonkeyPatch):
+    """Found by the mutation fuzz: tokens(n=2**63) was called, then len() overflowed."""
+    calls: list[dict[str, object]] = []
+
+    def recorder(**options: object) -> list[int]:
+        calls.append(options)
+        return [1, 2, 3]
+
+    monkeypatch.setattr(lkd.factories, "_entries", dict(lkd.factories._entries))
+    monkeypatch.setattr(lkd, "_PATH_OPTIONS", dict(lkd._PATH_OPTIONS))
+    lkd.register("lk-fuzz-recorder", recorder)
+    data = VALID["plain"][0].compile().to_dict()
+    data["dataset"] = {
+        "binding": "rows",
+        "kind": "samples",
+        "type": "builtins.list",
+        "length": 3,
+        "source": {"name": "lk-fuzz-recorder", "options": {"n": 2**63}},
+    }
+    with pytest.raises(LoaderkitError) as err:
+        LoaderPlan.from_dict(data)
+    assert "dataset.source.options.n" in str(err.value) and calls == []
+    data["dataset"]["source"]["options"]["n"] = 2**62  # within the bounds: the factory runs
+    assert LoaderPlan.from_dict(data).bound and calls == [{"n": 2**62}]
+    with pytest.raises(LoaderkitError, match="281,474,976,710,656"):
+        lkd.load("tokens", n=2**62)
