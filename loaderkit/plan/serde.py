@@ -1333,8 +1333,12 @@ def read_plan_file(path: str | os.PathLike[str]) -> dict[str, Any]:
                     f"pass the path of a .json or .toml plan file",
                 )
             raw = handle.read(limit + 1)
+    except PlanError:
+        raise
     except OSError as exc:
         raise PlanError.single("file", f"cannot read {str(source)!r}: {exc.strerror}") from None
+    except ValueError as exc:  # a path the OS cannot take (a NUL byte)
+        raise PlanError.single("file", f"cannot read {str(source)!r}: {exc}") from None
     if len(raw) > limit:
         raise PlanError.single(
             "file",

@@ -716,6 +716,9 @@ def test_a_pipe_or_a_folder_named_like_a_plan_is_refused_without_waiting(world: 
             assert "not a regular file" in str(err.value) or "directory" in str(err.value)
     result = _cli("explain", str(pipe))
     assert result.exit_code == 1 and "not a regular file" in result.stderr, result.output
+    assert result.stderr.startswith("error: file: "), result.stderr
+    with pytest.raises(PlanError, match="embedded null byte"):
+        LoaderPlan.load(str(world.plans / "a\x00.toml"))
 
 
 PLUGIN_MODULE = "lk_untrusted_plugin"
