@@ -569,3 +569,48 @@ def test_a_previous_versions_end_of_epoch_state_starts_the_next_epoch(
         resumed.load_state_dict(old)
         assert ids(resumed) == reference(*config, 1)  # the whole next epoch, as before
         assert ids(resumed) == reference(*config, 2)
+
+
+class StatefulSplit(SelfSplit):
+    """A self-splitting stream with HF's state contract (the position in this process)."""
+
+    def __init__(self, n: int) -> None:
+        super().__init__(n, flag=True)
+        self.read = 0
+        self.start = 0
+
+    def __iter__(self) -> Iterator[int]:
+        block = list(super().__iter__())
+        start, self.start = self.start, 0
+        self.read = start
+        for x in block[start:]:
+            self.read += 1
+            yield x
+
+    def state_dict(self) -> dict[str, int]:
+        return {"read": self.read}
+
+    def load_state_dict(self, state: dict[str, int]) -> None:
+        self.start = state["read"]
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+@pytest.mark.parametrize("world", [1, 2])
+def test_a_stateful_self_splitting_stream_resumes_from_its_own_state(
+    workers: int, world: int
+) -> None:
+    for rank in range(world):
+        ranked = {"world_size": world, "rank": rank} if world > 1 else {}
+        plan = split_plan(StatefulSplit(23), workers, **ranked)
+        with plan.build() as loader:
+            assert loader.resume_native
+            whole = ids(loader)
+        for cut in range(1, len(whole)):
+            with plan.build() as loader:
+                iterator = iter(loader)
+                head = ids(itertools.islice(iterator, cut))
+                state = json.loads(json.dumps(loader.state_dict()))
+            assert any(s is not None for s in state["worker_states"])
+            with plan.build() as resumed:
+                resumed.load_state_dict(state)
+                assert head + ids(resumed) == whole, (rank, cut)
