@@ -1348,6 +1348,12 @@ def read_plan_file(path: str | os.PathLike[str]) -> dict[str, Any]:
     kind = suffix[1:].upper()
     try:
         text = raw.decode("utf-8")
+        if text.count(",") + text.count("\n") > 4 * LIMITS.values:  # before a long parse
+            raise PlanError.single(
+                "file",
+                f"{source.name!r} holds more than {LIMITS.values:,} values (by its commas and "
+                f"lines); a plan file is settings, not data: pass large arrays in bindings",
+            )
         if suffix == ".toml" and _DEEP_TOML_KEY.search(text.replace(" ", "").replace("\t", "")):
             raise PlanError.single(
                 "file",
