@@ -583,8 +583,10 @@ class DataLoaderBuilder:
         initialized ``torch.distributed`` group, else the ``RANK`` / ``WORLD_SIZE`` variables
         torchrun sets, else a single process); give both to fix them. ``even_batches`` makes
         every rank yield the same number of batches so collectives never hang.
-        ``enabled=False`` switches sharding off again. Replaces any earlier distributed
-        settings.
+        ``enabled=False`` switches sharding off again (the default: a plan that does not
+        shard is refused by ``build()`` on one of several ranks, so that no rank silently
+        reads the whole dataset; to read it all on every rank on purpose, fix
+        ``world_size=1, rank=0``). Replaces any earlier distributed settings.
         """
         return attrs.evolve(
             self,

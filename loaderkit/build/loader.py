@@ -1502,10 +1502,7 @@ class Loader:
         ``set_epoch(e)`` starts epoch ``e`` at batch 0; otherwise the epoch after the last
         pass started. O(1).
         """
-        if self._pending == "next":
-            self._epoch, self._delivered = self._epoch + 1, 0
-        elif self._pending == "set":
-            self._delivered = 0
+        self._epoch, self._delivered = self.next_pass
         self._pending = "next"
         self._generation += 1
         self._moves += 1

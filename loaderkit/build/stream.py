@@ -212,7 +212,8 @@ def _digest(value: Any, into: Any) -> bool:
     if isinstance(value, torch.Tensor):
         value = value.detach().cpu().contiguous()
         into.update(f"tensor:{value.dtype}:{tuple(value.shape)};".encode())
-        into.update(value.view(torch.uint8).numpy().tobytes() if value.numel() else b"")
+        flat = value.reshape(-1)  # a 0-d tensor cannot be viewed as bytes
+        into.update(flat.view(torch.uint8).numpy().tobytes() if value.numel() else b"")
         return True
     if isinstance(value, np.ndarray):
         into.update(f"array:{value.dtype}:{value.shape};".encode())

@@ -437,7 +437,7 @@ def explain_plan(plan: LoaderPlan) -> str:
             f"{repeated:,} samples repeated per epoch across ranks to even them out (wrap-around)"
         )
     if not d.enabled:
-        dist_line = "single process"
+        dist_line = "single process (build() refuses it on one of several ranks)"
     elif d.world_size is None:
         dist_line = "detected at build time (torch.distributed, else RANK/WORLD_SIZE env)"
     else:
