@@ -431,7 +431,8 @@ def resolve_ref(ref: str, *, allow_imports: bool = False) -> object:
 
     - the module must be trusted (:func:`trust_modules`) or ``allow_imports`` must be true;
       otherwise ``PermissionError`` says so and how to allow it, and nothing is imported;
-    - loaderkit's own modules are not trusted by default: a reference into ``loaderkit``
+    - loaderkit's own modules are not trusted by default (``allow_imports`` or
+      :func:`trust_modules` naming part of loaderkit opens them): a reference into ``loaderkit``
       resolves only to an object loaderkit registers (a collator, transform or dataset
       factory), which a plan can name by its registry name as well, and such a reference
       never imports a loaderkit module (one not imported yet holds nothing registered);
