@@ -26,10 +26,11 @@ Accelerate is imported only when an :class:`AcceleratedLoader` is iterated.
 
 from __future__ import annotations
 
-import copy
 import importlib
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
+
+from loaderkit.integrations._lookahead import LookaheadLoader
 
 if TYPE_CHECKING:
     from loaderkit.build.loader import Loader
@@ -52,7 +53,7 @@ def _base(loader: Any) -> Loader:
     return inner
 
 
-class AcceleratedLoader:
+class AcceleratedLoader(LookaheadLoader):
     """A loaderkit loader that tells Accelerate where each pass ends.
 
     ``AcceleratedLoader(plan.build())`` iterates exactly like the loader it wraps (the same
@@ -69,13 +70,11 @@ class AcceleratedLoader:
 
     def __init__(self, loader: Any) -> None:
         _base(loader)  # check it is one
-        self.loader = loader
-        """The wrapped loader."""
+        super().__init__(loader)
         self.end_of_dataloader = False
         """Whether the batch last yielded is the last of its pass (Accelerate reads it)."""
         self.remainder = -1
         """Samples added to even out the last batch: -1, unknown (Accelerate reads it)."""
-        self._held: dict[str, Any] | None = None  # the state while a batch is read ahead
 
     def __iter__(self) -> Iterator[Any]:
         gradient_state = importlib.import_module("accelerate.state").GradientState()
@@ -105,28 +104,6 @@ class AcceleratedLoader:
 
     def __len__(self) -> int:
         return len(self.loader)
-
-    def state_dict(self) -> dict[str, Any]:
-        """The position after the last batch this object yielded (JSON-serializable)."""
-        if self._held is not None:
-            return copy.deepcopy(self._held)
-        state: dict[str, Any] = self.loader.state_dict()
-        return state
-
-    def load_state_dict(self, state: Mapping[str, Any], *, strict: bool = True) -> None:
-        """Continue from ``state`` (what :meth:`state_dict` returned): the loader's own."""
-        self._held = None
-        self.loader.load_state_dict(state, strict=strict)
-
-    def set_epoch(self, epoch: int) -> None:
-        """The next pass is epoch ``epoch``, from its first batch: the loader's own."""
-        self._held = None
-        self.loader.set_epoch(epoch)
-
-    def __getattr__(self, name: str) -> Any:
-        if name == "loader":  # not set yet (unpickling): do not recurse
-            raise AttributeError(name)
-        return getattr(self.loader, name)
 
     def __repr__(self) -> str:
         return f"AcceleratedLoader({self.loader!r})"

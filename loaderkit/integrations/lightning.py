@@ -16,14 +16,15 @@ this by itself.
 
 from __future__ import annotations
 
-import copy
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from typing import Any
+
+from loaderkit.integrations._lookahead import LookaheadLoader
 
 __all__ = ["LightningStreamLoader", "for_lightning"]
 
 
-class LightningStreamLoader:
+class LightningStreamLoader(LookaheadLoader):
     """A streamed loader whose state leaves out the batch Lightning has read ahead.
 
     Iterates exactly like the wrapped loader. While a pass runs (from its second batch on),
@@ -34,40 +35,16 @@ class LightningStreamLoader:
     """
 
     def __init__(self, loader: Any) -> None:
-        self.loader = loader
-        """The wrapped loader."""
-        self._lagged: dict[str, Any] | None = None
+        super().__init__(loader)
 
     def __iter__(self) -> Iterator[Any]:
-        self._lagged = None
+        self._held = None
         previous: dict[str, Any] | None = None
         for batch in self.loader:
-            self._lagged = previous  # after the batch before this one
+            self._held = previous  # after the batch before this one
             previous = self.loader.state_dict()
             yield batch
-        self._lagged = None  # the pass ended: Lightning trains on what it holds first
-
-    def state_dict(self) -> dict[str, Any]:
-        """The position after the batches Lightning has trained on (JSON-serializable)."""
-        if self._lagged is not None:
-            return copy.deepcopy(self._lagged)
-        state: dict[str, Any] = self.loader.state_dict()
-        return state
-
-    def load_state_dict(self, state: Mapping[str, Any], *, strict: bool = True) -> None:
-        """Continue from ``state``: the loader's own ``load_state_dict``."""
-        self._lagged = None
-        self.loader.load_state_dict(state, strict=strict)
-
-    def set_epoch(self, epoch: int) -> None:
-        """The next pass is epoch ``epoch``: the loader's own ``set_epoch``."""
-        self._lagged = None
-        self.loader.set_epoch(epoch)
-
-    def __getattr__(self, name: str) -> Any:
-        if name == "loader":  # not set yet (unpickling): do not recurse
-            raise AttributeError(name)
-        return getattr(self.loader, name)
+        self._held = None  # the pass ended: Lightning trains on what it holds first
 
     def __repr__(self) -> str:
         return f"for_lightning({self.loader!r})"

@@ -6,6 +6,7 @@ runs, refuses unknown keys with a "did you mean", and reports all problems at on
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -1052,24 +1053,15 @@ def plan_from_dict(
     (``require_bindings=False``) imports no entry-point plugin: a plugin's collator or
     transform name is checked when the plan is loaded to build.
     """
-    if not require_bindings:
-        with no_plugin_imports():
-            return _plan_from_dict(
-                data,
-                bindings=bindings,
-                allow_imports=allow_imports,
-                require_bindings=require_bindings,
-                base_dir=base_dir,
-                allow_external_paths=allow_external_paths,
-            )
-    return _plan_from_dict(
-        data,
-        bindings=bindings,
-        allow_imports=allow_imports,
-        require_bindings=require_bindings,
-        base_dir=base_dir,
-        allow_external_paths=allow_external_paths,
-    )
+    with contextlib.nullcontext() if require_bindings else no_plugin_imports():
+        return _plan_from_dict(
+            data,
+            bindings=bindings,
+            allow_imports=allow_imports,
+            require_bindings=require_bindings,
+            base_dir=base_dir,
+            allow_external_paths=allow_external_paths,
+        )
 
 
 def _plan_from_dict(

@@ -13,14 +13,13 @@ checkpoint to the end); each rank writes
 from __future__ import annotations
 
 import json
-import os
-import socket
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 import torch
+from lk_torchrun import LAUNCH_TIMEOUT, torchrun
 
 from loaderkit import DataLoaderBuilder
 from loaderkit.integrations.accelerate import (
@@ -283,42 +282,10 @@ def test_save_state_and_load_state_continue_training_exactly(accelerate, tmp_pat
 
 # -- two processes under torchrun ---------------------------------------------------------------
 
-LAUNCH_TIMEOUT = 150
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
 
 def _launch(mode: str, out: Path) -> list[dict]:
-    env = {
-        **os.environ,
-        "OMP_NUM_THREADS": "1",
-        "PYTHONPATH": os.pathsep.join(sys.path),
-        "ACCELERATE_USE_CPU": "true",
-    }
-    command = [
-        sys.executable,
-        "-m",
-        "torch.distributed.run",
-        "--nnodes=1",
-        "--nproc-per-node=2",
-        "--master-addr=127.0.0.1",
-        f"--master-port={_free_port()}",
-        __file__,
-        mode,
-        str(out),
-    ]
-    try:
-        result = subprocess.run(
-            command, capture_output=True, text=True, timeout=LAUNCH_TIMEOUT, env=env, check=False
-        )
-    except subprocess.TimeoutExpired as exc:
-        pytest.fail(f"{mode} on 2 ranks hung for {LAUNCH_TIMEOUT} s:\n{exc.stderr}")
-    assert result.returncode == 0, result.stderr[-4000:]
-    return [json.loads((out / f"{mode}-rank{r}.json").read_text()) for r in range(2)]
+    reports = [str(out / f"{mode}-rank{r}.json") for r in range(2)]
+    return torchrun(__file__, mode, out, reports=reports, env={"ACCELERATE_USE_CPU": "true"})
 
 
 @pytest.mark.distributed

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from lk_torchrun import LAUNCH_TIMEOUT, torchrun
 
 from loaderkit import DataLoaderBuilder, DataModule
 from loaderkit.integrations.lightning import LightningStreamLoader, for_lightning
@@ -324,40 +325,11 @@ def test_for_lightning_wraps_only_streams():
 
 # -- two processes under torchrun: Lightning's DDP strategy (gloo) ------------------------------
 
-LAUNCH_TIMEOUT = 150
-
 
 def _launch(mode: str, out: Path) -> list[dict]:
-    import json
-    import os
-    import socket
-    import subprocess
-    import sys
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": os.pathsep.join(sys.path)}
-    command = [
-        sys.executable,
-        "-m",
-        "torch.distributed.run",
-        "--nnodes=1",
-        "--nproc-per-node=2",
-        "--master-addr=127.0.0.1",
-        f"--master-port={port}",
-        __file__,
-        mode,
-        str(out),
-    ]
-    try:
-        result = subprocess.run(
-            command, capture_output=True, text=True, timeout=LAUNCH_TIMEOUT, env=env, check=False
-        )
-    except subprocess.TimeoutExpired as exc:
-        pytest.fail(f"{mode} on 2 ranks hung for {LAUNCH_TIMEOUT} s:\n{exc.stderr}")
-    assert result.returncode == 0, result.stderr[-4000:]
-    return [json.loads((out / f"{mode}-rank{r}.json").read_text()) for r in range(2)]
+    return torchrun(
+        __file__, mode, out, reports=[str(out / f"{mode}-rank{r}.json") for r in range(2)]
+    )
 
 
 @pytest.mark.slow

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from lk_torchrun import LAUNCH_TIMEOUT, torchrun
 
 from loaderkit import DataLoaderBuilder
 
@@ -198,42 +199,14 @@ def test_a_stream_loader_resumes_inside_its_first_epoch(tmp_path: Path):
 
 # -- two processes under torchrun (slow) -------------------------------------------------------
 
-LAUNCH_TIMEOUT = 150
-
 
 @pytest.mark.slow
 @pytest.mark.distributed
 @pytest.mark.timeout(LAUNCH_TIMEOUT + 30)
 def test_two_ranks_train_their_shards_and_resume_exactly(tmp_path: Path):
-    import json
-    import os
-    import socket
-    import subprocess
-    import sys
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": os.pathsep.join(sys.path)}
-    command = [
-        sys.executable,
-        "-m",
-        "torch.distributed.run",
-        "--nnodes=1",
-        "--nproc-per-node=2",
-        "--master-addr=127.0.0.1",
-        f"--master-port={port}",
-        __file__,
-        str(tmp_path),
-    ]
-    try:
-        result = subprocess.run(
-            command, capture_output=True, text=True, timeout=LAUNCH_TIMEOUT, env=env, check=False
-        )
-    except subprocess.TimeoutExpired as exc:
-        pytest.fail(f"2 ranks hung for {LAUNCH_TIMEOUT} s:\n{exc.stderr}")
-    assert result.returncode == 0, result.stderr[-4000:]
-    reports = [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in range(2)]
+    reports = torchrun(
+        __file__, tmp_path, reports=[str(tmp_path / f"rank{r}.json") for r in range(2)]
+    )
     for report in reports:
         # 28 samples, 2 ranks x 2 per batch: 7 batches per rank and epoch; step 4 of 3 per
         # epoch is 3 batches into epoch 1
