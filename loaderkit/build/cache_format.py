@@ -40,6 +40,8 @@ from typing import Any
 import numpy as np
 import torch
 
+from loaderkit.plan.fields import CHECK_DTYPES
+
 __all__ = ["MAX_DEPTH", "CorruptEntryError", "code_digest", "decode", "encode"]
 
 MAGIC = b"LKCACHE1"
@@ -54,23 +56,7 @@ _HEAD = len(MAGIC) + _DIGEST
 
 _TORCH_DTYPES: dict[str, torch.dtype] = {
     name: dtype
-    for name in (
-        "bool",
-        "uint8",
-        "int8",
-        "int16",
-        "int32",
-        "int64",
-        "uint16",
-        "uint32",
-        "uint64",
-        "float16",
-        "bfloat16",
-        "float32",
-        "float64",
-        "complex64",
-        "complex128",
-    )
+    for name in CHECK_DTYPES  # torch's dtype names, as with_checks(dtypes=...) takes them
     if isinstance(dtype := getattr(torch, name, None), torch.dtype)
 }
 """The tensor dtypes an entry may name, and the only ones it can produce."""
