@@ -1,4 +1,4 @@
-"""Launch a script on two local ranks with torchrun (gloo on 127.0.0.1), with a timeout.
+"""Launch a script on local ranks with torchrun (gloo on 127.0.0.1), with a timeout.
 
 Shared by the tests that run a training stack under torchrun: each test file is also the
 script its ranks run, and each rank writes its report as JSON to ``out``.
@@ -27,19 +27,25 @@ def free_port() -> int:
 
 
 def torchrun(
-    script: str | Path, *args: object, reports: list[str], env: dict[str, str] | None = None
+    script: str | Path,
+    *args: object,
+    reports: list[str],
+    env: dict[str, str] | None = None,
+    nproc: int = 2,
+    killed: bool = False,
 ) -> list[dict]:
-    """Run ``script args...`` on 2 ranks; the JSON files ``reports`` (paths), in order.
+    """Run ``script args...`` on ``nproc`` ranks; the JSON files ``reports`` (paths), in order.
 
     A launch that hangs fails the test after :data:`LAUNCH_TIMEOUT` seconds with the ranks'
-    stderr; one that exits non-zero fails it with the end of that stderr.
+    stderr; one that exits non-zero fails it with the end of that stderr. ``killed``: the
+    ranks kill themselves once they reported, so the launcher must fail instead.
     """
     command = [
         sys.executable,
         "-m",
         "torch.distributed.run",
         "--nnodes=1",
-        "--nproc-per-node=2",
+        f"--nproc-per-node={nproc}",
         "--master-addr=127.0.0.1",
         f"--master-port={free_port()}",
         str(script),
@@ -61,8 +67,10 @@ def torchrun(
             check=False,
         )
     except subprocess.TimeoutExpired as exc:
-        pytest.fail(
-            f"{Path(script).name} {args} on 2 ranks hung for {LAUNCH_TIMEOUT} s:\n{exc.stderr}"
-        )
-    assert result.returncode == 0, result.stderr[-4000:]
+        name = Path(script).name
+        pytest.fail(f"{name} {args} on {nproc} ranks hung for {LAUNCH_TIMEOUT} s:\n{exc.stderr}")
+    if killed:
+        assert result.returncode != 0, "the ranks were to be killed"
+    else:
+        assert result.returncode == 0, result.stderr[-4000:]
     return [json.loads(Path(path).read_text()) for path in reports]

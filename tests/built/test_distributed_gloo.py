@@ -1,23 +1,19 @@
 """Real multi-process runs: torchrun, the gloo backend on localhost, two processes.
 
-Each test launches ``dist_worker.py`` with ``python -m torch.distributed.run --standalone``
-under a timeout, so a hang (a rank waiting in a collective) fails the test instead of stalling
-the run. The ranks write JSON reports that the test checks.
+Each test launches ``dist_worker.py`` with ``python -m torch.distributed.run`` (through
+``lk_torchrun``) under a timeout, so a hang (a rank waiting in a collective) fails the test
+instead of stalling the run. The ranks write JSON reports that the test checks.
 """
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
 from collections import Counter
 from pathlib import Path
 
 import pytest
+from lk_torchrun import LAUNCH_TIMEOUT, torchrun
 
 WORKER = Path(__file__).with_name("dist_worker.py")
-LAUNCH_TIMEOUT = 150
 
 pytestmark = [pytest.mark.timeout(2 * LAUNCH_TIMEOUT + 30), pytest.mark.distributed]
 
@@ -30,34 +26,8 @@ def launch(
     ``killed``: the ranks kill themselves (SIGKILL) once they reported, so the launcher
     must fail.
     """
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": os.pathsep.join(sys.path)}
-    command = [
-        sys.executable,
-        "-m",
-        "torch.distributed.run",
-        "--standalone",
-        f"--nproc-per-node={nproc}",
-        str(WORKER),
-        scenario,
-        str(out),
-        *(str(a) for a in args),
-    ]
-    try:
-        result = subprocess.run(
-            command,
-            capture_output=True,
-            text=True,
-            timeout=LAUNCH_TIMEOUT,
-            env=env,
-            check=False,
-        )
-    except subprocess.TimeoutExpired as exc:
-        pytest.fail(f"{scenario} on {nproc} ranks hung for {LAUNCH_TIMEOUT} s:\n{exc.stderr}")
-    if killed:
-        assert result.returncode != 0, "the ranks were to be killed"
-    else:
-        assert result.returncode == 0, result.stderr[-4000:]
-    return [json.loads((out / f"{scenario}-rank{r}.json").read_text()) for r in range(nproc)]
+    reports = [str(out / f"{scenario}-rank{r}.json") for r in range(nproc)]
+    return torchrun(WORKER, scenario, out, *args, reports=reports, nproc=nproc, killed=killed)
 
 
 @pytest.mark.parametrize("workers", [0, 2])
