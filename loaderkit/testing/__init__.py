@@ -9,11 +9,12 @@ loaderkit's own tests use it, and so can yours::
     def test_my_plans_compile(builder):
         builder.compile()
 
-Strategies: :func:`builders` and :func:`plans` draw loaderkit configurations; :func:`datasets`
-draws map-style datasets of token sequences, images or tabular rows (torch or HF) to run your
-plans on. Assertions: :func:`assert_reproducible`, :func:`assert_resumable`,
-:func:`assert_worker_invariant` and :func:`assert_elastic` check the properties every plan
-should have, and fail with the first differing batch, key and position, both values shown.
+Strategies: :func:`builders` and :func:`plans` draw loaderkit configurations;
+:func:`sample_datasets` draws map-style datasets of token sequences, images or tabular rows
+(torch or HF) to run your plans on. Assertions: :func:`assert_reproducible`,
+:func:`assert_resumable`, :func:`assert_worker_invariant` and :func:`assert_elastic` check the
+properties every plan should have, and fail with the first differing batch, key and position,
+both values shown.
 
 The strategies need ``hypothesis`` (``pip install 'loaderkit[test]'``): importing one without
 it raises an ``ImportError`` saying so. The ``assert_*`` helpers work without it.
@@ -33,7 +34,7 @@ from loaderkit.testing.assertions import (
 _STRATEGIES = (
     "builder_calls",
     "builders",
-    "datasets",
+    "sample_datasets",
     "image_datasets",
     "plans",
     "tabular_datasets",
@@ -48,6 +49,14 @@ def __getattr__(name: str) -> object:
         from loaderkit.testing import strategies
 
         return getattr(strategies, name)
+    if name == "datasets":
+        # a name a test file also imports from HF (`import datasets`): one would shadow the
+        # other. ImportError, not AttributeError: `from ... import` replaces the latter's text
+        raise ImportError(
+            "loaderkit.testing.datasets was renamed sample_datasets, so that it does not shadow "
+            "Hugging Face's `datasets` package in a test file: "
+            "`from loaderkit.testing import sample_datasets`"
+        )
     raise AttributeError(f"module 'loaderkit.testing' has no attribute {name!r}")
 
 
@@ -61,10 +70,10 @@ __all__ = [
     "builder_calls",
     "builders",
     "collect",
-    "datasets",
     "global_batches",
     "image_datasets",
     "plans",
+    "sample_datasets",
     "tabular_datasets",
     "token_datasets",
 ]

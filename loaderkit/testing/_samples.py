@@ -1,4 +1,4 @@
-"""The map-style datasets :func:`loaderkit.testing.datasets` draws (module level: picklable).
+"""The map-style datasets :func:`loaderkit.testing.sample_datasets` draws (module level: picklable).
 
 Kept apart from the strategies so that worker processes started with ``spawn`` can unpickle
 them without hypothesis.

@@ -185,6 +185,7 @@ def assert_batches_equal(
     The message reads ``"{label}: batch {k} differs at ['key'][i, j]: x vs y"`` (with the row
     around the position), or says how many batches each side has.
     """
+    __tracebackhide__ = True  # pytest shows the caller's line, not this frame
     prefix = f"{label}: " if label else ""
     for i, (a, b) in enumerate(zip(expected, actual, strict=False)):
         found = batches_differ(a, b)
@@ -199,6 +200,7 @@ def assert_batches_equal(
 
 def _explain(title: str, hint: str, check: Any, *args: Any, **kwargs: Any) -> None:
     """Run ``check``; re-raise its ``AssertionError`` under ``title`` with ``hint``."""
+    __tracebackhide__ = True  # pytest shows the caller's line, not this frame
     try:
         check(*args, **kwargs)
     except AssertionError as exc:
@@ -220,6 +222,7 @@ def assert_reproducible(plan: LoaderPlan, *, epochs: int = 2) -> None:
     Also asserts that epochs 0 and 1 of a shuffled plan of at least 10 samples read the samples
     in different orders (compared by index, so datasets of equal samples pass).
     """
+    __tracebackhide__ = True  # pytest shows the caller's line, not this frame
     runs = []
     for _ in range(2):
         with plan.build() as loader:
@@ -260,6 +263,7 @@ def assert_resumable(plan: LoaderPlan, *, at: Iterable[int] | None = None, epoch
     Also checks that the state survives JSON, that loading then saving gives it back, and that
     a state already taken is not changed by further iteration.
     """
+    __tracebackhide__ = True  # pytest shows the caller's line, not this frame
     with plan.build() as reference:
         reference.set_epoch(epoch)
         full = collect(reference) + collect(reference)  # this epoch and the next
@@ -321,6 +325,7 @@ def assert_worker_invariant(
     plan: LoaderPlan, *, workers: Sequence[int] = (0, 2), epochs: int = 2
 ) -> None:
     """Assert every worker count in ``workers`` gives identical batches for ``epochs`` epochs."""
+    __tracebackhide__ = True  # pytest shows the caller's line, not this frame
     runs = {}
     for count in workers:
         variant = plan.to_builder().with_workers(count).compile()
@@ -388,6 +393,7 @@ def assert_elastic(
     completed on several ranks (by wrapping around, ``even_batches``): it must start with the
     single-process tail.
     """
+    __tracebackhide__ = True  # pytest shows the caller's line, not this frame
     size = plan.batch.batch_size
     if plan.batch.scheduled:
         raise ValueError("assert_elastic needs a fixed batch size (the global batch)")

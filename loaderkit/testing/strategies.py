@@ -1,6 +1,6 @@
 """Hypothesis strategies for builders, plans and datasets.
 
-:func:`builders` and :func:`plans` draw loaderkit configurations; :func:`datasets` (and
+:func:`builders` and :func:`plans` draw loaderkit configurations; :func:`sample_datasets` (and
 :func:`token_datasets`, :func:`image_datasets`, :func:`tabular_datasets`) draw map-style
 datasets of token sequences, images or tabular rows, as torch datasets or HF
 ``datasets.Dataset`` objects, to run your plans and presets on.
@@ -9,7 +9,7 @@ datasets of token sequences, images or tabular rows, as torch datasets or HF
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Literal, get_args
 
 try:
     from hypothesis import strategies as st
@@ -28,12 +28,15 @@ __all__ = [
     "BACKENDS",
     "DATASET_KINDS",
     "TOKEN_LABELS",
+    "Backend",
     "BuilderCall",
+    "DatasetKind",
+    "TokenLabels",
     "builder_calls",
     "builders",
-    "datasets",
     "image_datasets",
     "plans",
+    "sample_datasets",
     "sample_transform",
     "tabular_datasets",
     "token_datasets",
@@ -164,13 +167,16 @@ def plans(*, max_length: int = 64) -> st.SearchStrategy[LoaderPlan]:
 
 # -- datasets ------------------------------------------------------------------------------------
 
-DATASET_KINDS = ("tokens", "images", "tabular")
-"""What :func:`datasets` draws: token sequences, images or tabular rows."""
+DatasetKind = Literal["tokens", "images", "tabular"]
+DATASET_KINDS: tuple[DatasetKind, ...] = get_args(DatasetKind)
+"""What :func:`sample_datasets` draws: token sequences, images or tabular rows."""
 
-BACKENDS = ("torch", "hf")
+Backend = Literal["torch", "hf"]
+BACKENDS: tuple[Backend, ...] = get_args(Backend)
 """How a drawn dataset is given: a map-style torch ``Dataset`` or an HF ``datasets.Dataset``."""
 
-TOKEN_LABELS = (None, "prompt_masked", "target", "class")
+TokenLabels = Literal["prompt_masked", "target", "class"]
+TOKEN_LABELS: tuple[TokenLabels | None, ...] = (None, *get_args(TokenLabels))
 """What ``labels`` a token sample carries (see :func:`token_datasets`)."""
 
 IGNORE_INDEX = -100
@@ -209,12 +215,12 @@ def token_datasets(
     vocab_size: int = 64,
     min_length: int = 1,
     max_length: int = 16,
-    labels: str | None = None,
+    labels: TokenLabels | None = None,
     num_classes: int = 2,
     min_target_length: int = 1,
     max_target_length: int = 8,
     tensors: bool = False,
-    backend: str = "torch",
+    backend: Backend = "torch",
 ) -> st.SearchStrategy[Any]:
     """Map-style datasets of tokenized text: samples ``{"input_ids": [ids...], ...}``.
 
@@ -288,7 +294,7 @@ def image_datasets(
     num_classes: int = 10,
     tuples: bool = False,
     image_key: str = "pixel_values",
-    backend: str = "torch",
+    backend: Backend = "torch",
 ) -> st.SearchStrategy[Any]:
     """Map-style datasets of images with class labels, every image of one dataset one size.
 
@@ -379,7 +385,7 @@ def tabular_datasets(
     num_classes: int | None = 3,
     columns: bool = False,
     allow_nan: bool = False,
-    backend: str = "torch",
+    backend: Backend = "torch",
 ) -> st.SearchStrategy[Any]:
     """Map-style datasets of tabular rows: float32 features and a label per row.
 
@@ -436,14 +442,14 @@ def tabular_datasets(
     return draw_dataset()
 
 
-def datasets(kind: str = "tokens", **options: Any) -> st.SearchStrategy[Any]:
+def sample_datasets(kind: DatasetKind = "tokens", **options: Any) -> st.SearchStrategy[Any]:
     """Map-style datasets for property tests of your plans: ``kind`` and its keyword options.
 
     ``kind`` is ``"tokens"`` (:func:`token_datasets`), ``"images"`` (:func:`image_datasets`)
     or ``"tabular"`` (:func:`tabular_datasets`); ``options`` go to that function. Every kind
     takes ``min_size`` / ``max_size`` (samples) and ``backend`` (``"torch"`` or ``"hf"``)::
 
-        @given(datasets("tokens", vocab_size=100, max_length=32, labels="prompt_masked"))
+        @given(sample_datasets("tokens", vocab_size=100, max_length=32, labels="prompt_masked"))
         def test_my_plan(ds): ...
     """
     makers: dict[str, Callable[..., st.SearchStrategy[Any]]] = {

@@ -23,7 +23,7 @@ from loaderkit.testing import (
     assert_resumable,
     assert_worker_invariant,
     collect,
-    datasets,
+    sample_datasets,
 )
 
 pytestmark = pytest.mark.timeout(300)
@@ -52,7 +52,7 @@ def _check_properties(plan: LoaderPlan, data: Any) -> None:
 
 @settings(max_examples=12)
 @given(
-    datasets("tokens", max_size=14, vocab_size=VOCAB, max_length=12),
+    sample_datasets("tokens", max_size=14, vocab_size=VOCAB, max_length=12),
     batch_sizes,
     seeds,
     st.booleans(),
@@ -106,7 +106,7 @@ def test_causal_lm_pretraining_under_a_token_budget() -> None:
 
 @settings(max_examples=12)
 @given(
-    datasets("tokens", max_size=14, vocab_size=VOCAB, max_length=12, labels="prompt_masked"),
+    sample_datasets("tokens", max_size=14, vocab_size=VOCAB, max_length=12, labels="prompt_masked"),
     batch_sizes,
     seeds,
     st.data(),
@@ -140,7 +140,7 @@ def test_instruction_tuning(dataset: Any, batch_size: int, seed: int, data: Any)
 
 @settings(max_examples=12)
 @given(
-    datasets("tokens", max_size=14, vocab_size=VOCAB, max_length=12),
+    sample_datasets("tokens", max_size=14, vocab_size=VOCAB, max_length=12),
     batch_sizes,
     seeds,
     st.data(),
@@ -188,7 +188,7 @@ def test_masked_lm(dataset: Any, batch_size: int, seed: int, data: Any) -> None:
 
 @settings(max_examples=12)
 @given(
-    datasets("tokens", max_size=12, vocab_size=VOCAB, max_length=10, labels="target"),
+    sample_datasets("tokens", max_size=12, vocab_size=VOCAB, max_length=10, labels="target"),
     batch_sizes,
     seeds,
     st.data(),
@@ -229,7 +229,7 @@ def test_seq2seq(dataset: Any, batch_size: int, seed: int, data: Any) -> None:
 
 @settings(max_examples=10)
 @given(
-    datasets("images", max_size=10, max_side=8, dtype="uint8"),
+    sample_datasets("images", max_size=10, max_side=8, dtype="uint8"),
     batch_sizes,
     seeds,
     st.data(),
@@ -273,7 +273,7 @@ def test_image_classification_reads_torchvision_tuples() -> None:
 
 
 @settings(max_examples=12)
-@given(datasets("tabular", max_size=20), st.integers(1, 8), seeds, st.data())
+@given(sample_datasets("tabular", max_size=20), st.integers(1, 8), seeds, st.data())
 def test_tabular(dataset: Any, batch_size: int, seed: int, data: Any) -> None:
     plan = presets.tabular(dataset, batch_size=batch_size, seed=seed, finite=["0"]).compile()
     features, labels = dataset.tensors
@@ -301,7 +301,9 @@ def test_tabular_finite_check_names_the_key() -> None:
 
 
 @settings(max_examples=3)
-@given(datasets("tokens", min_size=4, max_size=12, vocab_size=VOCAB, backend="hf"), st.data())
+@given(
+    sample_datasets("tokens", min_size=4, max_size=12, vocab_size=VOCAB, backend="hf"), st.data()
+)
 def test_causal_lm_pretraining_on_hf_datasets(dataset: Any, data: Any) -> None:
     plan = presets.causal_lm_pretraining(dataset, max_length=8, batch_size=2, seed=1).compile()
     with plan.build() as loader:
@@ -315,7 +317,9 @@ def test_causal_lm_pretraining_on_hf_datasets(dataset: Any, data: Any) -> None:
 
 
 @settings(max_examples=3)
-@given(datasets("images", min_size=2, max_size=6, max_side=6, pil=True, backend="hf"), st.data())
+@given(
+    sample_datasets("images", min_size=2, max_size=6, max_side=6, pil=True, backend="hf"), st.data()
+)
 def test_image_classification_on_hf_image_features(dataset: Any, data: Any) -> None:
     plan = presets.image_classification(dataset, batch_size=2, normalize=None).compile()
     with plan.build() as loader:
@@ -362,7 +366,7 @@ def test_presets_are_worker_invariant(
     name: str, kind: str, draw: dict[str, Any], options: dict[str, Any]
 ) -> None:
     @settings(max_examples=2)
-    @given(datasets(kind, min_size=4, **draw))
+    @given(sample_datasets(kind, min_size=4, **draw))
     def check(dataset: Any) -> None:
         plan = presets.get(name)(dataset, seed=5, **options).compile()
         assert_worker_invariant(plan, workers=(0, 2), epochs=1)

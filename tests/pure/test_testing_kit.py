@@ -24,8 +24,8 @@ from loaderkit.testing import (
     assert_resumable,
     assert_worker_invariant,
     batches_differ,
-    datasets,
     image_datasets,
+    sample_datasets,
     tabular_datasets,
     token_datasets,
 )
@@ -246,7 +246,7 @@ def test_assert_elastic_shows_both_global_batches(monkeypatch: pytest.MonkeyPatc
 
 
 @settings(max_examples=10)
-@given(datasets("tabular", max_size=12), st.integers(1, 5), st.integers(0, 2**32))
+@given(sample_datasets("tabular", max_size=12), st.integers(1, 5), st.integers(0, 2**32))
 def test_the_assertions_pass_on_good_plans(dataset: Any, batch_size: int, seed: int) -> None:
     plan = (
         DataLoaderBuilder()
@@ -261,7 +261,7 @@ def test_the_assertions_pass_on_good_plans(dataset: Any, batch_size: int, seed: 
 
 
 @settings(max_examples=3)
-@given(datasets("tokens", max_size=10))
+@given(sample_datasets("tokens", max_size=10))
 def test_worker_invariance_passes_on_good_plans(dataset: Any) -> None:
     plan = DataLoaderBuilder().with_dataset(dataset).with_batch_size(3).with_collator("text")
     assert_worker_invariant(plan.compile(), workers=(0, 2), epochs=1)
@@ -356,19 +356,19 @@ def test_tabular_datasets_as_columns(dataset: Any) -> None:
 def test_hf_backend(data: Any) -> None:
     import datasets as hf
 
-    tokens = data.draw(datasets("tokens", max_size=4, backend="hf", labels="class"))
+    tokens = data.draw(sample_datasets("tokens", max_size=4, backend="hf", labels="class"))
     assert isinstance(tokens, hf.Dataset)
     assert set(tokens.column_names) <= {"input_ids", "label"}
-    images = data.draw(datasets("images", max_size=3, backend="hf", pil=True))
+    images = data.draw(sample_datasets("images", max_size=3, backend="hf", pil=True))
     assert all(images[i]["pixel_values"].mode == "RGB" for i in range(len(images)))
-    table = data.draw(datasets("tabular", min_size=1, max_size=4, backend="hf"))
+    table = data.draw(sample_datasets("tabular", min_size=1, max_size=4, backend="hf"))
     assert table.column_names == ["features", "label"]
 
 
 @pytest.mark.parametrize(
     ("call", "message"),
     [
-        (lambda: datasets("audio"), "kind must be one of 'tokens', 'images', 'tabular'"),
+        (lambda: sample_datasets("audio"), "kind must be one of 'tokens', 'images', 'tabular'"),
         (lambda: token_datasets(min_length=5, max_length=2), "min_length must be <= max_length"),
         (lambda: token_datasets(labels="mlm"), "labels must be one of"),
         (lambda: token_datasets(backend="arrow"), "backend must be one of ('torch', 'hf')"),
@@ -390,7 +390,7 @@ def test_without_hypothesis_the_strategies_say_how_to_install_it() -> None:
         "from loaderkit.testing import assert_reproducible, batches_differ\n"
         "assert batches_differ([1], [1]) is None\n"
         "try:\n"
-        "    from loaderkit.testing import datasets\n"
+        "    from loaderkit.testing import sample_datasets\n"
         "except ImportError as exc:\n"
         "    print(exc)\n"
     )
@@ -399,3 +399,50 @@ def test_without_hypothesis_the_strategies_say_how_to_install_it() -> None:
     )
     assert "pip install 'loaderkit[test]'" in out.stdout
     assert "hypothesis" in out.stdout
+
+
+def test_the_old_datasets_name_says_it_was_renamed() -> None:
+    with pytest.raises(ImportError, match="renamed sample_datasets"):
+        from loaderkit.testing import datasets  # noqa: F401
+
+
+_FAILING_USER_TEST = '''
+import torch
+from loaderkit import DataLoaderBuilder
+from loaderkit.testing import assert_reproducible
+
+
+class Counter(torch.utils.data.Dataset):
+    reads = 0
+
+    def __len__(self):
+        return 64
+
+    def __getitem__(self, i):
+        Counter.reads += 1
+        return torch.arange(512) + Counter.reads
+
+
+def test_mine():
+    plan = DataLoaderBuilder().with_dataset(Counter()).with_batch_size(8).compile()
+    assert_reproducible(plan)
+'''
+
+
+def test_a_failing_assertion_shows_the_users_line_and_a_short_diff(tmp_path: Any) -> None:
+    """Under pytest the kit's own frames are hidden and no batch is dumped as a local."""
+    (tmp_path / "test_user.py").write_text(_FAILING_USER_TEST)
+    out = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--tb=long", "-l"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=170,
+        check=False,
+    )
+    text = out.stdout + out.stderr
+    assert out.returncode == 1, text[-3000:]
+    assert "assert_reproducible(plan)" in text  # the user's own line
+    assert "loaderkit/testing/assertions.py" not in text, text[-3000:]
+    assert "batch 0 differs" in text
+    assert len(text) < 6000, f"{len(text)} characters of failure output:\n{text[-3000:]}"
