@@ -400,7 +400,13 @@ def diff(a: Path, b: Path, allow_external_paths: bool) -> int:
     return EXIT_FAILED
 
 
-def _worker_counts(ctx: click.Context, param: click.Parameter, value: str) -> tuple[int, ...]:
+def _worker_counts(
+    ctx: click.Context, param: click.Parameter, value: str | None
+) -> tuple[int, ...]:
+    if value is None:  # the default: 0, then powers of two up to the CPUs this process may use
+        from loaderkit.cli.bench import default_worker_counts
+
+        return default_worker_counts()
     counts: list[int] = []
     for part in value.split(","):
         text = part.strip()
@@ -427,10 +433,10 @@ def _worker_counts(ctx: click.Context, param: click.Parameter, value: str) -> tu
 @click.option(
     "--workers",
     "workers",
-    default="0,1,2,4",
-    show_default=True,
+    default=None,
     callback=_worker_counts,
-    help="Worker counts to compare, separated by commas.",
+    help="Worker counts to compare, separated by commas. Default: 0, 1, 2, 4, ... up to the "
+    "CPUs this process may use (0,1,2 on 2 CPUs).",
 )
 @_external_paths_option
 @_debug_option

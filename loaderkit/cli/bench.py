@@ -2,12 +2,12 @@
 
 Two measurements, both on the plan's own loader (``plan.build()``), in this process:
 
-1. **Per worker count** (``--workers 0,1,2,4``): the plan with only ``num_workers`` changed is
-   built and ``--batches`` batches are drawn as fast as possible (the loop does nothing with
-   them; on CUDA it synchronizes after each batch so a batch counts once it is on the
-   device). The first batch, which pays for starting the workers, is reported apart as
-   *first batch*; samples/s and the latency percentiles (the time between two consecutive
-   batches reaching the loop) cover the batches after it.
+1. **Per worker count** (``--workers``; default 0, 1, 2, 4, ... up to the usable CPUs): the plan
+   with only ``num_workers`` changed is built and ``--batches`` batches are drawn as fast as
+   possible (the loop does nothing with them; on CUDA it synchronizes after each batch so a
+   batch counts once it is on the device). The first batch, which pays for starting the workers,
+   is reported apart as *first batch*; samples/s and the latency percentiles (the time between
+   two consecutive batches reaching the loop) cover the batches after it.
 2. **The split** (``0`` workers, so everything runs in this process where it can be timed):
    the loader's source reads (``fetch``; the per-sample transform counts here too), its
    collator calls (``collate``) and the rest of the loop (``other``: batch planning, batch
@@ -20,6 +20,7 @@ Two measurements, both on the plan's own loader (``plan.build()``), in this proc
 from __future__ import annotations
 
 import time
+import warnings
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -36,11 +37,19 @@ from loaderkit.build.device import move_to, pin, resolve_device, wants_pinning
 from loaderkit.build.fetch import BatchFetcher
 from loaderkit.cli.demo import progress_bar
 from loaderkit.cli.digest import batch_samples
+from loaderkit.plan.workers import usable_cpus
 
 if TYPE_CHECKING:
     from loaderkit.plan import LoaderPlan
 
-__all__ = ["Split", "WorkerResult", "measure_split", "measure_workers", "run_bench"]
+__all__ = [
+    "Split",
+    "WorkerResult",
+    "default_worker_counts",
+    "measure_split",
+    "measure_workers",
+    "run_bench",
+]
 
 
 @attrs.frozen
@@ -290,11 +299,37 @@ def split_table(split: Split) -> Table:
     return table
 
 
+def default_worker_counts(cpus: int | None = None) -> tuple[int, ...]:
+    """``0`` and the powers of two up to ``cpus`` (default: the CPUs this process may use).
+
+    More workers than CPUs only measures contention, so the default stops there (2 CPUs:
+    ``(0, 1, 2)``; 6 CPUs: ``(0, 1, 2, 4)``); ask for more with ``--workers``.
+    """
+    if cpus is None:
+        cpus = usable_cpus()[0]
+    counts, n = [0], 1
+    while n <= cpus:
+        counts.append(n)
+        n *= 2
+    return tuple(counts)
+
+
 def run_bench(plan: LoaderPlan, *, batches: int, worker_counts: tuple[int, ...]) -> None:
     """Run ``loaderkit bench``: time each worker count, split the time, name the fastest."""
     console = Console()
     results: list[WorkerResult] = []
-    with progress_bar(Console(stderr=True)) as progress:
+    cpus = usable_cpus()[0]
+    over = [n for n in worker_counts if n > cpus]
+    if over:  # said once here, instead of torch's warning twice per loader
+        click.echo(
+            f"note: {', '.join(map(str, over))} workers is more than the {cpus} "
+            f"CPU{'' if cpus == 1 else 's'} this process may use; those rows measure contention",
+            err=True,
+        )
+    with warnings.catch_warnings(), progress_bar(Console(stderr=True)) as progress:
+        warnings.filterwarnings(
+            "ignore", message="This DataLoader will create", category=UserWarning
+        )
         for workers in worker_counts:
             label = f"{workers} worker" + ("" if workers == 1 else "s")
             task = progress.add_task(label, total=batches, status="")

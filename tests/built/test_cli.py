@@ -9,6 +9,7 @@ import re
 import runpy
 import subprocess
 import sys
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -279,6 +280,31 @@ def test_bench_reports_each_worker_count_the_split_and_the_fastest(plan_dir: Pat
         assert re.search(rf"│ {part}\s+│\s+[\d.]+ ms\s+│\s+\d+%", out), (part, out)
     assert "none: the plan delivers on the CPU" in out
     assert re.search(r"fastest: [01] workers?, [\d,]+ samples/s", out)
+
+
+@pytest.mark.parametrize(
+    ("cpus", "counts"), [(1, (0, 1)), (2, (0, 1, 2)), (6, (0, 1, 2, 4)), (8, (0, 1, 2, 4, 8))]
+)
+def test_bench_compares_worker_counts_up_to_the_cpus_by_default(cpus: int, counts: tuple):
+    from loaderkit.cli.bench import default_worker_counts
+
+    assert default_worker_counts(cpus) == counts
+
+
+def test_bench_says_once_that_workers_exceed_the_cpus(plan_dir: Path):
+    from loaderkit.plan.workers import usable_cpus
+
+    cpus = usable_cpus()[0]
+    if cpus > 8:
+        pytest.skip("spawning more workers than CPUs is too many here")
+    more = cpus + 1  # torch warns about this count (twice per loader) on its own
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        result = run("bench", str(plan_dir / "demo.toml"), "--batches", "2", "--workers", f"{more}")
+    assert result.exit_code == EXIT_OK, result.output
+    assert result.stderr.count(f"{more} workers is more than the {cpus} CPU") == 1, result.stderr
+    assert "This DataLoader will create" not in result.output
+    assert not [w for w in caught if "This DataLoader will create" in str(w.message)]
 
 
 def test_bench_measurements_count_what_they_time(plan_dir: Path):
