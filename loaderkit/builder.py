@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import attrs
 
@@ -55,6 +55,9 @@ from loaderkit.plan.specs import (
     WeightsSpec,
     WorkersSpec,
 )
+
+if TYPE_CHECKING:
+    from loaderkit.build.loader import Loader
 
 __all__ = ["DataLoaderBuilder"]
 
@@ -629,6 +632,14 @@ class DataLoaderBuilder:
         if problems:
             raise PlanError(problems)
         return plan
+
+    def build(self, split: str = "train") -> Loader:
+        """Compile and build in one call: ``compile().build(split)`` (for notebooks).
+
+        The plan is compiled (all problems raised together, as :meth:`compile` does) and its
+        loader returned; keep ``compile()`` when the plan is saved, shared or reused.
+        """
+        return self.compile().build(split)
 
     @classmethod
     def _from_plan(cls, plan: LoaderPlan) -> DataLoaderBuilder:

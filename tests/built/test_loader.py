@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from lk_testdata import FailingDataset, IndexDataset, global_draws, noisy
 
 import loaderkit as lk
-from loaderkit import DataLoaderBuilder
+from loaderkit import DataLoaderBuilder, PlanError
 from loaderkit.testing import (
     assert_batches_equal,
     assert_reproducible,
@@ -448,3 +448,12 @@ def test_datasets_with_set_epoch_hear_every_epoch_even_in_persistent_workers(wor
     with plan.build() as resumed:
         resumed.load_state_dict(state)
         assert {int(e) for batch in resumed for e in batch["epoch"]} == {2}
+
+
+def test_the_builder_builds_in_one_call_what_compile_then_build_gives():
+    builder = DataLoaderBuilder().with_dataset(list(range(10))).with_batch_size(3).with_shuffle()
+    loader = builder.build()
+    assert loader.plan == builder.compile()
+    assert [b.tolist() for b in loader] == [b.tolist() for b in builder.compile().build()]
+    with pytest.raises(PlanError, match="dataset"):  # every problem raised, as compile() does
+        DataLoaderBuilder().with_batch_size(3).build()
