@@ -33,7 +33,7 @@ from loaderkit.plan.fields import (
     workers_spec,
 )
 from loaderkit.plan.plan import PLAN_SECTIONS, LoaderPlan
-from loaderkit.plan.preset import PresetSpec, preset_repr
+from loaderkit.plan.preset import PresetSpec, preset_chain
 from loaderkit.plan.serde import checks_to_dict
 from loaderkit.plan.specs import (
     DEFAULT_COLLATOR,
@@ -651,12 +651,19 @@ class DataLoaderBuilder:
     # -- display ----------------------------------------------------------------------------
 
     def __repr__(self) -> str:
+        return "".join(self._chain())
+
+    def _chain(self) -> list[str]:
+        """The repr call by call: ``DataLoaderBuilder()`` (or the preset call), then ``with_*``.
+
+        The notebook view shows one call per line.
+        """
         calls = self._repr_calls()
         if self._preset is not None:  # made by loaderkit.presets: the preset call, then changes
-            shown = preset_repr(self._preset, calls)
+            shown = preset_chain(self._preset, calls)
             if shown is not None:
                 return shown
-        return "DataLoaderBuilder()" + "".join(calls)
+        return ["DataLoaderBuilder()", *calls]
 
     def _repr_calls(self) -> list[str]:
         """The ``with_*`` calls that rebuild this builder from ``DataLoaderBuilder()``."""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import html
+import re
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -484,6 +485,8 @@ class _Compiles(Protocol):
 
     def compile(self) -> LoaderPlan: ...
 
+    def _chain(self) -> list[str]: ...
+
 
 class _Explains(Protocol):
     """What the HTML view needs of a built loader (``plan/`` does not import ``build/``)."""
@@ -528,7 +531,8 @@ def settings_rows(plan: LoaderPlan) -> list[tuple[str, str, str, bool]]:
 
 
 _DIM = "opacity:0.5"
-_CELL = "text-align:left;padding-right:1em"
+_CELL = "text-align:left;padding-right:1em;white-space:nowrap"
+_VALUE_CELL = "text-align:left;overflow-wrap:anywhere"
 
 
 def _settings_table(plan: LoaderPlan) -> str:
@@ -540,9 +544,8 @@ def _settings_table(plan: LoaderPlan) -> str:
         previous = section
         attrs_ = f' style="{_DIM}" title="default"' if default else ""
         cells = "".join(f'<td style="{_CELL}">{html.escape(text)}</td>' for text in (shown, field))
-        body.append(
-            f'<tr{attrs_}>{cells}<td style="{_CELL}"><code>{html.escape(value)}</code></td></tr>'
-        )
+        value_cell = f'<td style="{_VALUE_CELL}"><code>{html.escape(value)}</code></td>'
+        body.append(f"<tr{attrs_}>{cells}{value_cell}</tr>")
     set_ = sum(not row[3] for row in rows)
     head = "".join(f'<th style="{_CELL}">{name}</th>' for name in ("section", "field", "value"))
     return (
@@ -553,13 +556,19 @@ def _settings_table(plan: LoaderPlan) -> str:
     )
 
 
-def _plan_parts(plan: LoaderPlan, explained: str) -> str:
-    """The settings table, ``explained`` in a ``<pre>``, and the fingerprint."""
-    return (
-        f"{_settings_table(plan)}"
-        f'<pre class="loaderkit-explain">{html.escape(explained)}</pre>'
-        f"<div>fingerprint <code>{html.escape(plan.fingerprint)}</code></div>"
-    )
+_WRAP = "white-space:pre-wrap;overflow-wrap:anywhere"
+"""Long lines wrap inside the output cell instead of scrolling it sideways."""
+
+
+def _plan_parts(explained: str) -> str:
+    """The settings table and ``explained`` in a ``<pre>`` without its title line.
+
+    The frame's title names the object; the full fingerprint is the report's last line(s),
+    so each fact appears once.
+    """
+    title, _, body = explained.partition("\n")
+    text = body if title.startswith("LoaderPlan ") else explained
+    return f'<pre class="loaderkit-explain" style="{_WRAP}">{html.escape(text)}</pre>'
 
 
 def _frame(title: str, subtitle: str, body: str) -> str:
@@ -580,20 +589,27 @@ def _unbound(plan: LoaderPlan) -> str:
 def plan_html(plan: LoaderPlan) -> str:
     """The notebook view of a plan (``LoaderPlan._repr_html_``).
 
-    Its settings (section / field / value; defaults dimmed), ``explain()`` in a ``<pre>``
-    and the fingerprint. Every text from the plan is HTML-escaped.
+    Its settings (section / field / value; defaults dimmed) and ``explain()`` in a ``<pre>``
+    (which ends with the fingerprint). Every text from the plan is HTML-escaped.
     """
-    status = f" ({_unbound(plan)})" if not plan.bound else ""
-    return _frame("LoaderPlan", plan.fingerprint[:12] + status, _plan_parts(plan, plan.explain()))
+    status = _unbound(plan) if not plan.bound else "bound: build() makes its loader"
+    return _frame("LoaderPlan", status, _settings_table(plan) + _plan_parts(plan.explain()))
+
+
+def _chain_html(builder: _Compiles) -> str:
+    """The builder's chain, one call per line (long calls wrap)."""
+    head, *calls = builder._chain()
+    text = "\n".join([head, *(f"    {call}" for call in calls)])
+    return f'<pre class="loaderkit-chain" style="{_WRAP}">{html.escape(text)}</pre>'
 
 
 def builder_html(builder: _Compiles) -> str:
     """The notebook view of a builder (``DataLoaderBuilder._repr_html_``).
 
-    The chain that rebuilds it, then what it compiles to (as :func:`plan_html`), or, when it
-    does not compile yet, every problem ``compile()`` reports.
+    The chain that rebuilds it, one call per line, then what it compiles to (as
+    :func:`plan_html`), or, when it does not compile yet, every problem ``compile()`` reports.
     """
-    chain = f"<pre>{html.escape(repr(builder))}</pre>"
+    chain = _chain_html(builder)
     try:
         plan = builder.compile()
     except PlanError as exc:
@@ -601,20 +617,23 @@ def builder_html(builder: _Compiles) -> str:
         return _frame(
             "DataLoaderBuilder",
             f"does not compile yet: {problems} problem{'s' if problems != 1 else ''}",
-            f'{chain}<pre class="loaderkit-problems">{html.escape(str(exc))}</pre>',
+            f'{chain}<pre class="loaderkit-problems" style="{_WRAP}">{html.escape(str(exc))}</pre>',
         )
     return _frame(
         "DataLoaderBuilder",
-        f"compiles to plan {plan.fingerprint[:12]}",
-        chain + _plan_parts(plan, plan.explain()),
+        "compiles to the plan below",
+        chain + _settings_table(plan) + _plan_parts(plan.explain()),
     )
 
 
 def loader_html(loader: _Explains) -> str:
     """The notebook view of a built loader (``Loader._repr_html_``, ``StreamLoader``'s too).
 
-    Its ``repr`` (position, rank, device), its plan's settings, the loader's ``explain()``
-    (the plan's report plus what was resolved on this machine) and the fingerprint.
+    Its position, rank and device (its ``repr`` without the plan's short fingerprint, which
+    the report shows in full), its plan's settings and the loader's ``explain()`` (the plan's
+    report plus what was resolved on this machine).
     """
     name, _, rest = repr(loader).partition("(")
-    return _frame(name, f"({rest}", _plan_parts(loader.plan, loader.explain()))
+    rest = re.sub(r"^plan=[0-9a-f]+, ", "", rest)
+    body = _settings_table(loader.plan) + _plan_parts(loader.explain())
+    return _frame(name, f"({rest}", body)

@@ -18,7 +18,7 @@ import attrs
 from loaderkit._checks import FrozenMap, freeze_value, thaw_value
 from loaderkit.errors import PlanTypeError
 
-__all__ = ["RESET_CALLS", "PresetSpec", "preset_repr", "preset_spec"]
+__all__ = ["RESET_CALLS", "PresetSpec", "preset_chain", "preset_spec"]
 
 RESET_CALLS = {
     "with_batch_size": ".with_batch_size(1)",
@@ -85,8 +85,8 @@ def _method(call: str) -> str:
     return found.group(1) if found else call
 
 
-def preset_repr(spec: PresetSpec, calls: Sequence[str]) -> str | None:
-    """The repr of a builder made from a preset: the preset call, then what changed since.
+def preset_chain(spec: PresetSpec, calls: Sequence[str]) -> list[str] | None:
+    """The repr of a builder made from a preset, call by call: the preset call, then changes.
 
     ``calls`` are the builder's ``with_*`` calls as its plain repr shows them. A call the
     preset's builder did not have is appended as it is (a ``with_*`` call replaces the
@@ -107,4 +107,4 @@ def preset_repr(spec: PresetSpec, calls: Sequence[str]) -> str | None:
         if reset is None:
             return None
         out.append(reset)
-    return "".join(out)
+    return out

@@ -82,11 +82,15 @@ def test_a_loader_shows_its_position_settings_and_report_escaped(dataset):
     assert "<script" not in markup
     page = Page(markup)
     assert "script" not in page.tags
-    assert page.pres["loaderkit-explain"] == explained
+    assert page.pres["loaderkit-explain"] == explained.partition("\n")[2]  # no title line
     assert HOSTILE in explained and "resolved" in explained  # the loader's report, not the plan's
     assert shown.startswith(type(loader).__name__ + "(")
-    assert page.title == shown[len(type(loader).__name__) :]  # its position: batch 1
+    # its position (batch 1), without the plan's short fingerprint: the report has it in full
+    assert page.title == shown[len(type(loader).__name__) :].replace(
+        f"plan={plan.fingerprint[:12]}, ", ""
+    )
     assert "batch=1" in page.title
+    assert markup.count(plan.fingerprint[:12]) == 1
     assert [repr(f"{__name__}.{HOSTILE}")] == [
         cells[2] for cells in page.rows if cells and cells[1] == "type"
     ]

@@ -104,7 +104,11 @@ def test_repr_is_the_chain_with_defaults_omitted():
         ".with_distributed(world_size=2, rank=1)"
     )
     assert repr(DataLoaderBuilder().with_batch_size(1).with_seed(0)) == "DataLoaderBuilder()"
-    assert "<pre>" in b._repr_html_()
+    assert (
+        '<pre class="loaderkit-chain" style="white-space:pre-wrap;overflow-wrap:anywhere">'
+        "DataLoaderBuilder()\n    .with_dataset(&lt;list: 10 samples&gt;, name=&#x27;train&#x27;)\n"
+        "    .with_batch_size(4, drop_last=True)\n"
+    ) in b._repr_html_()
 
 
 def test_repr_shows_registry_collators_with_options_and_callables_by_name():
