@@ -29,6 +29,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from loaderkit._checks import did_you_mean
 from loaderkit.errors import PlanError
 from loaderkit.plan.specs import DatasetSpec, LengthSource, MixtureSpec
 
@@ -83,10 +84,37 @@ def _column(data: Any, spec: DatasetSpec, name: str) -> tuple[Lengths, str]:
             return np.full(shape[0], shape[1], dtype=np.int64), f"constant width of {name!r}"
         lengths = _measured(column, name, len(column))
         return lengths, f"lengths of the {len(column):,} values of {name!r} in {_since(started)}"
+    _check_keyed(data, name)
     if spec.kind == "samples" and isinstance(data, Sequence):
         lengths = _measured((s[name] for s in data), name, len(data))
         return lengths, f"lengths of {name!r} in {len(data):,} samples in {_since(started)}"
     return _call_each(data, lambda s: _length(s[name], name), f"{name!r} of every sample")
+
+
+def _check_keyed(data: Any, name: str) -> None:
+    """Refuse a key ``name`` when the first sample is not a mapping that holds it."""
+    try:
+        first = data[0] if len(data) else None
+    except Exception:  # noqa: BLE001 - reading sample by sample below says what fails
+        return
+    if first is None:
+        return
+    if not isinstance(first, Mapping):
+        shape = f" of {len(first)} items" if isinstance(first, tuple | list) else ""
+        raise PlanError.single(
+            "bucketing.length",
+            f"{name!r} names a key, but the samples of this dataset are "
+            f"{type(first).__name__}s{shape}, not dicts; give a function of a sample "
+            f"instead, e.g. with_bucketing(lambda sample: len(sample[0]), ...) for the first "
+            f"item's length",
+        )
+    if name not in first:
+        keys = [str(k) for k in first]
+        raise PlanError.single(
+            "bucketing.length",
+            f"sample 0 has no key {name!r} (its keys: {', '.join(map(repr, keys))})"
+            f"{did_you_mean(name, keys)}; name one of its keys, or give a function of a sample",
+        )
 
 
 def _length(value: Any, name: str) -> int:
