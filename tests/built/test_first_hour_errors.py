@@ -36,14 +36,7 @@ def test_a_missing_key_names_the_keys_and_the_nearest():
         PlanError, match=r"sample 0 has no key 'input_id' \(its keys: 'input_ids'\)"
     ):
         builder.build()
-    assert (
-        len(
-            list(
-                DataLoaderBuilder()
-                .with_dataset(DictSamples())
-                .with_bucketing("input_ids", max_tokens=8)
-                .build()
-            )
-        )
-        >= 1
+    fixed = (
+        DataLoaderBuilder().with_dataset(DictSamples()).with_bucketing("input_ids", max_tokens=8)
     )
+    assert len(fixed.build()) >= 1  # the lengths are read at build
