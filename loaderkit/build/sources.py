@@ -520,9 +520,11 @@ def _hf_list_dtype(dtype: np.dtype[Any]) -> np.dtype[Any]:
 
 
 def _hf_list_dtypes(ds: Any) -> dict[str, torch.dtype]:
-    """The dtype of each list-of-numbers column ``ds`` formats as Python lists (the Arrow rule).
+    """The dtype of each list-of-numbers column HF formats as Python lists (the Arrow rule).
 
-    Empty where HF's stock formatters do not make the rows (a transform, format kwargs).
+    Those are the columns of the stock python formatter without format kwargs, and the columns
+    left out of the format's columns with ``output_all_columns`` (HF formats them with its
+    python formatter, whatever the format or transform); a transform's output has no dtype.
     """
     pa = _pyarrow()
     try:
@@ -530,15 +532,16 @@ def _hf_list_dtypes(ds: Any) -> dict[str, torch.dtype]:
         features, schema = ds._info.features, ds._data.table.schema
     except AttributeError:
         return {}
+    if features is None:
+        return {}
     style = _HF_STYLES.get(format_type)
-    if style is None or kwargs or features is None:
-        return {}
-    if not _hf_stock_formatter(format_type, style, features):
-        return {}
+    stock_python = (
+        style == "python" and not kwargs and _hf_stock_formatter(format_type, style, features)
+    )
     out = {}
     for name in schema.names:
         formatted = format_columns is None or name in format_columns
-        python = style == "python" or (not formatted and output_all)
+        python = stock_python if formatted else output_all
         feature = features.get(name)
         if not python or feature is None or not _hf_plain_feature(feature):
             continue
