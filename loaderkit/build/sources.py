@@ -5,9 +5,11 @@ A source answers three questions for a batch of sample indices:
 - ``sample(i)``: one sample, exactly what ``dataset[i]`` would give;
 - ``samples(indices)``: the list of samples, fetched at once where the dataset can
   (``__getitems__``, HF's Arrow ``take``, column gathers);
-- ``default_batch(indices)``: the batch ``default_collate(samples(indices))`` would make,
-  computed column-wise without materializing samples, or ``None`` where that is not possible.
-  This is the fast path: one gather per column instead of one ``__getitem__`` per sample.
+- ``default_batch(indices)``: the batch the ``default`` collator would make of
+  ``samples(indices)``, computed column-wise without materializing samples, or ``None`` where
+  that is not possible. This is the fast path: one gather per column instead of one
+  ``__getitem__`` per sample. For HF datasets, list columns of numbers formatted as Python
+  lists keep their Arrow dtype (see :class:`HFSource`).
 """
 
 from __future__ import annotations
@@ -18,8 +20,9 @@ from typing import Any, NamedTuple
 import numpy as np
 import numpy.typing as npt
 import torch
-from torch.utils.data import TensorDataset, default_collate
+from torch.utils.data import TensorDataset
 
+from loaderkit.collators.default import default_collate
 from loaderkit.order.mixture import source_of
 from loaderkit.plan.specs import DatasetSpec
 
@@ -47,7 +50,7 @@ class Source:
         return [data[i] for i in indices.tolist()]
 
     def default_batch(self, indices: Indices) -> Any | None:
-        """``default_collate(self.samples(indices))`` computed column-wise, or ``None``."""
+        """The ``default`` collator's batch of ``self.samples(indices)``, or ``None``."""
         return None
 
     def epoch_hooks(self) -> list[Callable[[int], Any]]:
@@ -66,7 +69,7 @@ def _gather(column: Any, indices: Indices, index_tensor: torch.Tensor) -> Any:
         return torch.index_select(column, 0, index_tensor)
     if isinstance(column, np.ndarray) and column.dtype.kind in "biufc":
         return torch.as_tensor(column[indices])
-    return default_collate([column[i] for i in indices.tolist()])
+    return default_collate([column[i] for i in indices.tolist()])  # the default collator's
 
 
 def _can_gather(column: Any) -> bool:
@@ -121,10 +124,14 @@ class HFSource(Source):
     ``default_batch`` reads the dataset's Arrow table directly (a numpy gather from zero-copy
     views of number columns, an Arrow ``take`` for the others; rows mapped through the indices
     mapping that ``select``/``shuffle``/``filter`` leave) and converts each column the way HF's
-    formatter for the dataset's format (python, numpy, torch) followed by ``default_collate``
-    would. Whatever it cannot prove identical (a custom transform, format kwargs, features that
-    decode, nulls, types beyond numbers, strings and lists of numbers, ragged lists) takes HF's
-    own path: one formatted ``ds[list]``.
+    formatter for the dataset's format (python, numpy, torch) followed by the ``default``
+    collator would, with one rule added: a list column of numbers (fixed-size, nested, or
+    ``List`` rows of one length in the batch) formatted as Python lists becomes one
+    ``[batch, ...]`` tensor of the column's Arrow dtype (uint16 and uint32, which torch barely
+    supports, widen to int32 and int64), not the float64/int64 of Python numbers. Whatever it
+    cannot prove identical (a custom transform, format kwargs, features that decode, nulls,
+    types beyond numbers, strings and lists of numbers, ragged lists) takes HF's own path: one
+    formatted ``ds[list]``, to which the same dtype rule applies.
     """
 
     def __init__(self, data: Any) -> None:
@@ -151,13 +158,19 @@ class HFSource(Source):
     def _formatted_batch(self, indices: Indices) -> dict[str, Any]:
         """The batch through HF's formatted ``ds[list]``, collated column by column."""
         columns = self.data[indices.tolist()]
+        dtypes = _hf_list_dtypes(self.data)
         n = len(indices)
         out = {}
         for key, value in columns.items():
             if isinstance(value, torch.Tensor) and value.ndim >= 1 and value.shape[0] == n:
                 out[key] = value
-            else:  # python objects or ragged rows: collate what default_collate would see
-                out[key] = default_collate(list(value))
+                continue
+            # python objects or ragged rows: collate what the default collator would see
+            batch = default_collate([{key: row} for row in value])[key]
+            dtype = dtypes.get(key)
+            if dtype is not None and isinstance(batch, torch.Tensor) and batch.ndim >= 2:
+                batch = batch.to(dtype)  # exact: the Python numbers came from this dtype
+            out[key] = batch
         return out
 
     def _arrow_batch(self, indices: Indices) -> dict[str, Any] | None:
@@ -487,20 +500,67 @@ def _hf_numbers(values: npt.NDArray[Any], style: str) -> Any:
     if style == "numpy":  # NumpyFormatter._tensorize: np.asarray, to int64 / float32
         target: type[np.generic] = np.float32 if kind == "f" else np.int64
         return torch.tensor(values if kind == "b" else np.asarray(values, dtype=target))
-    # python: ints, floats and bools, which default_collate makes int64, float64 and bool
-    # tensors; lists of them it transposes into (nested) lists of such tensors
+    # python: ints, floats and bools, which the default collator makes int64, float64 and
+    # bool tensors; lists of them one [batch, ...] tensor, in the column's Arrow dtype
+    if values.ndim > 1:
+        return torch.tensor(np.asarray(values, dtype=_hf_list_dtype(values.dtype)))
     target = np.float64 if kind == "f" else np.int64
-    batch = torch.tensor(values if kind == "b" else np.asarray(values, dtype=target))
-    if batch.ndim == 1:
-        return batch
-    return _hf_transposed(batch.permute(*range(1, batch.ndim), 0).contiguous())
+    return torch.tensor(values if kind == "b" else np.asarray(values, dtype=target))
 
 
-def _hf_transposed(batch: torch.Tensor) -> Any:
-    """A ``(d1, ..., dk, n)`` tensor as ``d1`` lists of ... ``dk`` tensors of ``n`` values."""
-    if batch.ndim == 1:
-        return batch
-    return [_hf_transposed(part) for part in batch.unbind(0)]
+_WIDER_UNSIGNED = {2: np.int32, 4: np.int64}
+"""uint16 and uint32, whose torch tensors lack most operations, widen to a signed dtype."""
+
+
+def _hf_list_dtype(dtype: np.dtype[Any]) -> np.dtype[Any]:
+    """The numpy dtype of a batch of Python-formatted list rows of Arrow dtype ``dtype``."""
+    if dtype.kind == "u" and dtype.itemsize in _WIDER_UNSIGNED:
+        return np.dtype(_WIDER_UNSIGNED[dtype.itemsize])
+    return dtype
+
+
+def _hf_list_dtypes(ds: Any) -> dict[str, torch.dtype]:
+    """The dtype of each list-of-numbers column HF formats as Python lists (the Arrow rule).
+
+    Those are the columns of the stock python formatter without format kwargs, and the columns
+    left out of the format's columns with ``output_all_columns`` (HF formats them with its
+    python formatter, whatever the format or transform); a transform's output has no dtype.
+    """
+    pa = _pyarrow()
+    try:
+        format_type, format_columns, output_all, kwargs = _hf_format(ds)
+        features, schema = ds._info.features, ds._data.table.schema
+    except AttributeError:
+        return {}
+    if features is None:
+        return {}
+    style = _HF_STYLES.get(format_type)
+    stock_python = (
+        style == "python" and not kwargs and _hf_stock_formatter(format_type, style, features)
+    )
+    out = {}
+    for name in schema.names:
+        formatted = format_columns is None or name in format_columns
+        python = stock_python if formatted else output_all
+        feature = features.get(name)
+        if not python or feature is None or not _hf_plain_feature(feature):
+            continue
+        arrow_type = schema.field(name).type
+        depth = 0
+        while (
+            pa.types.is_list(arrow_type)
+            or pa.types.is_large_list(arrow_type)
+            or (pa.types.is_fixed_size_list(arrow_type))
+        ):
+            arrow_type, depth = arrow_type.value_type, depth + 1
+        numeric = pa.types.is_integer(arrow_type) or pa.types.is_floating(arrow_type)
+        if depth == 0 or not (numeric or pa.types.is_boolean(arrow_type)):
+            continue
+        if pa.types.is_uint64(arrow_type):
+            continue  # no torch dtype holds it: Python's int64 rule (overflow is an error)
+        dtype = _hf_list_dtype(np.dtype(arrow_type.to_pandas_dtype()))
+        out[name] = torch.from_numpy(np.empty(0, dtype=dtype)).dtype
+    return out
 
 
 class TensorDatasetSource(TensorsSource):

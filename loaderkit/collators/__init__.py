@@ -20,7 +20,7 @@ from typing import Any
 
 from loaderkit.collators import multimodal, packed, text, vision
 from loaderkit.collators.base import BatchContext, Collator
-from loaderkit.collators.default import DefaultCollator, default_collate
+from loaderkit.collators.default import DefaultCollator, TorchDefaultCollator, default_collate
 from loaderkit.registry import Registry
 
 __all__ = [
@@ -44,8 +44,18 @@ register_collator = collators.register
 collators.register(
     "default",
     DefaultCollator,
-    description="torch default_collate: stack tensors/arrays/numbers, recurse into dicts, "
-    "tuples, named tuples and dataclasses",
+    description="torch default_collate semantics (stack tensors/arrays/numbers, recurse into "
+    "dicts, tuples, named tuples and dataclasses), but equal-shape lists of numbers become "
+    "one [batch, ...] tensor",
+    origin="builtin",
+    validate=True,
+)
+
+collators.register(
+    "torch_default",
+    TorchDefaultCollator,
+    description="exactly torch.utils.data.default_collate (lists of numbers come back "
+    "transposed); errors as DataError",
     origin="builtin",
     validate=True,
 )

@@ -1,19 +1,23 @@
-"""The ``default`` collator: torch ``default_collate`` semantics, plus dataclasses.
+"""The ``default`` collator, and ``torch_default`` (exactly torch's ``default_collate``).
 
-Errors name the key path, the batch position and the shapes.
+``default`` follows torch ``default_collate`` semantics, plus dataclasses, with one change: a
+batch of equal-shape (nested) Python lists of one number type becomes one ``[batch, ...]``
+tensor instead of torch's transposed lists of tensors. Its errors name the key path, the batch
+position and the shapes.
 """
 
 from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping, Sequence
+from itertools import chain
 from operator import itemgetter
 from typing import Any
 
 from loaderkit.collators.base import BatchContext, Collator, describe_shapes
 from loaderkit.errors import DataError
 
-__all__ = ["DefaultCollator", "default_collate"]
+__all__ = ["DefaultCollator", "TorchDefaultCollator", "default_collate"]
 
 
 _torch: Any = None
@@ -32,7 +36,8 @@ def _torch_default_collate() -> Any:
     return _torch_collate
 
 
-def _collate(samples: Sequence[Any], path: str) -> Any:
+def _collate(samples: Sequence[Any], path: str, lists: bool = True) -> Any:
+    """Collate ``samples`` found at ``path``; ``lists=False``: lists the torch way (transposed)."""
     elem = samples[0]
     if type(elem) in _LEAF_TYPES or _is_tensor(elem):
         return _leaf(samples, path, _torch_collate or _torch_default_collate())
@@ -48,7 +53,7 @@ def _collate(samples: Sequence[Any], path: str) -> Any:
         fields = [f for f in dataclasses.fields(elem) if f.init]
         return cls(
             **{
-                f.name: _collate([getattr(s, f.name) for s in samples], f"{path}.{f.name}")
+                f.name: _collate([getattr(s, f.name) for s in samples], f"{path}.{f.name}", lists)
                 for f in fields
             }
         )
@@ -75,7 +80,7 @@ def _collate(samples: Sequence[Any], path: str) -> Any:
                         collator="default",
                     )
             columns = {k: [s[k] for s in samples] for k in keys}
-        items = {k: _collate(columns[k], f"{path}[{k!r}]") for k in keys}
+        items = {k: _collate(columns[k], f"{path}[{k!r}]", lists) for k in keys}
         try:
             return type(elem)(items)  # type: ignore[call-arg]
         except TypeError:
@@ -83,10 +88,14 @@ def _collate(samples: Sequence[Any], path: str) -> Any:
     if isinstance(elem, tuple) and hasattr(elem, "_fields"):
         return type(elem)(
             *(
-                _collate(column, f"{path}.{name}")
+                _collate(column, f"{path}.{name}", lists)
                 for name, column in zip(elem._fields, zip(*samples, strict=True), strict=True)
             )
         )
+    if lists and isinstance(elem, list):
+        number = _number_lists(samples)
+        if number is not None:
+            return _number_tensor(samples, number, path)
     if isinstance(elem, list | tuple) and not isinstance(elem, str):
         same_length = len(set(map(len, samples))) == 1
         for position, sample in enumerate(() if same_length else samples):
@@ -98,12 +107,49 @@ def _collate(samples: Sequence[Any], path: str) -> Any:
                 )
         # torch semantics: a batch of tuples or lists becomes a list of collated columns
         return [
-            _collate(column, f"{path}[{i}]") for i, column in enumerate(zip(*samples, strict=True))
+            _collate(column, f"{path}[{i}]", lists)
+            for i, column in enumerate(zip(*samples, strict=True))
         ]
     return _leaf(samples, path, _torch_collate or _torch_default_collate())
 
 
 _LEAF_TYPES = (int, float, bool, str, bytes)
+
+_NUMBER_DTYPES = {bool: "bool", int: "int64", float: "float64"}
+"""The tensor dtype of a list batch by the Python type of its numbers: torch's number rules."""
+
+
+def _number_lists(samples: Sequence[Any]) -> type | None:
+    """The number type of a batch of equal-shape nested lists of one Python number type.
+
+    ``None`` (torch's transposing semantics apply) unless every sample is a list, every list at
+    a depth has the same non-zero length, and every leaf has the same exact type, ``bool``,
+    ``int`` or ``float`` (so ``[0.5, 3]``, a record of a float and an int, is not stacked).
+    """
+    level: Sequence[Any] = samples
+    while isinstance(level[0], list):
+        width = len(level[0])
+        if width == 0 or not all(isinstance(v, list) and len(v) == width for v in level):
+            return None
+        level = list(chain.from_iterable(level))
+    kinds = set(map(type, level))
+    if len(kinds) != 1:
+        return None
+    kind = kinds.pop()
+    return kind if kind in _NUMBER_DTYPES else None
+
+
+def _number_tensor(samples: Sequence[Any], number: type, path: str) -> Any:
+    """The ``[batch, ...]`` tensor of equal-shape lists of ``number`` values."""
+    _torch_default_collate()  # imports torch on first use
+    try:
+        return _torch.tensor(samples, dtype=getattr(_torch, _NUMBER_DTYPES[number]))
+    except (RuntimeError, TypeError, ValueError, OverflowError) as exc:
+        raise DataError(
+            f"at {path or 'batch'}: cannot stack lists of {number.__name__} "
+            f"({describe_shapes(samples)}): {exc}",
+            collator="default",
+        ) from exc
 
 
 def _is_tensor(value: object) -> bool:
@@ -126,11 +172,13 @@ def _leaf(samples: Sequence[Any], path: str, collate: Any) -> Any:
 
 
 def default_collate(samples: Sequence[Any]) -> Any:
-    """Collate with torch ``default_collate`` semantics, dataclasses included.
+    """Collate with torch ``default_collate`` semantics, dataclasses included, lists stacked.
 
     Tensors, numpy arrays and numbers are stacked; mappings, named tuples and dataclasses keep
-    their type; other sequences become lists of collated columns; strings stay lists. A
-    mismatch raises :class:`~loaderkit.DataError` naming the key path and batch position.
+    their type; a batch of equal-shape (nested) lists of one Python number type (``bool``,
+    ``int``, ``float``) becomes one ``[batch, ...]`` tensor (bool, int64, float64); tuples and
+    other lists become lists of collated columns; strings stay lists. A mismatch raises
+    :class:`~loaderkit.DataError` naming the key path and batch position.
     """
     if not samples:
         raise DataError("the default collator got an empty batch", collator="default")
@@ -138,10 +186,34 @@ def default_collate(samples: Sequence[Any]) -> Any:
 
 
 class DefaultCollator(Collator):
-    """torch default_collate semantics, plus dataclasses."""
+    """torch default_collate semantics, plus dataclasses; number lists become one tensor."""
 
     name = "default"
 
     def __call__(self, samples: Sequence[Any], context: BatchContext | None = None) -> Any:
         """Collate ``samples``."""
         return default_collate(samples)
+
+
+class TorchDefaultCollator(Collator):
+    """Exactly ``torch.utils.data.default_collate``; its errors become ``DataError``s.
+
+    On an error, loaderkit's own walk (with torch's list semantics) names the key path, the
+    batch position and the shapes where it can; otherwise torch's message is kept.
+    """
+
+    name = "torch_default"
+
+    def __call__(self, samples: Sequence[Any], context: BatchContext | None = None) -> Any:
+        """Collate ``samples`` with torch's ``default_collate``."""
+        collate = _torch_collate or _torch_default_collate()
+        try:
+            return collate(samples)
+        except Exception as exc:
+            message = f"torch default_collate failed: {type(exc).__name__}: {exc}"
+            try:
+                if samples:
+                    _collate(samples, "", lists=False)
+            except DataError as found:  # the same walk names the key path and positions
+                message = f"{found.message} (torch default_collate: {type(exc).__name__})"
+            raise DataError(message, collator=self.name) from exc

@@ -1,6 +1,14 @@
-"""The batched fetch path gives exactly what per-sample fetch + default_collate gives."""
+"""The batched fetch path gives exactly what per-sample fetch + the default collator gives.
+
+The reference is torch's ``default_collate`` with the one rule loaderkit's ``default`` collator
+adds, computed here independently with numpy: a column of equal-shape nested Python lists of
+one number type is one ``[batch, ...]`` tensor (``_expected_collate``), and for HF columns
+formatted as Python lists, in the feature's dtype (``_hf_expected``).
+"""
 
 from __future__ import annotations
+
+from collections.abc import Iterator
 
 import numpy as np
 import pytest
@@ -11,10 +19,86 @@ from torch.utils.data import Dataset, TensorDataset, default_collate
 
 from loaderkit import DataLoaderBuilder
 from loaderkit.build.sources import make_source
+from loaderkit.collators import default_collate as lk_default_collate
 from loaderkit.plan.specs import describe_dataset
 from loaderkit.testing import batches_differ
 
-N = 30
+N = 30  # rows of the small sources
+
+
+def _leaves(value: object) -> Iterator[object]:
+    if type(value) is list:
+        for item in value:
+            yield from _leaves(item)
+    else:
+        yield value
+
+
+def _number_lists(values: list) -> np.ndarray | None:
+    """``values`` as one numpy array if they are equal-shape nested lists of one number type."""
+    if not all(type(v) is list for v in values):
+        return None
+    kinds = {type(leaf) for v in values for leaf in _leaves(v)}
+    if len(kinds) != 1 or not kinds <= {bool, int, float}:
+        return None  # also: no leaves at all, or tuples/strings/tensors inside
+    try:
+        array = np.array(values)
+    except ValueError:  # ragged
+        return None
+    return array if array.dtype != object else None
+
+
+def _expected_column(values: list) -> object:
+    array = _number_lists(values)
+    return default_collate(values) if array is None else torch.from_numpy(array)
+
+
+def _expected_collate(samples: list) -> object:
+    """torch's default_collate, with columns of number lists stacked instead of transposed."""
+    first = samples[0]
+    if isinstance(first, dict):
+        return {k: _expected_column([s[k] for s in samples]) for k in first}
+    if isinstance(first, tuple):
+        return [_expected_column(list(column)) for column in zip(*samples, strict=True)]
+    return _expected_column(list(samples))
+
+
+_WIDENED = {"uint16": "int32", "uint32": "int64"}
+
+
+def _feature_dtype(feature) -> str | None:
+    """The leaf dtype of an HF list feature, or ``None`` for anything else."""
+    import datasets
+
+    depth = 0
+    while type(feature) in (datasets.List, datasets.LargeList):
+        feature, depth = feature.feature, depth + 1
+    if depth == 0:
+        return None
+    if isinstance(feature, datasets.ClassLabel):
+        return "int64"
+    dtype = getattr(feature, "dtype", None)
+    if dtype not in ("bool", "float16", "float32", "float64") and not (
+        dtype and "int" in dtype and dtype != "uint64"
+    ):
+        return None
+    return _WIDENED.get(dtype, dtype)
+
+
+def _hf_expected(ds, samples: list) -> dict:
+    """The reference batch of HF rows: list columns HF made Python lists keep their dtype."""
+    expected = _expected_collate(samples)
+    fmt = ds.format
+    stock = fmt["type"] in (None, "python", "numpy", "torch") and not fmt["format_kwargs"]
+    for key in expected:
+        # formatted columns are HF's own Python lists only under a stock formatter (a
+        # transform's output has no dtype); with output_all_columns the rest always are
+        python_by_hf = stock if key in fmt["columns"] else fmt["output_all_columns"]
+        dtype = _feature_dtype(ds.features.get(key))
+        array = _number_lists([s[key] for s in samples])
+        if python_by_hf and dtype is not None and array is not None and array.ndim >= 2:
+            expected[key] = torch.from_numpy(array.astype(dtype))
+    return expected
 
 
 class WithGetitems(Dataset[tuple[torch.Tensor, int]]):
@@ -62,6 +146,12 @@ SOURCES = {
         "s": np.array([f"r{i}" for i in range(N)]),
     },
     "dict of lists": lambda: {"f": [float(i) for i in range(N)], "s": [str(i) for i in range(N)]},
+    "dict of list rows": lambda: {
+        "v": [[float(i), -1.5] for i in range(N)],
+        "m": [[[i, 1], [2, 3]] for i in range(N)],
+        "b": [[i % 2 == 0] for i in range(N)],
+        "rec": [(float(i), i) for i in range(N)],
+    },
     "list of samples": lambda: [{"v": torch.tensor([i, i])} for i in range(N)],
     "getitems": WithGetitems,
     "hf python": lambda: _hf(None),
@@ -73,18 +163,20 @@ SOURCES = {
 @given(indices=st.lists(st.integers(0, N - 1), min_size=1, max_size=12))
 def test_batched_fetch_equals_per_sample_fetch(name, indices):
     data = SOURCES[name]()
-    if name == "hf python":  # default_collate cannot stack ragged lists: leave that column out
+    if name == "hf python":  # nothing stacks ragged lists: leave that column out
         data = data.remove_columns(["ragged"])
     spec = describe_dataset(data, "d")
     source = make_source(data, spec)
     idx = np.asarray(indices, dtype=np.int64)
-    expected = (
-        default_collate([data[i] for i in indices])
-        if spec.kind not in ("tensors", "columns")
-        else default_collate(source.samples(idx))
-    )
     samples = source.samples(idx)
-    assert batches_differ(default_collate(samples), expected) is None
+    if spec.kind == "hf":
+        expected = _hf_expected(data, [data[i] for i in indices])
+    else:
+        expected = _expected_collate(
+            [data[i] for i in indices] if spec.kind not in ("tensors", "columns") else samples
+        )
+    if spec.kind != "hf":  # HF rows carry no dtype: the collator alone gives float64
+        assert batches_differ(lk_default_collate(samples), expected) is None
     fast = source.default_batch(idx)
     if fast is not None:
         found = batches_differ(expected, fast)
@@ -322,9 +414,9 @@ def _hf_source(ds):
 
 
 def _collated_or_none(source, idx):
-    """``default_collate(source.samples(idx))``, or ``None`` where HF or the collate raises."""
+    """The reference batch of ``source.samples(idx)``, or ``None`` where HF or collate raises."""
     try:
-        return default_collate(source.samples(idx))
+        return _hf_expected(source.data, source.samples(idx))
     except Exception:  # noqa: BLE001 - HF itself fails on some null layouts
         return None
 
@@ -357,7 +449,7 @@ def test_hf_arrow_batches_equal_formatted_samples_collated(name, data):
     idx = np.asarray(indices, dtype=np.int64)
     arrow = source._arrow_batch(idx)
     expected = _collated_or_none(source, idx)
-    if expected is None:  # ragged rows, nulls: HF's path raises, or default_collate does
+    if expected is None:  # ragged rows, nulls: HF's path raises, or collating does
         assert arrow is None
         with pytest.raises(Exception):  # noqa: B017 - whatever HF's path raises
             source.default_batch(idx)
@@ -368,7 +460,10 @@ def test_hf_arrow_batches_equal_formatted_samples_collated(name, data):
     batch = source.default_batch(idx)
     found = batches_differ(expected, batch)
     assert found is None, found
-    per_row = default_collate([ds[i] for i in indices])
+    if arrow is not None:  # the Arrow path and HF's formatted path agree
+        found = batches_differ(source._formatted_batch(idx), arrow)
+        assert found is None, found
+    per_row = _hf_expected(ds, [ds[i] for i in indices])
     skip = _hf_row_batch_disagreements(ds, per_row, expected)
     for key in per_row:
         if key not in skip:
@@ -384,7 +479,7 @@ def test_hf_arrow_path_leaves_what_it_cannot_reproduce_to_hf(name, indices):
     source = _hf_source(ds)
     idx = np.asarray(indices, dtype=np.int64)
     assert source._arrow_batch(idx) is None
-    expected = default_collate(source.samples(idx))
+    expected = _hf_expected(ds, source.samples(idx))
     found = batches_differ(expected, source.default_batch(idx))
     assert found is None, found
 
@@ -422,11 +517,12 @@ def test_hf_arrow_path_follows_in_place_format_changes():
     for fmt in ("torch", "numpy", None):
         ds.set_format(fmt, columns=["f64", "fl", "s"])
         assert source._arrow_batch(idx) is not None
-        expected = default_collate(source.samples(idx))
+        expected = _hf_expected(ds, source.samples(idx))
         assert batches_differ(expected, source.default_batch(idx)) is None
     ds.set_transform(_double_i8)
     assert source._arrow_batch(idx) is None
-    assert batches_differ(default_collate(source.samples(idx)), source.default_batch(idx)) is None
+    expected = _hf_expected(ds, source.samples(idx))
+    assert batches_differ(expected, source.default_batch(idx)) is None
     ds.reset_format()
     assert source._arrow_batch(idx) is not None
 
