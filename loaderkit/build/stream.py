@@ -79,6 +79,7 @@ from loaderkit.build.loader import (
     _resolve_callable,
     resolve_world,
 )
+from loaderkit.build.skips import SkipCounts
 from loaderkit.checks import BatchChecker, CheckReport
 from loaderkit.collators.base import BatchContext
 from loaderkit.errors import (
@@ -771,9 +772,12 @@ class StreamLoader(Loader):
         self._cache = None  # a stream has no sample cache: cache_stats is None
         self.lengths_cost = self.sampler_cost = ""
         self.skipped: list[Skipped] = []
-        """Every element the ``skip`` policy dropped, in order (stream position, epoch,
-        batch, worker, exception type, message)."""
-        self._read = 0
+        """The last :data:`~loaderkit.build.skips.SKIPPED_RECORDS_KEPT` elements the ``skip``
+        policy dropped, in order (stream position, epoch, batch, worker, exception type,
+        message); :attr:`skip_counts` has the exact totals."""
+        self._skip_counts = SkipCounts()
+        self._unsettled: collections.deque[Fetched] = collections.deque()  # the Loader's
+        # (a stream's batches are counted in _delivered_batches, as they are delivered)
         self.batch_sizes = _batch_sizes(plan)
         self._max_lengths = _max_lengths(plan)
         self.pin_memory = wants_pinning(plan.workers.pin_memory, self.device)
@@ -1149,6 +1153,11 @@ class StreamLoader(Loader):
             "next_worker": self._next_worker,
             "worker_states": copy.deepcopy(self._worker_states),
             "plan": copy.deepcopy(self.plan.to_dict()),
+            **(
+                {"skips": self._skip_counts.to_state()}  # the counts the budget goes on from
+                if self.plan.error_policy.policy == "skip"
+                else {}
+            ),
         }
 
     def load_state_dict(self, state: Mapping[str, Any], *, strict: bool = True) -> None:
@@ -1206,6 +1215,7 @@ class StreamLoader(Loader):
         complete = state.get("pass_complete", False)  # absent from earlier states
         if not isinstance(complete, bool):
             raise ResumeError(f"state['pass_complete'] must be a bool (got {complete!r})")
+        self._skip_counts = SkipCounts.from_state(state.get("skips"))
         self._move(
             state["epoch"],
             state["batches_delivered"],
