@@ -34,12 +34,13 @@ from loaderkit.plan.fields import (
 )
 from loaderkit.plan.plan import PLAN_SECTIONS, LoaderPlan
 from loaderkit.plan.preset import PresetSpec, preset_chain
-from loaderkit.plan.serde import checks_to_dict
+from loaderkit.plan.serde import checks_to_dict, error_policy_options
 from loaderkit.plan.specs import (
     DEFAULT_COLLATOR,
     DEFAULT_SEED,
     BatchSpec,
     BucketingSpec,
+    BudgetScope,
     CacheSpec,
     CallableSpec,
     ChecksSpec,
@@ -489,19 +490,30 @@ class DataLoaderBuilder:
         *,
         max_errors: int | None = None,
         max_error_rate: float | None = None,
+        per: BudgetScope = "epoch",
     ) -> DataLoaderBuilder:
         """Return a new builder handling samples that fail to load or transform by ``policy``.
 
         ``"raise"`` (the default): the first failure stops the loader with a
-        :class:`~loaderkit.DataError` naming the sample, the worker and the original traceback.
+        :class:`~loaderkit.DataError` naming the sample, the worker and the original traceback
+        (it is also an instance of the original exception's type).
         ``"skip"``: the sample is dropped from its batch (which is then smaller), counted and
-        recorded in ``loader.skipped`` (index, epoch, batch, exception type and message) and
-        logged; once more than ``max_errors`` samples, or more than a ``max_error_rate`` share
-        of the samples read (checked from 100 samples on), were dropped, the loader raises a
-        ``DataError`` with the summary. Nothing is skipped silently. Replaces any earlier
-        policy.
+        recorded in ``loader.skipped`` (index, epoch, batch, exception type and message; the
+        last ``SKIPPED_RECORDS_KEPT`` = 1,000 of them, with exact totals in
+        ``loader.skip_counts``) and logged; once more than ``max_errors`` samples, or more
+        than a ``max_error_rate`` share of the samples read (checked from 100 samples on),
+        were dropped, the loader raises a ``DataError`` with the summary. Nothing is skipped
+        silently.
+
+        ``per`` is what the budget counts: ``"epoch"`` (the default) the samples of the
+        current epoch, from 0 again at each new epoch, so ``max_errors=2`` means "this
+        dataset may hold 2 bad samples" for any number of epochs; ``"run"`` every sample read
+        since the first epoch. Either way the counts travel in ``state_dict()``: a resumed
+        run raises exactly where the uninterrupted one would. Replaces any earlier policy.
         """
-        spec = error_policy_spec(policy, max_errors=max_errors, max_error_rate=max_error_rate)
+        spec = error_policy_spec(
+            policy, max_errors=max_errors, max_error_rate=max_error_rate, per=per
+        )
         return attrs.evolve(self, error_policy=spec)
 
     def with_cache(
@@ -733,9 +745,7 @@ class DataLoaderBuilder:
         if self._error_policy != ErrorPolicySpec():
             e = self._error_policy
             args = [repr(e.policy)]
-            for key in ("max_errors", "max_error_rate"):
-                if getattr(e, key) is not None:
-                    args.append(f"{key}={getattr(e, key)!r}")
+            args.extend(f"{key}={value!r}" for key, value in error_policy_options(e).items())
             calls.append(f".with_error_policy({', '.join(args)})")
         if self._cache is not None:
             c = self._cache

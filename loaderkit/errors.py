@@ -6,7 +6,9 @@
     ├── PlanError (ValueError)        a misconfiguration: a with_* method, compile() or load()
     │   └── PlanTypeError (TypeError) ... where a value has the wrong type (True for an int)
     ├── DataError                     a bad sample or batch met while loading (names the
-    │                                 sample, the worker and the collator)
+    │   │                             sample, the worker and the collator)
+    │   └── DataError[T] (T)          ... made from an exception of type T the data raised:
+    │                                 also a T, so ``except ValueError`` catches it
     ├── WorkerError (RuntimeError)    a worker process died or a batch timed out (names the
     │                                 worker, its exit code or signal, or the timeout)
     ├── ResumeError (ValueError)      a state_dict that does not fit this plan (shows the diff)
@@ -20,6 +22,7 @@ problems found at once in ``.problems``; each :class:`Problem` has a ``.path`` a
 
 from __future__ import annotations
 
+import pickle
 from collections.abc import Iterable, Sequence
 
 import attrs
@@ -33,6 +36,10 @@ __all__ = [
     "Problem",
     "ResumeError",
     "WorkerError",
+    "data_error",
+    "data_error_type",
+    "portable_exception",
+    "portable_type",
 ]
 
 
@@ -100,8 +107,15 @@ class PlanTypeError(PlanError, TypeError):
 class DataError(LoaderkitError):
     """A sample or batch could not be loaded or collated.
 
-    ``sample_index``, ``worker_id`` and ``collator`` say where, when known.
+    ``sample_index``, ``worker_id``, ``collator`` and ``batch_index`` say where, when known.
+    A ``DataError`` made from an exception raised by the dataset, a transform or a collator
+    (see :func:`data_error`) is *also* an instance of that exception's type, so the
+    ``except ValueError:`` written for torch's ``DataLoader`` still catches it;
+    ``original_type`` names that type (``None`` when there was none) and ``__cause__`` is the
+    original exception (when it could cross from the worker process).
     """
+
+    original_type: type[BaseException] | None = None
 
     def __init__(
         self,
@@ -117,20 +131,144 @@ class DataError(LoaderkitError):
         self.collator = collator
         self.batch_index = batch_index
         self.message = message
-        super().__init__(message)
+        # not super().__init__: in a typed DataError the original type's __init__ comes next
+        # in the MRO, and it may need other arguments (UnicodeDecodeError needs five)
+        BaseException.__init__(self, message)
+
+    def __str__(self) -> str:
+        # the message as given: some original types print otherwise (KeyError quotes it)
+        return self.message
 
     def __reduce__(self) -> tuple[object, ...]:
+        typed = bool(type(self).__dict__.get("_typed", False))
         return (
             _rebuild_data_error,
             (
-                type(self),
+                DataError if typed else type(self),
                 self.message,
                 self.sample_index,
                 self.worker_id,
                 self.collator,
                 self.batch_index,
+                portable_type(self.original_type),
+                portable_exception(self.__cause__),
             ),
         )
+
+
+_TYPED: dict[type[BaseException], type[DataError]] = {}
+"""The typed DataError class made for each original exception type (made once, reused)."""
+
+_UNTYPED: set[type[BaseException]] = set()
+"""Original types a DataError cannot also be an instance of (see :func:`data_error_type`)."""
+
+
+def data_error_type(original: type[BaseException] | None) -> type[DataError]:
+    """The class of a :class:`DataError` that is also an ``original`` (made once, cached).
+
+    ``DataError[ValueError]`` for ``ValueError``: ``except ValueError`` and ``except
+    DataError`` both catch it. Plain :class:`DataError` (the original is then only the
+    error's ``original_type`` and ``__cause__``) when ``original`` is ``None``, already a base
+    of ``DataError`` (``Exception``), not an ``Exception`` (``KeyboardInterrupt``),
+    ``StopIteration`` or ``StopAsyncIteration`` (raised in a generator, they turn into a
+    ``RuntimeError``, and an iteration catching them would end silently), ``SyntaxError``
+    (``traceback`` prints it from fields of its own), a loaderkit error
+    (a ``DataError`` gives its own ``original_type``), or a type that cannot be subclassed
+    together with ``DataError`` (a final type, a metaclass or memory layout conflict).
+    """
+    if original is None or original in _UNTYPED:
+        return DataError
+    found = _TYPED.get(original)
+    if found is not None:
+        return found
+    made: type[DataError] = DataError
+    if (
+        issubclass(original, Exception)
+        and not issubclass(DataError, original)
+        and not issubclass(
+            original, StopIteration | StopAsyncIteration | SyntaxError | LoaderkitError
+        )
+    ):
+        try:
+            made = type(
+                f"DataError[{original.__name__}]",
+                (DataError, original),
+                {"__module__": __name__, "original_type": original, "_typed": True},
+            )
+            made("probe", sample_index=0)  # the original type may not allow it (its __new__)
+        except Exception:  # noqa: BLE001 - any failure means: a plain DataError
+            made = DataError
+    if made is DataError:
+        _UNTYPED.add(original)
+    else:
+        _TYPED[original] = made
+    return made
+
+
+def data_error(
+    message: str,
+    original: BaseException | type[BaseException] | None,
+    *,
+    sample_index: int | None = None,
+    worker_id: int | None = None,
+    collator: str | None = None,
+    batch_index: int | None = None,
+) -> DataError:
+    """A :class:`DataError` that is also an instance of ``original``'s type where possible.
+
+    ``original`` is the exception the data raised (or its type). A ``DataError`` passes its
+    own ``original_type`` on. The caller raises the result ``from`` the original exception.
+    """
+    if isinstance(original, DataError):
+        kind: type[BaseException] | None = original.original_type
+    elif isinstance(original, BaseException):
+        kind = type(original)
+    else:
+        kind = original
+    try:
+        error = data_error_type(kind)(
+            message,
+            sample_index=sample_index,
+            worker_id=worker_id,
+            collator=collator,
+            batch_index=batch_index,
+        )
+    except Exception:  # noqa: BLE001 - e.g. an original __new__ that refuses this message
+        error = DataError(
+            message,
+            sample_index=sample_index,
+            worker_id=worker_id,
+            collator=collator,
+            batch_index=batch_index,
+        )
+    error.original_type = kind
+    return error
+
+
+def portable_type(kind: type[BaseException] | None) -> type[BaseException] | None:
+    """``kind`` if pickle can name it (a class defined at a module's top level), else ``None``."""
+    if kind is None:
+        return None
+    try:
+        pickle.loads(pickle.dumps(kind))
+    except Exception:  # noqa: BLE001 - a local class, a deleted module: not sent
+        return None
+    return kind
+
+
+def portable_exception(exc: BaseException | None) -> BaseException | None:
+    """``exc`` if it survives a pickle round trip (to cross processes), else ``None``.
+
+    An exception whose ``__init__`` needs other arguments than its ``args`` (a common user
+    pattern) cannot be unpickled; it is then left out rather than breaking the transfer.
+    """
+    if exc is None:
+        return None
+    try:
+        pickle.loads(pickle.dumps(exc))
+    except Exception:  # noqa: BLE001 - whatever pickle refuses is not sent
+        return None
+    return exc
 
 
 def _rebuild_data_error(
@@ -140,14 +278,29 @@ def _rebuild_data_error(
     worker_id: int | None,
     collator: str | None,
     batch_index: int | None,
+    original_type: type[BaseException] | None = None,
+    cause: BaseException | None = None,
 ) -> DataError:
-    return cls(
-        message,
-        sample_index=sample_index,
-        worker_id=worker_id,
-        collator=collator,
-        batch_index=batch_index,
-    )
+    if cls is DataError:
+        error = data_error(
+            message,
+            original_type,
+            sample_index=sample_index,
+            worker_id=worker_id,
+            collator=collator,
+            batch_index=batch_index,
+        )
+    else:
+        error = cls(
+            message,
+            sample_index=sample_index,
+            worker_id=worker_id,
+            collator=collator,
+            batch_index=batch_index,
+        )
+    error.original_type = original_type
+    error.__cause__ = cause
+    return error
 
 
 class ResumeError(LoaderkitError, ValueError):

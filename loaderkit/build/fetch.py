@@ -19,7 +19,7 @@ import torch
 from loaderkit.build.cache import Cache, CachedSource, CacheUnusableError
 from loaderkit.build.sources import MixtureSource, Source
 from loaderkit.collators.base import BatchContext
-from loaderkit.errors import DataError
+from loaderkit.errors import DataError, data_error, portable_exception, portable_type
 from loaderkit.order.keys import sample_rng, worker_seed
 
 __all__ = ["BatchFetcher", "BatchRequest", "Failure", "Fetched", "Skipped", "WorkerSeeder"]
@@ -68,16 +68,25 @@ class Failure(NamedTuple):
     batch_index: int
     exc_type: str
     traceback: str
+    original_type: type[BaseException] | None = None
+    """The type of the exception the data raised, if pickle can name it."""
+    cause: BaseException | None = None
+    """That exception itself, if it survives pickling (else only its traceback text)."""
 
     def reraise(self) -> NoReturn:
-        """Raise the :class:`DataError` this failure stands for, with the worker's traceback."""
-        raise DataError(
+        """Raise the :class:`DataError` this failure stands for, with the worker's traceback.
+
+        It is also an instance of the original exception's type (see
+        :func:`~loaderkit.errors.data_error`), chained to the original when it could be sent.
+        """
+        raise data_error(
             f"{self.message}\n\nOriginal traceback in worker {self.worker_id}:\n{self.traceback}",
+            self.original_type,
             sample_index=self.sample_index,
             worker_id=self.worker_id,
             collator=self.collator,
             batch_index=self.batch_index,
-        )
+        ) from self.cause
 
 
 def _worker_id() -> int | None:
@@ -332,9 +341,10 @@ class BatchFetcher:
         shown = request.indices[:8].tolist()
         more = ", ..." if len(request.indices) > 8 else ""
         detail = str(exc) if raw else f"{type(exc).__name__}: {exc}"
-        return DataError(
+        return data_error(
             f"batch {request.batch_index} of epoch {request.epoch} (samples "
             f"{str(shown)[1:-1]}{more}) {what} {_where(worker)}: {detail}",
+            exc,
             sample_index=exc.sample_index if isinstance(exc, DataError) else None,
             worker_id=worker,
             collator=self.collator_name,
@@ -345,10 +355,11 @@ class BatchFetcher:
         self, request: BatchRequest, index: int, exc: BaseException, what: str
     ) -> DataError:
         worker = _worker_id()
-        return DataError(
+        return data_error(
             f"sample {index}{self.source.locate(index)} (batch {request.batch_index} of epoch "
             f"{request.epoch}) {what} "
             f"{_where(worker)}: {type(exc).__name__}: {exc}",
+            exc,
             sample_index=index,
             worker_id=worker,
             collator=self.collator_name,
@@ -387,15 +398,22 @@ class BatchFetcher:
 
 
 def failure_from(error: DataError, request: BatchRequest) -> Failure:
-    """Pack a worker's error as data (the traceback as text) for the main process."""
+    """Pack a worker's error as data (the traceback as text) for the main process.
+
+    The original exception and its type go along only if they pickle (checked here, so a
+    user exception that cannot be unpickled never breaks the worker's result queue).
+    """
+    original = error.__cause__ or error
     return Failure(
         message=error.message,
         sample_index=error.sample_index,
         worker_id=error.worker_id,
         collator=error.collator,
         batch_index=request.batch_index,
-        exc_type=type(error.__cause__ or error).__name__,
-        traceback="".join(traceback.format_exception(error.__cause__ or error)).rstrip(),
+        exc_type=type(original).__name__,
+        traceback="".join(traceback.format_exception(original)).rstrip(),
+        original_type=portable_type(error.original_type),
+        cause=None if original is error else portable_exception(original),
     )
 
 

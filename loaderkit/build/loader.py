@@ -9,13 +9,13 @@ is O(1): the state is the position, and the next request is computed directly.
 
 from __future__ import annotations
 
+import collections
 import copy
 import logging
 import os
 import re
 import signal
 import weakref
-from collections import Counter
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -37,6 +37,7 @@ from loaderkit.build.fetch import (
 )
 from loaderkit.build.lengths import mixture_lengths, sample_lengths, sample_weights
 from loaderkit.build.schedules import Schedule
+from loaderkit.build.skips import SKIPPED_RECORDS_KEPT, SkipCounts, over_budget
 from loaderkit.build.sources import MixtureSource, Source, make_source
 from loaderkit.build.split import split_part
 from loaderkit.checks import BatchChecker, CheckReport, check_loader
@@ -895,9 +896,6 @@ _NO_BATCH = _NoBatchType()
 
 _LOG = logging.getLogger("loaderkit")
 
-_RATE_FROM = 100
-"""The skip policy's max_error_rate is checked once this many samples were read."""
-
 
 _WORKER_KILLED = re.compile(
     r"DataLoader worker \(pid(?:\(s\))? ([\d, ]+)\) "
@@ -1115,9 +1113,12 @@ class Loader:
             else None,
         )
         self.skipped: list[Skipped] = []
-        """Every sample the ``skip`` policy dropped, in order (index, epoch, batch, worker,
-        exception type, message)."""
-        self._read = 0
+        """The last :data:`~loaderkit.build.skips.SKIPPED_RECORDS_KEPT` samples the ``skip``
+        policy dropped, in order (index, epoch, batch, worker, exception type, message);
+        :attr:`skip_counts` has the exact totals."""
+        self._skip_counts = SkipCounts()
+        self._unsettled: collections.deque[Fetched] = collections.deque()
+        """The skip records of the host batches fetched but not yet delivered (in order)."""
         self._epoch = 0
         self._delivered = 0
         self._generation = 0
@@ -1270,6 +1271,15 @@ class Loader:
         return self.skipped
 
     @property
+    def skip_counts(self) -> SkipCounts:
+        """Exact totals of the ``skip`` policy, per run and for the current epoch.
+
+        Counted over the delivered batches, resumes included (they travel in
+        ``state_dict()``), even when :attr:`skipped` no longer holds every record.
+        """
+        return self._skip_counts
+
+    @property
     def repeated_samples(self) -> int:
         """Samples all ranks together deliver twice in the current epoch to even them out.
 
@@ -1372,10 +1382,13 @@ class Loader:
         if self.plan.error_policy.policy != "skip":  # no Fetched records to unpack
             yield from self._fetched(epoch, start, generation)
             return
+        unsettled = self._unsettled = collections.deque()  # a new pass: nothing delivered yet
         for item in self._fetched(epoch, start, generation):
-            if isinstance(item, Fetched):
-                yield self._account(item)
+            if isinstance(item, Fetched):  # counted when delivered (_settle), not before
+                unsettled.append(item._replace(batch=None))
+                yield _NO_BATCH if item.batch is None else item.batch
             else:
+                unsettled.append(Fetched(None, (), 0))
                 yield item
 
     def _fetched(self, epoch: int, start: int, generation: int) -> Iterator[Any]:
@@ -1435,34 +1448,33 @@ class Loader:
                     raise
         return worker_error
 
+    def _settle(self, batch: Any) -> Any:
+        """Count the skip records of ``batch``, the host batch being delivered now."""
+        if not self._unsettled:  # not the skip policy
+            return batch
+        fetched = self._unsettled.popleft()
+        return self._account(fetched._replace(batch=None if batch is _NO_BATCH else batch))
+
     def _account(self, fetched: Fetched) -> Any:
-        """Record what the skip policy dropped; raise once the budget is spent."""
-        self._read += fetched.requested
-        if not fetched.skipped:
-            return _NO_BATCH if fetched.batch is None else fetched.batch
-        for record in fetched.skipped:
-            self.skipped.append(record)
+        """Count and record what the skip policy dropped from the batch delivered now.
+
+        Raises once the budget is spent (that batch is then neither delivered nor counted).
+        """
+        records = fetched.skipped
+        for record in records:
             _LOG.warning("loaderkit skipped %s", record.message)
-        spec = self.plan.error_policy
-        count = len(self.skipped)
-        over = spec.max_errors is not None and count > spec.max_errors
-        rate = count / max(self._read, 1)
-        if spec.max_error_rate is not None and self._read >= _RATE_FROM:
-            over = over or rate > spec.max_error_rate
-        if over and fetched.skipped:
-            kinds = Counter(r.exc_type for r in self.skipped)
-            summary = ", ".join(f"{n} {kind}" for kind, n in kinds.most_common())
-            last = self.skipped[-1]
-            raise DataError(
-                f"the skip policy dropped {count:,} samples of the {self._read:,} read "
-                f"({rate:.2%}): {summary}; the budget is max_errors={spec.max_errors}, "
-                f"max_error_rate={spec.max_error_rate}. Last: {last.message}. Fix the data, "
-                f"or raise the budget in with_error_policy('skip', ...); loader.skipped lists "
-                f"them all",
-                sample_index=last.sample_index,
-                worker_id=last.worker_id,
-                batch_index=last.batch_index,
-            )
+        if records:
+            self.skipped.extend(records)
+            if len(self.skipped) > SKIPPED_RECORDS_KEPT:
+                del self.skipped[: len(self.skipped) - SKIPPED_RECORDS_KEPT]
+        counts = self._skip_counts.add(
+            self._epoch, self._delivered == 0, fetched.requested, records
+        )
+        if records:
+            error = over_budget(self.plan.error_policy, counts, records[-1])
+            if error is not None:
+                raise error
+        self._skip_counts = counts
         return _NO_BATCH if fetched.batch is None else fetched.batch
 
     def _worker_loader(self) -> tuple[DataLoader[Any], _RequestSampler]:
@@ -1537,6 +1549,7 @@ class Loader:
         try:
             for batch in deliver(host, self.device, pin_host=pin_here):
                 self._superseded(generation)
+                batch = self._settle(batch)  # the skip policy's counts; may raise
                 if batch is _NO_BATCH:  # every sample of this batch was skipped
                     self._delivered += 1
                     continue
@@ -1623,6 +1636,8 @@ class Loader:
         }
         if self.split is not None:  # the part of the split this loader reads
             state["split"] = self.split
+        if self.plan.error_policy.policy == "skip":  # the counts the budget goes on from
+            state["skips"] = self._skip_counts.to_state()
         return state
 
     def load_state_dict(self, state: Mapping[str, Any], *, strict: bool = True) -> None:
@@ -1656,7 +1671,9 @@ class Loader:
                 f"the state has {delivered} batches of epoch {epoch} delivered but that epoch "
                 f"of this loader has {self._planner.num_batches(epoch)}"
             )
+        counts = SkipCounts.from_state(state.get("skips"))
         self._epoch, self._delivered = epoch, delivered
+        self._skip_counts = counts
         self._pending = "resume"
         self._generation += 1
         self._moves += 1

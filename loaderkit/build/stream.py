@@ -79,9 +79,19 @@ from loaderkit.build.loader import (
     _resolve_callable,
     resolve_world,
 )
+from loaderkit.build.skips import SkipCounts
 from loaderkit.checks import BatchChecker, CheckReport
 from loaderkit.collators.base import BatchContext
-from loaderkit.errors import DataError, NotBuiltYetError, PlanError, ResumeError, WorkerError
+from loaderkit.errors import (
+    DataError,
+    NotBuiltYetError,
+    PlanError,
+    ResumeError,
+    WorkerError,
+    data_error,
+    portable_exception,
+    portable_type,
+)
 from loaderkit.order.keys import derive_key, sample_rng
 from loaderkit.plan.workers import resolve_workers
 
@@ -149,6 +159,10 @@ class _Item(NamedTuple):
     """The producer's resume state right after the batch's last element was read:
     ``{"read": elements its iterator had yielded, "source": the source's state_dict()}``
     (only for a stateful source read without a buffer shuffle)."""
+    original_type: type[BaseException] | None = None
+    """With ``error``: the type of the exception the data raised, if pickle can name it."""
+    cause: BaseException | None = None
+    """With ``error``: that exception, if it survives pickling."""
 
 
 def buffer_shuffle(items: Iterable[Any], size: int, rng: np.random.Generator) -> Iterator[Any]:
@@ -376,11 +390,16 @@ class _Producer(IterableDataset[_Item]):
         except DataError as error:
             cause = error.__cause__ or error
             text = "".join(traceback.format_exception(cause)).rstrip()
+            kind, original = error.original_type, None if cause is error else cause
+            if info is not None:  # a worker's item is pickled to the main process
+                kind, original = portable_type(kind), portable_exception(original)
             yield _Item(
                 worker,
                 error=f"{error.message}\n\nOriginal traceback {_where(info)}:\n{text}",
                 sample_index=error.sample_index,
                 collator=error.collator,
+                original_type=kind,
+                cause=original,
             )
         yield _Item(worker, end=True)
 
@@ -448,10 +467,11 @@ class _Producer(IterableDataset[_Item]):
                 k = next(counter)
                 owner = k % shards
                 by = "" if owner == shard else f" (worker {worker} reads past it)"
-                raise DataError(
+                raise data_error(
                     f"stream element {k} (shard {owner} of {shards}: rank "
                     f"{owner // self.producers}, worker {owner % self.producers}) could not be "
                     f"read{by}: {self._read_error(exc, resumed)}",
+                    exc,
                     sample_index=k,
                     worker_id=worker,
                 ) from exc
@@ -467,9 +487,10 @@ class _Producer(IterableDataset[_Item]):
         except Exception as exc:
             local += 1
             position = local * shards + shard
-            raise DataError(
+            raise data_error(
                 f"{self._where(worker, position, local)} could not be read: "
                 f"{self._read_error(exc, resumed and local == start)}",
+                exc,
                 sample_index=position,
                 worker_id=worker,
             ) from exc
@@ -492,10 +513,11 @@ class _Producer(IterableDataset[_Item]):
         except Exception as exc:
             j = next(counter)
             position = (j // world) * shards + self.rank * self.producers + worker
-            raise DataError(
+            raise data_error(
                 f"element {j} of worker {worker}'s own stream (the dataset splits itself by "
                 f"worker, {WORKER_SPLIT} = True; rank {j % world} of {world} takes it) could "
                 f"not be read: {self._read_error(exc, start > 0 and j == start)}",
+                exc,
                 sample_index=position,
                 worker_id=worker,
             ) from exc
@@ -567,9 +589,10 @@ class _Producer(IterableDataset[_Item]):
             return self._transform_one(position, sample)
         except Exception as exc:
             shards = self.world_size * self.producers
-            raise DataError(
+            raise data_error(
                 f"{self._where(worker, position, position // shards)} failed in the transform "
                 f"in epoch {self.epoch}: {type(exc).__name__}: {exc}",
+                exc,
                 sample_index=position,
                 worker_id=worker,
             ) from exc
@@ -622,10 +645,11 @@ class _Producer(IterableDataset[_Item]):
                 batch = self.collate(samples)
         except Exception as exc:
             shown = str(kept[:8])[1:-1] + (", ..." if len(kept) > 8 else "")
-            raise DataError(
+            raise data_error(
                 f"batch {local} of worker {worker} on rank {self.rank} in epoch {self.epoch} "
                 f"(stream elements {shown}) could not be collated by {self.collator_name!r}: "
                 f"{type(exc).__name__}: {exc}",
+                exc,
                 sample_index=exc.sample_index if isinstance(exc, DataError) else None,
                 worker_id=worker,
                 collator=self.collator_name,
@@ -748,9 +772,12 @@ class StreamLoader(Loader):
         self._cache = None  # a stream has no sample cache: cache_stats is None
         self.lengths_cost = self.sampler_cost = ""
         self.skipped: list[Skipped] = []
-        """Every element the ``skip`` policy dropped, in order (stream position, epoch,
-        batch, worker, exception type, message)."""
-        self._read = 0
+        """The last :data:`~loaderkit.build.skips.SKIPPED_RECORDS_KEPT` elements the ``skip``
+        policy dropped, in order (stream position, epoch, batch, worker, exception type,
+        message); :attr:`skip_counts` has the exact totals."""
+        self._skip_counts = SkipCounts()
+        self._unsettled: collections.deque[Fetched] = collections.deque()  # the Loader's
+        # (a stream's batches are counted in _delivered_batches, as they are delivered)
         self.batch_sizes = _batch_sizes(plan)
         self._max_lengths = _max_lengths(plan)
         self.pin_memory = wants_pinning(plan.workers.pin_memory, self.device)
@@ -1030,12 +1057,13 @@ class StreamLoader(Loader):
             items = _ordered(produced, self.producers, self._next_worker)
             for item, last in _with_last(_live(items, self._superseded, generation)):
                 if item.error is not None:
-                    raise DataError(
+                    raise data_error(
                         item.error,
+                        item.original_type,
                         sample_index=item.sample_index,
                         worker_id=item.worker if self.num_workers else None,
                         collator=item.collator,
-                    )
+                    ) from item.cause
                 sent.append((item, last))
                 yield _NO_BATCH if item.dropped else item.batch
 
@@ -1125,6 +1153,11 @@ class StreamLoader(Loader):
             "next_worker": self._next_worker,
             "worker_states": copy.deepcopy(self._worker_states),
             "plan": copy.deepcopy(self.plan.to_dict()),
+            **(
+                {"skips": self._skip_counts.to_state()}  # the counts the budget goes on from
+                if self.plan.error_policy.policy == "skip"
+                else {}
+            ),
         }
 
     def load_state_dict(self, state: Mapping[str, Any], *, strict: bool = True) -> None:
@@ -1182,6 +1215,7 @@ class StreamLoader(Loader):
         complete = state.get("pass_complete", False)  # absent from earlier states
         if not isinstance(complete, bool):
             raise ResumeError(f"state['pass_complete'] must be a bool (got {complete!r})")
+        self._skip_counts = SkipCounts.from_state(state.get("skips"))
         self._move(
             state["epoch"],
             state["batches_delivered"],

@@ -11,7 +11,12 @@ from typing import TYPE_CHECKING, Any, Protocol
 from loaderkit.errors import PlanError
 from loaderkit.order.shard import ShardLayout
 from loaderkit.order.split import split_sizes
-from loaderkit.plan.specs import BatchSpec, BucketingSpec, dataset_summary
+from loaderkit.plan.specs import (
+    SKIPPED_RECORDS_KEPT,
+    BatchSpec,
+    BucketingSpec,
+    dataset_summary,
+)
 from loaderkit.plan.workers import resolve_workers
 
 if TYPE_CHECKING:
@@ -266,10 +271,11 @@ def _error_line(plan: LoaderPlan) -> str:
         limits.append(f"at most {spec.max_errors:,} samples")
     if spec.max_error_rate is not None:
         limits.append(f"at most {spec.max_error_rate:.2%} of the samples read")
-    budget = " and ".join(limits) if limits else "no limit"
+    budget = f"{' and '.join(limits)} per {spec.per}" if limits else "no limit"
     return (
-        f"skip samples that fail to load or transform ({budget}); each one is recorded in "
-        f"loader.skipped and logged"
+        f"skip samples that fail to load or transform ({budget}); each one is counted in "
+        f"loader.skip_counts, recorded in loader.skipped (the last "
+        f"{SKIPPED_RECORDS_KEPT:,}) and logged"
     )
 
 

@@ -12,7 +12,7 @@ import inspect
 import os
 import re
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 import attrs
 
@@ -34,6 +34,7 @@ from loaderkit.errors import PlanError, PlanTypeError, Problem
 from loaderkit.order.split import decimal_ratio
 from loaderkit.plan.specs import (
     BUCKET_COSTS,
+    BUDGET_SCOPES,
     CACHE_STAGES,
     CACHE_STORAGES,
     CHECK_KINDS,
@@ -47,6 +48,7 @@ from loaderkit.plan.specs import (
     START_METHODS,
     BatchSpec,
     BucketingSpec,
+    BudgetScope,
     CacheSpec,
     CallableSpec,
     ChecksSpec,
@@ -1324,10 +1326,15 @@ def checks_spec(
 
 
 def error_policy_spec(
-    policy: object = "raise", *, max_errors: object = None, max_error_rate: object = None
+    policy: object = "raise",
+    *,
+    max_errors: object = None,
+    max_error_rate: object = None,
+    per: object = "epoch",
 ) -> ErrorPolicySpec:
     """The error policy of ``with_error_policy``."""
     chosen = check_choice("error_policy.policy", policy, ERROR_POLICIES)
+    scope = cast("BudgetScope", check_choice("error_policy.per", per, BUDGET_SCOPES))
     count = (
         None
         if max_errors is None
@@ -1343,13 +1350,13 @@ def error_policy_spec(
                 "error_policy.max_error_rate",
                 f"must be in (0, 1], a share of the samples read (got {max_error_rate!r})",
             )
-    if chosen == "raise" and (count is not None or rate is not None):
+    if chosen == "raise" and (count is not None or rate is not None or scope != "epoch"):
         raise PlanError.single(
             "error_policy",
-            "max_errors and max_error_rate only apply to policy='skip' (with 'raise' the "
-            "first bad sample stops the loader); drop them or use 'skip'",
+            "max_errors, max_error_rate and per only apply to policy='skip' (with 'raise' "
+            "the first bad sample stops the loader); drop them or use 'skip'",
         )
-    return ErrorPolicySpec(chosen, count, rate)
+    return ErrorPolicySpec(chosen, count, rate, scope)
 
 
 def cache_spec(

@@ -33,7 +33,8 @@ sampling_weights           stream    weight source (column / function / digest),
 max_length                 stream    the sequence length (fixed, table or function) and by
 checks                     exec      the batch contract of with_checks reads batches, never
                                      changes them
-error_policy               stream    (only "skip", with its budgets) bad samples are dropped
+error_policy               stream    (only "skip", with its budgets and their scope, per) bad
+                                     samples are dropped
 mixture                    stream    sources (identity of each), mode, weights or their schedule,
                                      by, stratified, num_samples, source_key
 split                      stream    val, test, seed, stratify_by: which samples each part holds

@@ -205,14 +205,26 @@ def cache_to_dict(spec: CacheSpec) -> dict[str, Any]:
     return out
 
 
+ERROR_POLICY_KEYS = tuple(field.name for field in attrs.fields(ErrorPolicySpec))
+"""The keys of the ``[error_policy]`` table: the fields of :class:`ErrorPolicySpec`."""
+
+
+def error_policy_options(spec: ErrorPolicySpec) -> dict[str, Any]:
+    """The options of ``spec`` (its fields after ``policy``) that differ from their default.
+
+    The plan file's table, the fingerprint and the builder's repr all list these, so a new
+    option of ``with_error_policy`` is one field of :class:`ErrorPolicySpec`.
+    """
+    return {
+        field.name: getattr(spec, field.name)
+        for field in attrs.fields(ErrorPolicySpec)[1:]
+        if getattr(spec, field.name) != field.default
+    }
+
+
 def error_policy_to_dict(spec: ErrorPolicySpec) -> dict[str, Any]:
     """The ``[error_policy]`` table of a plan file (also what the fingerprint hashes)."""
-    out: dict[str, Any] = {"policy": spec.policy}
-    if spec.max_errors is not None:
-        out["max_errors"] = spec.max_errors
-    if spec.max_error_rate is not None:
-        out["max_error_rate"] = spec.max_error_rate
-    return out
+    return {"policy": spec.policy, **error_policy_options(spec)}
 
 
 def _class_to_dict(check: ClassCheck) -> int | dict[str, int]:
@@ -1165,7 +1177,7 @@ def _plan_from_dict(
         sec_p = reader.section(data, "preset", ("name", "options"))
         preset = reader.attempt(lambda: preset_spec(sec_p.get("name"), sec_p.get("options")))
     error_policy = ErrorPolicySpec()
-    sec_e = reader.section(data, "error_policy", ("policy", "max_errors", "max_error_rate"))
+    sec_e = reader.section(data, "error_policy", ERROR_POLICY_KEYS)
     if sec_e:
         error_policy = reader.attempt(lambda: error_policy_spec(**sec_e)) or error_policy
 

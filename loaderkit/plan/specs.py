@@ -19,6 +19,7 @@ from loaderkit.errors import PlanError, PlanTypeError
 
 __all__ = [
     "BUCKET_COSTS",
+    "BUDGET_SCOPES",
     "CACHE_STAGES",
     "CACHE_STORAGES",
     "CHECK_KINDS",
@@ -30,9 +31,11 @@ __all__ = [
     "LABEL_PAD_MODES",
     "MIXTURE_MODES",
     "SCHEDULES",
+    "SKIPPED_RECORDS_KEPT",
     "START_METHODS",
     "BatchSpec",
     "BucketingSpec",
+    "BudgetScope",
     "CacheSpec",
     "CallableSpec",
     "ChecksSpec",
@@ -246,6 +249,16 @@ class CurriculumSpec:
 
 ERROR_POLICIES = ("raise", "skip")
 
+BudgetScope = Literal["epoch", "run"]
+"""What the skip budget counts: the samples of the current epoch, or of the whole run."""
+
+BUDGET_SCOPES: tuple[BudgetScope, ...] = ("epoch", "run")
+
+SKIPPED_RECORDS_KEPT = 1_000
+"""``loader.skipped`` keeps the records of the last this many dropped samples; the counts in
+``loader.skip_counts`` stay exact (a long run with a few bad samples per epoch would
+otherwise grow the list without bound)."""
+
 
 @attrs.frozen
 class ErrorPolicySpec:
@@ -253,12 +266,17 @@ class ErrorPolicySpec:
 
     ``"raise"`` stops with a :class:`~loaderkit.DataError`; ``"skip"`` drops the sample,
     records it, and raises once ``max_errors`` samples or a ``max_error_rate`` share of the
-    samples read were dropped (``None``: no limit).
+    samples read were dropped (``None``: no limit), counted ``per`` epoch (from 0 again at
+    each epoch) or per run (every epoch read, resumes included).
+
+    The fields after ``policy`` are its options: the builder's keyword arguments, the keys of
+    the ``[error_policy]`` table and the builder's repr are all read from this declaration.
     """
 
     policy: str = "raise"
     max_errors: int | None = None
     max_error_rate: float | None = None
+    per: BudgetScope = "epoch"
 
 
 CACHE_STORAGES = ("memory", "disk")

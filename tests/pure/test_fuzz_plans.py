@@ -59,7 +59,7 @@ FIELD_NAMES = sorted(
         "max_tokens", "max_batch_size", "cost", "weights", "replacement", "num_samples",
         "difficulty", "horizon", "start", "degree", "steps", "sources", "mode", "weights_fn",
         "stratified", "source_key", "value", "fn", "keys", "dtypes", "shapes", "finite",
-        "ranges", "label_pad", "classes", "every", "policy", "max_errors", "max_error_rate",
+        "ranges", "label_pad", "classes", "every", "policy", "max_errors", "max_error_rate", "per",
         "val", "test", "stratify_by", "storage", "stage", "path", "max_bytes", "n",
         "data_files", "format", "split", "collators", "pad_token_id", "max_length", "low",
         "high", "one_hot", "ignore_index", "mask", "labels",
@@ -276,6 +276,7 @@ def _valid_plans() -> dict[str, tuple[DataLoaderBuilder, dict[str, object]]]:
             every=3,
         ),
         "error policy": base.with_error_policy("skip", max_errors=3, max_error_rate=0.5),
+        "error policy per run": base.with_error_policy("skip", max_errors=3, per="run"),
         "memory cache": base.with_cache("memory", max_bytes=2**20),
         "disk cache": base.with_transform(add_label).with_cache(
             "disk", stage="transformed", path=str(FOLDER / "cache")

@@ -1,0 +1,160 @@
+"""The ``skip`` error policy's accounting: exact counts per epoch and per run, and the budget.
+
+A batch's dropped samples are counted when the batch is *delivered* (the position a state
+records), so a state holds exactly the counts of the batches before its position, and a run
+resumed from it counts like the uninterrupted one. The budget is checked on the counts with
+the batch being delivered; a batch that spends it is not delivered and not counted (the next
+pass reads it again, and raises again).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import attrs
+
+from loaderkit.build.fetch import Skipped
+from loaderkit.errors import DataError, ResumeError
+from loaderkit.plan.specs import SKIPPED_RECORDS_KEPT, ErrorPolicySpec
+
+__all__ = ["RATE_FROM", "SKIPPED_RECORDS_KEPT", "SkipCounts", "over_budget"]
+
+RATE_FROM = 100
+"""The skip policy's max_error_rate is checked once this many samples were read (in scope)."""
+
+_COUNTS = ("skipped", "read", "epoch_skipped", "epoch_read")
+
+
+@attrs.frozen
+class SkipCounts:
+    """Exact totals of the ``skip`` policy (``loader.skip_counts``), also in ``state_dict()``.
+
+    ``skipped`` / ``read``: samples dropped / read (kept and dropped) in the whole run, the
+    epochs before a resume included; ``by_type``: the dropped ones by exception type name.
+    ``epoch_skipped`` / ``epoch_read`` / ``epoch_by_type``: the same for epoch ``epoch`` alone
+    (``None`` before any batch). Only delivered batches count (see the module docstring).
+    """
+
+    skipped: int = 0
+    read: int = 0
+    by_type: Mapping[str, int] = attrs.field(factory=dict)
+    epoch: int | None = None
+    epoch_skipped: int = 0
+    epoch_read: int = 0
+    epoch_by_type: Mapping[str, int] = attrs.field(factory=dict)
+
+    def add(
+        self, epoch: int, first: bool, requested: int, records: Sequence[Skipped]
+    ) -> SkipCounts:
+        """The counts after a delivered batch of ``epoch`` (``first``: its batch 0)."""
+        fresh = first or epoch != self.epoch  # a new epoch (or the same one read again)
+        by_type, epoch_by_type = dict(self.by_type), {} if fresh else dict(self.epoch_by_type)
+        for record in records:
+            by_type[record.exc_type] = by_type.get(record.exc_type, 0) + 1
+            epoch_by_type[record.exc_type] = epoch_by_type.get(record.exc_type, 0) + 1
+        return SkipCounts(
+            skipped=self.skipped + len(records),
+            read=self.read + requested,
+            by_type=by_type,
+            epoch=epoch,
+            epoch_skipped=(0 if fresh else self.epoch_skipped) + len(records),
+            epoch_read=(0 if fresh else self.epoch_read) + requested,
+            epoch_by_type=epoch_by_type,
+        )
+
+    def in_scope(self, spec: ErrorPolicySpec) -> tuple[int, int, Mapping[str, int]]:
+        """(dropped, read, by type) as the budget of ``spec`` counts them (``spec.per``)."""
+        if spec.per == "run":
+            return self.skipped, self.read, self.by_type
+        return self.epoch_skipped, self.epoch_read, self.epoch_by_type
+
+    def to_state(self) -> dict[str, Any]:
+        """The JSON-serializable ``state["skips"]``."""
+        return {
+            "skipped": self.skipped,
+            "read": self.read,
+            "by_type": dict(self.by_type),
+            "epoch": self.epoch,
+            "epoch_skipped": self.epoch_skipped,
+            "epoch_read": self.epoch_read,
+            "epoch_by_type": dict(self.epoch_by_type),
+        }
+
+    @classmethod
+    def from_state(cls, value: object) -> SkipCounts:
+        """The counts of a saved ``state["skips"]``; zero for a state without it.
+
+        Raises :class:`ResumeError` naming the key for anything else than what
+        :meth:`to_state` makes.
+        """
+        if value is None:  # a state from before the counts were saved: start from zero
+            return cls()
+        problem = _state_problem(value)
+        if problem:
+            raise ResumeError(
+                f"state['skips'] {problem} (got {value!r:.200}); pass what state_dict() "
+                f"returned, or drop the 'skips' key to count from zero"
+            )
+        assert isinstance(value, Mapping)
+        return cls(
+            skipped=value["skipped"],
+            read=value["read"],
+            by_type=dict(value["by_type"]),
+            epoch=value["epoch"],
+            epoch_skipped=value["epoch_skipped"],
+            epoch_read=value["epoch_read"],
+            epoch_by_type=dict(value["epoch_by_type"]),
+        )
+
+
+def _count(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+def _state_problem(value: object) -> str:
+    """What is wrong with a saved ``state["skips"]`` ('' if nothing)."""
+    keys = (*_COUNTS, "by_type", "epoch", "epoch_by_type")
+    if not isinstance(value, Mapping) or set(value) != set(keys):
+        return f"must be a dict with the keys {', '.join(keys)}"
+    if not all(_count(value[key]) for key in _COUNTS):
+        return f"must hold ints >= 0 at {', '.join(_COUNTS)}"
+    if value["epoch"] is not None and not _count(value["epoch"]):
+        return "must hold an int >= 0 or None at epoch"
+    for key in ("by_type", "epoch_by_type"):
+        table = value[key]
+        if not isinstance(table, Mapping) or not all(
+            isinstance(k, str) and _count(v) for k, v in table.items()
+        ):
+            return f"must map exception type names to ints >= 0 at {key}"
+    if value["skipped"] > value["read"] or value["epoch_skipped"] > value["epoch_read"]:
+        return "cannot have more samples skipped than read"
+    return ""
+
+
+def over_budget(spec: ErrorPolicySpec, counts: SkipCounts, last: Skipped) -> DataError | None:
+    """The :class:`DataError` to raise if ``counts`` spend the budget of ``spec``, else ``None``.
+
+    ``last`` is the latest dropped sample (named in the message and the error's fields).
+    """
+    count, read, by_type = counts.in_scope(spec)
+    over = spec.max_errors is not None and count > spec.max_errors
+    rate = count / max(read, 1)
+    if spec.max_error_rate is not None and read >= RATE_FROM:
+        over = over or rate > spec.max_error_rate
+    if not over:
+        return None
+    summary = ", ".join(
+        f"{n} {kind}" for kind, n in sorted(by_type.items(), key=lambda kv: (-kv[1], kv[0]))
+    )
+    where = f"in epoch {counts.epoch}" if spec.per == "epoch" else "in this run"
+    return DataError(
+        f"the skip policy dropped {count:,} samples of the {read:,} read {where} "
+        f"({rate:.2%}): {summary}; the budget is max_errors={spec.max_errors}, "
+        f"max_error_rate={spec.max_error_rate} per {spec.per}. Last: {last.message}. Fix the "
+        f"data, or raise the budget in with_error_policy('skip', ...); loader.skip_counts "
+        f"has the totals, loader.skipped the last {SKIPPED_RECORDS_KEPT:,} records",
+        sample_index=last.sample_index,
+        worker_id=last.worker_id,
+        batch_index=last.batch_index,
+    )
