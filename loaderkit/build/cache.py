@@ -433,6 +433,10 @@ class CachedSource(Source):
         """Always ``None``: every sample goes through the cache."""
         return None
 
+    def list_dtypes(self) -> dict[str, torch.dtype]:
+        """The list column dtypes of the cached source."""
+        return self.inner.list_dtypes()
+
     def epoch_hooks(self) -> list[Callable[[int], Any]]:
         """The ``set_epoch`` hooks of the cached source."""
         return self.inner.epoch_hooks()

@@ -315,7 +315,13 @@ class BatchFetcher:
                     self.seed, request.epoch, request.batch_index, request.indices
                 )
                 return collate(samples, context=context)
-            return collate(samples)
+            batch = collate(samples)
+            if self.fast and isinstance(batch, dict):  # what default_batch would have given
+                for key, dtype in self.source.list_dtypes().items():
+                    value = batch.get(key)
+                    if isinstance(value, torch.Tensor) and value.ndim >= 2:
+                        batch[key] = value.to(dtype)
+            return batch
         except DataError as exc:
             if exc.batch_index is None:  # keep what the collator knew (e.g. sample_index)
                 raise self._batch_error(

@@ -53,6 +53,14 @@ class Source:
         """The ``default`` collator's batch of ``self.samples(indices)``, or ``None``."""
         return None
 
+    def list_dtypes(self) -> dict[str, torch.dtype]:
+        """The dtype the ``default`` collator's batch gives each list column (none: its rule).
+
+        HF datasets keep a list column's Arrow dtype; sample-by-sample paths (a cache, the
+        skip policy) cast to it so that they give what :meth:`default_batch` gives.
+        """
+        return {}
+
     def epoch_hooks(self) -> list[Callable[[int], Any]]:
         """The ``set_epoch`` methods of the datasets behind this source."""
         hook = getattr(self.data, "set_epoch", None)
@@ -154,6 +162,10 @@ class HFSource(Source):
         if batch is not None:
             return batch
         return self._formatted_batch(indices)
+
+    def list_dtypes(self) -> dict[str, torch.dtype]:
+        """The Arrow dtype of each list-of-numbers column HF formats as Python lists."""
+        return _hf_list_dtypes(self.data)
 
     def _formatted_batch(self, indices: Indices) -> dict[str, Any]:
         """The batch through HF's formatted ``ds[list]``, collated column by column."""

@@ -67,6 +67,24 @@ def test_a_float32_sequence_column_stays_float32() -> None:
     _same(batch["x"], torch.tensor([[0.0] * 4, [1.0] * 4, [2.0] * 4], dtype=torch.float32))
 
 
+def test_a_cache_or_the_skip_policy_gives_the_same_float32_batches(tmp_path: Any) -> None:
+    """Sample-by-sample paths cast to the Arrow dtype too: a cache never changes a batch."""
+    ds = _issue_dataset().cast_column("x", datasets.Sequence(datasets.Value("float32"), length=4))
+    plain = DataLoaderBuilder().with_dataset(ds).with_batch_size(3)
+    want = list(plain.build())
+    for variant in (
+        plain.with_cache("memory"),
+        plain.with_cache("disk", path=tmp_path / "cache"),
+        plain.with_error_policy("skip", max_errors=1),
+    ):
+        for _ in range(2):  # filling the cache, then reading it
+            got = list(variant.build())
+            assert got[0]["x"].dtype == torch.float32
+            assert len(got) == len(want)
+            for a, b in zip(want, got, strict=True):
+                assert batches_differ(a, b) is None
+
+
 # Arrow dtype -> batch dtype (uint16/uint32 widen: torch has almost no ops for them)
 ARROW_DTYPES = {
     "float16": torch.float16,
