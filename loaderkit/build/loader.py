@@ -14,7 +14,6 @@ import logging
 import os
 import re
 import signal
-import weakref
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal
@@ -831,28 +830,71 @@ _Pending = Literal["set", "resume", "next"]
 _SequencePlanner = _WeightedPlanner | _CurriculumPlanner | _MixturePlanner
 
 
+class _Requests:
+    """The requests of one rank's passes: the planner's batches as dataset indices.
+
+    Kept apart from the :class:`Loader` on purpose: the torch iterator reads them (through
+    :class:`_RequestSampler`) and holds the generator between passes, so a generator bound
+    to the loader would make a reference cycle, loader -> torch loader -> torch iterator ->
+    generator -> loader. A cycle leaves the loader and its workers to the cyclic garbage
+    collector, which finalizes the worker queues in any order and stalls ~5 s per worker.
+    """
+
+    def __init__(
+        self,
+        planner: _AnyPlanner,
+        part: npt.NDArray[Any] | None,
+        max_lengths: Schedule[int] | None,
+    ) -> None:
+        self.planner = planner
+        self.part = part
+        self.max_lengths = max_lengths
+        self._epoch_starts = [0]
+
+    def planned(self, epoch: int, start: int) -> Iterator[BatchRequest]:
+        """The planner's requests, their positions mapped to dataset indices (with a split)."""
+        part = self.part
+        if part is None:
+            yield from self.planner.requests(epoch, start)
+            return
+        for request in self.planner.requests(epoch, start):
+            yield request._replace(indices=part[request.indices])
+
+    def first_step(self, epoch: int) -> int:
+        """Batches this rank delivers in the epochs before ``epoch`` (each counted once)."""
+        planner = self.planner
+        if isinstance(planner, _StepSizedPlanner):
+            return planner.first_step(epoch)
+        starts = self._epoch_starts
+        while len(starts) <= epoch:
+            starts.append(starts[-1] + planner.num_batches(len(starts) - 1))
+        return starts[epoch]
+
+    def __call__(self, epoch: int, start: int) -> Iterator[BatchRequest]:
+        """The requests of ``epoch`` from batch ``start``, with their sequence length."""
+        lengths = self.max_lengths
+        if lengths is None:
+            yield from self.planned(epoch, start)
+            return
+        first = epoch if lengths.by == "epoch" else self.first_step(epoch)
+        for request in self.planned(epoch, start):
+            t = first if lengths.by == "epoch" else first + request.batch_index
+            yield request._replace(max_length=lengths(t))
+
+
 class _RequestSampler(Sampler[BatchRequest]):
     """Yields the requests of one rank's pass from its first batch (main process)."""
 
-    def __init__(
-        self, planner: _AnyPlanner, requests: Callable[[int, int], Iterator[BatchRequest]]
-    ) -> None:
-        self.planner = planner
-        # a weak reference: the loader owns the torch loader that owns this sampler, and a
-        # cycle would leave the loader (and its workers) to the slow cyclic garbage collector
-        self.requests = weakref.WeakMethod(requests)
+    def __init__(self, requests: _Requests) -> None:
+        self.requests = requests  # holds no reference to the loader (see _Requests)
         self.epoch = 0
         self.start = 0
 
     def __iter__(self) -> Iterator[BatchRequest]:
-        requests = self.requests()
-        if requests is None:
-            return iter(())
-        batches: Iterator[BatchRequest] = requests(self.epoch, self.start)
-        return batches
+        return self.requests(self.epoch, self.start)
 
     def __len__(self) -> int:
-        return self.planner.num_batches(self.epoch) - self.start
+        return self.requests.planner.num_batches(self.epoch) - self.start
 
 
 class _BatchDataset(Dataset[Any]):
@@ -1046,7 +1088,6 @@ class Loader:
             n = len(self._part)
         self.batch_sizes = _batch_sizes(plan)
         self._max_lengths = _max_lengths(plan)
-        self._epoch_starts = [0]
         self._planner: _AnyPlanner
         self.lengths_cost = ""
         self.sampler: _SequencePlanner | None = None
@@ -1080,6 +1121,7 @@ class Loader:
                 f"samples, drop_last=True leaves 0 batches per epoch; lower batch_size or set "
                 f"drop_last=False",
             )
+        self._request_plan = _Requests(self._planner, self._part, self._max_lengths)
         self.workers = resolve_workers(plan.workers)
         """The worker settings this loader runs with (``"auto"`` resolved on this machine)."""
         self.pin_memory = wants_pinning(plan.workers.pin_memory, self.device)
@@ -1336,37 +1378,11 @@ class Loader:
         indices: list[int] = (positions if part is None else part[positions]).tolist()
         return indices
 
-    def _planned(self, epoch: int, start: int) -> Iterator[BatchRequest]:
-        """The planner's requests, their positions mapped to dataset indices (with a split)."""
-        part = self._part
-        if part is None:
-            yield from self._planner.requests(epoch, start)
-            return
-        for request in self._planner.requests(epoch, start):
-            yield request._replace(indices=part[request.indices])
-
     # -- iteration --------------------------------------------------------------------------
-
-    def _first_step(self, epoch: int) -> int:
-        """Batches this rank delivers in the epochs before ``epoch`` (each counted once)."""
-        planner = self._planner
-        if isinstance(planner, _StepSizedPlanner):
-            return planner.first_step(epoch)
-        starts = self._epoch_starts
-        while len(starts) <= epoch:
-            starts.append(starts[-1] + planner.num_batches(len(starts) - 1))
-        return starts[epoch]
 
     def _requests(self, epoch: int, start: int) -> Iterator[BatchRequest]:
         """The requests of ``epoch`` from batch ``start``, with their sequence length."""
-        lengths = self._max_lengths
-        if lengths is None:
-            yield from self._planned(epoch, start)
-            return
-        first = epoch if lengths.by == "epoch" else self._first_step(epoch)
-        for request in self._planned(epoch, start):
-            t = first if lengths.by == "epoch" else first + request.batch_index
-            yield request._replace(max_length=lengths(t))
+        return self._request_plan(epoch, start)
 
     def _host_batches(self, epoch: int, start: int, generation: int) -> Iterator[Any]:
         if self.plan.error_policy.policy != "skip":  # no Fetched records to unpack
@@ -1468,7 +1484,7 @@ class Loader:
     def _worker_loader(self) -> tuple[DataLoader[Any], _RequestSampler]:
         if self._torch_loader is None or self._sampler is None:
             w = self.workers
-            sampler = _RequestSampler(self._planner, self._requests)
+            sampler = _RequestSampler(self._request_plan)
             self._sampler = sampler
             self._torch_loader = DataLoader(
                 _BatchDataset(self._fetcher, WorkerSeeder(self.plan.order.seed, self.rank)),
