@@ -318,8 +318,10 @@ class WorkerError(LoaderkitError, RuntimeError):
     """A worker process died (killed, crashed, exited) or did not deliver within the timeout.
 
     ``worker_id`` and ``pid`` name the worker where torch reported them; ``signal`` or
-    ``exit_code`` say how it ended; ``timeout`` is set for a timeout. The loader stays usable:
-    the next iteration starts new workers from the last delivered batch.
+    ``exit_code`` say how it ended; ``timeout`` is set for a timeout, and ``batch_index`` is
+    the batch of the epoch that was being waited for when it is known (a timeout always names
+    it, with the worker that held it). The loader stays usable: the next iteration starts new
+    workers from the last delivered batch.
     """
 
     def __init__(
@@ -331,6 +333,7 @@ class WorkerError(LoaderkitError, RuntimeError):
         signal: str | None = None,
         exit_code: int | None = None,
         timeout: float | None = None,
+        batch_index: int | None = None,
     ) -> None:
         super().__init__(message)
         self.worker_id = worker_id
@@ -338,6 +341,7 @@ class WorkerError(LoaderkitError, RuntimeError):
         self.signal = signal
         self.exit_code = exit_code
         self.timeout = timeout
+        self.batch_index = batch_index
 
 
 class NotBuiltYetError(LoaderkitError, NotImplementedError):

@@ -11,18 +11,20 @@ from __future__ import annotations
 
 import collections
 import copy
+import functools
 import logging
 import os
 import re
 import signal
-import weakref
+import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
 import numpy as np
 import numpy.typing as npt
 import torch
 from torch.utils.data import DataLoader, Dataset, Sampler
+from torch.utils.data._utils import signal_handling
 
 from loaderkit.build.cache import CachedSource, CacheStats, open_cache
 from loaderkit.build.device import deliver, resolve_device, wants_pinning
@@ -832,28 +834,71 @@ _Pending = Literal["set", "resume", "next"]
 _SequencePlanner = _WeightedPlanner | _CurriculumPlanner | _MixturePlanner
 
 
+class _Requests:
+    """The requests of one rank's passes: the planner's batches as dataset indices.
+
+    Kept apart from the :class:`Loader` on purpose: the torch iterator reads them (through
+    :class:`_RequestSampler`) and holds the generator between passes, so a generator bound
+    to the loader would make a reference cycle, loader -> torch loader -> torch iterator ->
+    generator -> loader. A cycle leaves the loader and its workers to the cyclic garbage
+    collector, which finalizes the worker queues in any order and stalls ~5 s per worker.
+    """
+
+    def __init__(
+        self,
+        planner: _AnyPlanner,
+        part: npt.NDArray[Any] | None,
+        max_lengths: Schedule[int] | None,
+    ) -> None:
+        self.planner = planner
+        self.part = part
+        self.max_lengths = max_lengths
+        self._epoch_starts = [0]
+
+    def planned(self, epoch: int, start: int) -> Iterator[BatchRequest]:
+        """The planner's requests, their positions mapped to dataset indices (with a split)."""
+        part = self.part
+        if part is None:
+            yield from self.planner.requests(epoch, start)
+            return
+        for request in self.planner.requests(epoch, start):
+            yield request._replace(indices=part[request.indices])
+
+    def first_step(self, epoch: int) -> int:
+        """Batches this rank delivers in the epochs before ``epoch`` (each counted once)."""
+        planner = self.planner
+        if isinstance(planner, _StepSizedPlanner):
+            return planner.first_step(epoch)
+        starts = self._epoch_starts
+        while len(starts) <= epoch:
+            starts.append(starts[-1] + planner.num_batches(len(starts) - 1))
+        return starts[epoch]
+
+    def __call__(self, epoch: int, start: int) -> Iterator[BatchRequest]:
+        """The requests of ``epoch`` from batch ``start``, with their sequence length."""
+        lengths = self.max_lengths
+        if lengths is None:
+            yield from self.planned(epoch, start)
+            return
+        first = epoch if lengths.by == "epoch" else self.first_step(epoch)
+        for request in self.planned(epoch, start):
+            t = first if lengths.by == "epoch" else first + request.batch_index
+            yield request._replace(max_length=lengths(t))
+
+
 class _RequestSampler(Sampler[BatchRequest]):
     """Yields the requests of one rank's pass from its first batch (main process)."""
 
-    def __init__(
-        self, planner: _AnyPlanner, requests: Callable[[int, int], Iterator[BatchRequest]]
-    ) -> None:
-        self.planner = planner
-        # a weak reference: the loader owns the torch loader that owns this sampler, and a
-        # cycle would leave the loader (and its workers) to the slow cyclic garbage collector
-        self.requests = weakref.WeakMethod(requests)
+    def __init__(self, requests: _Requests) -> None:
+        self.requests = requests  # holds no reference to the loader (see _Requests)
         self.epoch = 0
         self.start = 0
 
     def __iter__(self) -> Iterator[BatchRequest]:
-        requests = self.requests()
-        if requests is None:
-            return iter(())
-        batches: Iterator[BatchRequest] = requests(self.epoch, self.start)
-        return batches
+        return self.requests(self.epoch, self.start)
 
     def __len__(self) -> int:
-        return self.planner.num_batches(self.epoch) - self.start
+        return self.requests.planner.num_batches(self.epoch) - self.start
 
 
 class _BatchDataset(Dataset[Any]):
@@ -904,27 +949,140 @@ _WORKER_KILLED = re.compile(
 _TIMEOUT = re.compile(r"DataLoader timed out after (\d+(?:\.\d+)?) seconds")
 
 
-def _dead_workers(iterator: object) -> list[tuple[int, int | None, int]]:
+_SHUTDOWN_GRACE = 0.5
+"""Seconds a pool's workers get to exit on their own at shutdown before they are terminated."""
+
+_REMOVE_WORKER_PIDS: Callable[[int], None] = signal_handling._remove_worker_pids  # type: ignore[attr-defined]
+"""Unregisters a pool's pids from torch's SIGCHLD handler (what its shutdown does)."""
+
+_BROKEN_GRACE = 0.2
+"""The same for a broken pool (a worker died or timed out): its results are discarded."""
+
+
+def _shutdown_pool(iterator: object, grace: float = _SHUTDOWN_GRACE) -> None:
+    """Shut a torch multi-process iterator's workers down within about ``grace`` seconds.
+
+    torch's own ``_shutdown_workers`` joins each worker with a 5 s timeout in turn, so a
+    stuck worker (or one whose index queue was already finalized by the garbage collector)
+    costs 5 s, per worker. Here the workers are told to stop (done event, then ``None`` on
+    each index queue), joined against one shared deadline, and those still alive are
+    terminated, then killed. The pids are unregistered from torch's SIGCHLD handler first, so
+    a terminated worker raises nothing in the main thread. The iterator is marked shut down,
+    so torch's ``__del__`` does nothing more (also in a process forked later, which inherits
+    a copy of it). Every step is guarded: this also runs from ``__del__``.
+    """
+    if getattr(iterator, "_shutdown", True):
+        return  # not a multi-process iterator, or shut down already
+    pool: Any = iterator  # torch's _MultiProcessingDataLoaderIter, read by its private names
+    workers: list[Any] = list(getattr(iterator, "_workers", ()))
+    if any(getattr(w, "_parent_pid", None) != os.getpid() for w in workers):
+        return  # a copy inherited by a forked process: the workers are not ours
+    pool._shutdown = True
+    steps: list[Callable[[], object]] = []
+    done = getattr(iterator, "_pin_memory_thread_done_event", None)
+    thread = getattr(iterator, "_pin_memory_thread", None)
+    results = getattr(iterator, "_worker_result_queue", None)
+    if done is not None and thread is not None and results is not None:
+        steps += [done.set, lambda: results.put((None, None)), lambda: thread.join(grace)]
+    steps.append(pool._workers_done_event.set)
+    persistent = getattr(iterator, "_persistent_workers", False)
+    status: list[bool] = list(getattr(iterator, "_workers_status", ()))
+    for worker_id in range(len(workers)):
+        if persistent or (worker_id < len(status) and status[worker_id]):
+            steps.append(
+                functools.partial(pool._mark_worker_as_unavailable, worker_id, shutdown=True)
+            )
+    for step in steps:
+        try:
+            step()
+        except Exception:  # noqa: BLE001 - a queue finalized already: terminate below
+            continue
+    deadline = time.monotonic() + grace
+    try:
+        for w in workers:
+            w.join(timeout=max(deadline - time.monotonic(), 0.0))
+    finally:
+        if getattr(iterator, "_worker_pids_set", False):
+            _REMOVE_WORKER_PIDS(id(iterator))
+            pool._worker_pids_set = False
+        _end_processes(workers)
+        queues = [*getattr(iterator, "_index_queues", ()), results]
+        for queue in queues:
+            try:
+                queue.cancel_join_thread()
+                queue.close()
+            except Exception:  # noqa: BLE001 - closed already
+                continue
+
+
+def _end_processes(processes: Sequence[Any]) -> None:
+    """Terminate, then kill, the processes still alive; reap them all."""
+    alive = [p for p in processes if p.is_alive()]
+    for p in alive:
+        p.terminate()
+    deadline = time.monotonic() + 0.5
+    for p in alive:
+        p.join(timeout=max(deadline - time.monotonic(), 0.0))
+        if p.is_alive():
+            p.kill()
+            p.join(timeout=0.5)
+
+
+def _dead_workers(iterator: object, *, wait: float = 1.0) -> list[tuple[int, int | None, int]]:
     """``(worker id, pid, exit code)`` of the torch iterator's workers that have ended.
 
     A negative exit code is the signal that ended the worker (multiprocessing's convention).
+    A worker that is dying may not be reaped yet: the workers are polled for up to ``wait``
+    seconds in all (not per worker) until one is found.
     """
-    found = []
-    for worker_id, process in enumerate(getattr(iterator, "_workers", ())):
-        process.join(timeout=1.0)  # the worker is gone: reap it so its exit code is known
-        code = process.exitcode
-        if code is not None and code != 0:
-            found.append((worker_id, process.pid, int(code)))
-    return found
+    workers = list(getattr(iterator, "_workers", ()))
+    deadline = time.monotonic() + wait
+    while True:
+        found = []
+        for worker_id, process in enumerate(workers):
+            code = process.exitcode  # polls (reaps) without blocking
+            if code is not None and code != 0:
+                found.append((worker_id, process.pid, int(code)))
+        if found or time.monotonic() >= deadline:
+            return found
+        time.sleep(0.02)
+
+
+def _awaited(iterator: object) -> tuple[int, int | None] | None:
+    """(task index in the pass, worker id) of the batch torch's iterator is waiting for.
+
+    torch sends task ``i`` of a pass to a worker (round-robin over the available ones),
+    records it in ``_task_info[i] = (worker id,)`` until it arrives, and returns tasks in
+    order: ``_rcvd_idx`` is the one awaited.
+    """
+    index = getattr(iterator, "_rcvd_idx", None)
+    info = getattr(iterator, "_task_info", {})
+    if not isinstance(index, int):
+        return None
+    task = info.get(index) if isinstance(info, dict) else None
+    worker = task[0] if isinstance(task, tuple) and task and isinstance(task[0], int) else None
+    return index, worker
+
+
+class _Awaited(NamedTuple):
+    """The batch a broken pool was waiting for, and the worker that held it."""
+
+    epoch: int | None
+    batch_index: int | None
+    worker_id: int | None
+    pid: int | None
+    samples: str = ""
 
 
 def _worker_error(
     exc: Exception,
     timeout: float | None,
     dead: Sequence[tuple[int, int | None, int]] = (),
+    awaited: _Awaited | None = None,
 ) -> WorkerError | None:
     """The :class:`WorkerError` for a torch worker failure, or ``None`` for anything else."""
     text = str(exc)
+    batch = None if awaited is None else awaited.batch_index
     if dead and ("DataLoader worker" in text or not isinstance(exc, RuntimeError | DataError)):
         worker_id, pid, code = dead[0]
         if code < 0:
@@ -949,16 +1107,29 @@ def _worker_error(
             pid=pid,
             signal=name,
             exit_code=None if code < 0 else code,
+            batch_index=batch,
         )
     timed = _TIMEOUT.search(text)
     if timed:
         seconds = float(timed.group(1))
+        held = "no worker delivered it in time"
+        holder: int | None = None
+        holder_pid: int | None = None
+        if awaited is not None:
+            holder, holder_pid = awaited.worker_id, awaited.pid
+            what = "a batch" if batch is None else f"batch {batch}"
+            if awaited.epoch is not None and batch is not None:
+                what += f" of epoch {awaited.epoch}"
+            who = "its worker" if holder is None else f"worker {holder} (pid {holder_pid})"
+            held = f"{what}{awaited.samples} was held by {who}, which did not deliver it in time"
         return WorkerError(
-            f"a batch timed out after {seconds:g} s (with_workers(timeout={timeout})): no worker "
-            f"delivered it in time; look for a sample or transform that blocks, or raise the "
-            f"timeout. The loader stays usable: iterating again restarts the workers from the "
-            f"last delivered batch",
+            f"a batch timed out after {seconds:g} s (with_workers(timeout={timeout})): {held}; "
+            f"look for a sample or transform that blocks, or raise the timeout. The loader "
+            f"stays usable: iterating again restarts the workers from the last delivered batch",
             timeout=seconds,
+            worker_id=holder,
+            pid=holder_pid,
+            batch_index=batch,
         )
     killed = _WORKER_KILLED.search(text)
     if killed:
@@ -985,8 +1156,124 @@ def _worker_error(
             pid=pids[0] if pids else None,
             signal=signal_name,
             exit_code=exit_code,
+            batch_index=batch,
         )
     return None
+
+
+class _Raised:
+    """A :class:`DataError` in the stream of host batches, in the failed batch's place.
+
+    Carried as a value (not raised) so the generators that fetch the pass stay alive: the
+    pass raises it from ``next()`` and goes on with the next batch. Not a tuple, mapping or
+    dataclass, so moving batches to the device passes it through untouched.
+    """
+
+    __slots__ = ("error",)
+
+    def __init__(self, error: DataError) -> None:
+        self.error = error
+
+
+class _Pass:
+    """What ``iter(loader)`` returns: one pass of a :class:`Loader`, started by its first next.
+
+    An iterator object rather than a generator, so that a :class:`DataError` (raise policy)
+    can leave ``next()`` while the pass goes on: the next ``next()`` delivers the batch after
+    the failed one, as a torch ``DataLoader`` iterator does, and the failed batch counts as
+    consumed in the loader's position. A :class:`WorkerError` (the pool is broken) or any
+    other exception ends the pass. A superseded pass raises ``RuntimeError`` once, and ends.
+    """
+
+    def __init__(self, loader: Loader) -> None:
+        self._loader: Loader | None = loader  # let go when the pass ends, as a generator does
+        self._batches: Iterator[Any] | None = None  # made by the first next()
+        self._epoch = 0
+        self._start = 0
+        self._generation = 0
+        self._moves = 0
+        self._failed = False  # the last next() raised a DataError
+
+    def __iter__(self) -> _Pass:
+        return self
+
+    def __next__(self) -> Any:
+        loader = self._loader
+        if loader is None:
+            raise StopIteration
+        if self._batches is None:
+            self._epoch, self._start = loader._start_pass()
+            self._generation, self._moves = loader._generation, loader._moves
+            self._batches = loader._deliverable(self._epoch, self._start, self._generation)
+        try:
+            loader._superseded(self._generation)
+        except RuntimeError:
+            self.close()  # it raised, so it ended: it takes nothing from the newer pass
+            raise
+        if self._failed:  # the caller goes on after the error: the pass is no longer to resume
+            self._failed = False
+            loader._resumed(self._moves)
+        return self._next_batch(loader, self._batches)
+
+    def _next_batch(self, loader: Loader, batches: Iterator[Any]) -> Any:
+        finish, checks = loader._on_device, loader.batch_checks
+        while True:
+            try:
+                batch = next(batches)
+            except WorkerError:
+                self.close()
+                loader._interrupted(self._moves)
+                raise
+            except BaseException:  # StopIteration included: the pass is over
+                self.close()
+                raise
+            try:  # the skip policy's counts, as the batch is delivered
+                batch = loader._settle(batch)
+            except DataError:  # its budget is spent: this batch is neither delivered nor counted
+                self.close()
+                loader._interrupted(self._moves)
+                raise
+            index = loader._delivered
+            loader._delivered += 1  # a failed batch counts as consumed, as in torch
+            if isinstance(batch, _Raised):
+                self._fail(loader, index)
+                raise batch.error
+            if batch is _NO_BATCH:  # every sample of this batch was skipped
+                continue
+            try:
+                if finish is not None:
+                    batch = finish(batch)
+                if checks is not None and checks.due(index, first=index == self._start):
+                    checks.run(batch, self._epoch, index, loader.batch_indices)
+            except DataError:
+                self._fail(loader, index)
+                raise
+            except BaseException:
+                loader._delivered = index  # not delivered; the pass ends here, as before
+                self.close()
+                raise
+            return batch
+
+    def _fail(self, loader: Loader, index: int) -> None:
+        """Batch ``index`` failed: a new pass over the loader would try it again."""
+        self._failed = True
+        loader._interrupted(self._moves, retry=index)
+
+    def _release(self) -> None:
+        batches, self._batches = self._batches, None
+        close = getattr(batches, "close", None)
+        if close is not None:
+            close()  # non-persistent workers of this pass go with it
+
+    def close(self) -> None:
+        """End the pass: ``next()`` raises ``StopIteration`` from now on.
+
+        The loader's position stays where the pass was; with non-persistent workers, the
+        pass's workers are shut down (persistent ones live as long as the loader).
+        """
+        self._loader = None
+        if self._batches is not None:
+            self._release()
 
 
 class Loader:
@@ -1016,6 +1303,10 @@ class Loader:
     """Always ``None``: the loader plans its batches itself. Named like torch's ``DataLoader``
     attribute, which tools that inspect data loaders (Lightning) read."""
 
+    _retry: int | None = None
+    """The batch a pending resume starts at when not the position: the one a raised
+    ``DataError`` failed (it counts as consumed, yet a new pass tries it again)."""
+
     def __init__(self, plan: LoaderPlan, *, split: str = "train") -> None:
         if plan.bindings is None:
             raise PlanError.single(
@@ -1044,7 +1335,6 @@ class Loader:
             n = len(self._part)
         self.batch_sizes = _batch_sizes(plan)
         self._max_lengths = _max_lengths(plan)
-        self._epoch_starts = [0]
         self._planner: _AnyPlanner
         self.lengths_cost = ""
         self.sampler: _SequencePlanner | None = None
@@ -1078,6 +1368,7 @@ class Loader:
                 f"samples, drop_last=True leaves 0 batches per epoch; lower batch_size or set "
                 f"drop_last=False",
             )
+        self._request_plan = _Requests(self._planner, self._part, self._max_lengths)
         self.workers = resolve_workers(plan.workers)
         """The worker settings this loader runs with (``"auto"`` resolved on this machine)."""
         self.pin_memory = wants_pinning(plan.workers.pin_memory, self.device)
@@ -1129,6 +1420,8 @@ class Loader:
         ``_epoch`` at batch ``_delivered``, ``"next"`` the epoch after ``_epoch``."""
         self._torch_loader: DataLoader[Any] | None = None
         self._sampler: _RequestSampler | None = None
+        self._pool: object = None
+        """The torch iterator of the workers in use (persistent or not), or ``None``."""
 
     @property
     def cache_stats(self) -> CacheStats | None:
@@ -1311,7 +1604,7 @@ class Loader:
             return self._epoch + 1, 0
         if self._pending == "set":
             return self._epoch, 0
-        return self._epoch, self._delivered
+        return self._epoch, self._delivered if self._retry is None else self._retry
 
     def _cursor(self) -> tuple[int, int]:
         """(epoch, batches delivered) of the current or last pass, or of the pending one."""
@@ -1338,6 +1631,7 @@ class Loader:
         """Make the next pass epoch ``epoch`` from batch 0 (the position is reset)."""
         self._epoch, self._delivered = epoch, 0
         self._pending = "set"
+        self._retry = None
 
     def batch_indices(self, epoch: int, batch_index: int) -> list[int]:
         """The sample indices of batch ``batch_index`` of ``epoch`` on this rank."""
@@ -1346,39 +1640,14 @@ class Loader:
         indices: list[int] = (positions if part is None else part[positions]).tolist()
         return indices
 
-    def _planned(self, epoch: int, start: int) -> Iterator[BatchRequest]:
-        """The planner's requests, their positions mapped to dataset indices (with a split)."""
-        part = self._part
-        if part is None:
-            yield from self._planner.requests(epoch, start)
-            return
-        for request in self._planner.requests(epoch, start):
-            yield request._replace(indices=part[request.indices])
-
     # -- iteration --------------------------------------------------------------------------
-
-    def _first_step(self, epoch: int) -> int:
-        """Batches this rank delivers in the epochs before ``epoch`` (each counted once)."""
-        planner = self._planner
-        if isinstance(planner, _StepSizedPlanner):
-            return planner.first_step(epoch)
-        starts = self._epoch_starts
-        while len(starts) <= epoch:
-            starts.append(starts[-1] + planner.num_batches(len(starts) - 1))
-        return starts[epoch]
 
     def _requests(self, epoch: int, start: int) -> Iterator[BatchRequest]:
         """The requests of ``epoch`` from batch ``start``, with their sequence length."""
-        lengths = self._max_lengths
-        if lengths is None:
-            yield from self._planned(epoch, start)
-            return
-        first = epoch if lengths.by == "epoch" else self._first_step(epoch)
-        for request in self._planned(epoch, start):
-            t = first if lengths.by == "epoch" else first + request.batch_index
-            yield request._replace(max_length=lengths(t))
+        return self._request_plan(epoch, start)
 
     def _host_batches(self, epoch: int, start: int, generation: int) -> Iterator[Any]:
+        """The host batches; a :class:`DataError` comes as a :class:`_Raised` in its place."""
         if self.plan.error_policy.policy != "skip":  # no Fetched records to unpack
             yield from self._fetched(epoch, start, generation)
             return
@@ -1395,52 +1664,78 @@ class Loader:
         """The host batches of ``epoch`` from ``start``; nothing is fetched once superseded.
 
         Persistent workers share one torch iterator between passes: a superseded pass must
-        not take a batch of the newer pass from it, so the check comes before every read.
+        not take a batch of the newer pass from it, so the check comes before every read. A
+        batch that failed (raise policy) comes as a :class:`_Raised` and the pass goes on, as
+        torch's iterator goes on after an exception. Non-persistent workers belong to their
+        pass: they are shut down when it is given up (as torch's are when its iterator is
+        dropped) or when the next pass starts.
         """
         workers = self.workers.num_workers
         if workers == 0:
             fetch = self._fetcher
             for request in self._requests(epoch, start):
                 self._superseded(generation)
-                yield fetch(request)
+                try:
+                    batch = fetch(request)
+                except DataError as error:
+                    batch = _Raised(error)
+                yield batch
             return
         self._superseded(generation)  # before the shared sampler and torch iterator are reset
+        persistent = self.workers.persistent is not False
         torch_loader, sampler = self._worker_loader()
         sampler.epoch, sampler.start = epoch, start
-        iterator = iter(torch_loader)
-        while True:
-            self._superseded(generation)
-            try:
-                item = next(iterator)
-            except StopIteration:
-                return
-            except Exception as exc:
-                # a killed worker surfaces as torch's RuntimeError, or as a broken pipe or
-                # connection reset while its result was being read: look at the workers
-                worker_error = self._broken_pool(iterator, exc)
-                if worker_error is None:
-                    raise
-                raise worker_error from exc
-            if isinstance(item, Failure):
-                item.reraise()
-            yield item
+        if not persistent:
+            _shutdown_pool(self._pool)  # the workers of a pass given up and not yet collected
+        iterator = self._pool = iter(torch_loader)
+        try:
+            while True:
+                self._superseded(generation)
+                try:
+                    item = next(iterator)
+                except StopIteration:
+                    return
+                except Exception as exc:
+                    # a killed worker surfaces as torch's RuntimeError, or as a broken pipe or
+                    # connection reset while its result was being read: look at the workers
+                    worker_error = self._broken_pool(iterator, exc, (epoch, start))
+                    if worker_error is None:
+                        raise
+                    raise worker_error from exc
+                if isinstance(item, Failure):
+                    try:
+                        item.reraise()
+                    except DataError as error:
+                        item = _Raised(error)
+                yield item
+        finally:
+            if not persistent and self._pool is iterator:
+                self._pool = None
+                _shutdown_pool(iterator)
 
-    def _broken_pool(self, iterator: object, exc: Exception) -> WorkerError | None:
+    def _broken_pool(
+        self, iterator: object, exc: Exception, where: tuple[int, int] | None = None
+    ) -> WorkerError | None:
         """The :class:`WorkerError` for ``exc`` if a worker died or timed out, else ``None``.
 
-        The pool is then shut down. torch's SIGCHLD handler raises its own RuntimeError in
-        the main thread whenever a worker ends, wherever the main thread is; while this
-        handles a death it may fire again, so its errors are absorbed until the pool is shut
-        down (which unregisters the workers from the handler).
+        The pool is then shut down (within about a second, stuck workers terminated).
+        ``where`` is (epoch, first batch) of the pass, to name the batch that was awaited
+        and its samples. torch's SIGCHLD handler raises its own RuntimeError in the main
+        thread whenever a worker ends, wherever the main thread is; while this handles a
+        death it may fire again, so its errors are absorbed until the pool is shut down
+        (which unregisters the workers from the handler).
         """
         worker_error: WorkerError | None = None
+        awaited = self._awaited_batch(iterator, where)
         for _ in range(5):
             try:
                 if worker_error is None:
-                    dead = _dead_workers(iterator)
-                    worker_error = _worker_error(exc, self.workers.timeout, dead)
+                    timed_out = _TIMEOUT.search(str(exc)) is not None
+                    dead = [] if timed_out else _dead_workers(iterator)
+                    worker_error = _worker_error(exc, self.workers.timeout, dead, awaited)
                     if worker_error is None:
                         return None
+                _shutdown_pool(iterator, grace=_BROKEN_GRACE)
                 self.close()  # the pool is broken: the next iteration starts new workers
                 return worker_error
             except RuntimeError as again:
@@ -1454,6 +1749,25 @@ class Loader:
             return batch
         fetched = self._unsettled.popleft()
         return self._account(fetched._replace(batch=None if batch is _NO_BATCH else batch))
+
+    def _awaited_batch(self, iterator: object, where: tuple[int, int] | None) -> _Awaited:
+        """The batch the torch iterator waits for (its epoch, index, samples) and its worker."""
+        found = _awaited(iterator)
+        if found is None:
+            return _Awaited(None, None, None, None)
+        task, worker = found
+        workers = list(getattr(iterator, "_workers", ()))
+        pid = workers[worker].pid if worker is not None and worker < len(workers) else None
+        if where is None:
+            return _Awaited(None, None, worker, pid)
+        epoch, first = where
+        batch = first + task
+        try:
+            indices = self.batch_indices(epoch, batch)
+        except Exception:  # noqa: BLE001 - naming the samples is a courtesy
+            return _Awaited(epoch, batch, worker, pid)
+        shown = ", ".join(map(str, indices[:8])) + (", ..." if len(indices) > 8 else "")
+        return _Awaited(epoch, batch, worker, pid, f" (samples {shown})")
 
     def _account(self, fetched: Fetched) -> Any:
         """Count and record what the skip policy dropped from the batch delivered now.
@@ -1480,7 +1794,7 @@ class Loader:
     def _worker_loader(self) -> tuple[DataLoader[Any], _RequestSampler]:
         if self._torch_loader is None or self._sampler is None:
             w = self.workers
-            sampler = _RequestSampler(self._planner, self._requests)
+            sampler = _RequestSampler(self._request_plan)
             self._sampler = sampler
             self._torch_loader = DataLoader(
                 _BatchDataset(self._fetcher, WorkerSeeder(self.plan.order.seed, self.rank)),
@@ -1502,10 +1816,10 @@ class Loader:
 
         An iterator that is never advanced has no effect (Lightning calls ``iter()`` once
         only to check that a loader is iterable); once started, the pass supersedes any
-        iterator still open.
+        iterator still open. A :class:`~loaderkit.DataError` raised by ``next()`` does not
+        end the pass: the next ``next()`` delivers the batch after the failed one.
         """
-        epoch, start = self._start_pass()
-        yield from self._pass(epoch, start, self._generation)
+        return _Pass(self)
 
     def _start_pass(self) -> tuple[int, int]:
         """Apply the iteration rule: the (epoch, first batch) of the pass starting now.
@@ -1516,6 +1830,7 @@ class Loader:
         """
         self._epoch, self._delivered = self.next_pass
         self._pending = "next"
+        self._retry = None
         self._generation += 1
         self._moves += 1
         return self._epoch, self._delivered
@@ -1530,39 +1845,30 @@ class Loader:
                 "iterate the newest one"
             )
 
-    def _interrupted(self, moves: int) -> None:
+    def _interrupted(self, moves: int, retry: int | None = None) -> None:
         """After a loader error in a pass: the next ``iter()`` resumes it where it stopped.
 
         ``moves`` is :attr:`_moves` when the pass started; if the position was moved since
         (``set_epoch``, ``load_state_dict``, a newer pass), that move stands. A broken pool's
-        ``close()`` does not move the position.
+        ``close()`` does not move the position. ``retry``: the batch a new pass starts at,
+        when it is not the position (a failed batch counts as consumed, but a new pass over
+        the same loader tries it again).
         """
         if moves == self._moves:
             self._pending = "resume"
+            self._retry = retry
 
-    def _pass(self, epoch: int, start: int, generation: int) -> Iterator[Any]:
-        """The batches of one pass: ``epoch`` from batch ``start``."""
+    def _resumed(self, moves: int) -> None:
+        """The pass a loader error interrupted goes on: it is no longer to be resumed."""
+        if moves == self._moves and self._pending == "resume":
+            self._pending = "next"
+            self._retry = None
+
+    def _deliverable(self, epoch: int, start: int, generation: int) -> Iterator[Any]:
+        """The host batches of a pass, on the device (not yet finished or checked)."""
         host = self._host_batches(epoch, start, generation)
         pin_here = self.pin_memory and self.workers.num_workers == 0
-        finish = self._on_device
-        moves = self._moves
-        try:
-            for batch in deliver(host, self.device, pin_host=pin_here):
-                self._superseded(generation)
-                batch = self._settle(batch)  # the skip policy's counts; may raise
-                if batch is _NO_BATCH:  # every sample of this batch was skipped
-                    self._delivered += 1
-                    continue
-                if finish is not None:
-                    batch = finish(batch)
-                checks, index = self.batch_checks, self._delivered
-                if checks is not None and checks.due(index, first=index == start):
-                    checks.run(batch, epoch, index, self.batch_indices)
-                self._delivered += 1
-                yield batch
-        except (DataError, WorkerError):
-            self._interrupted(moves)
-            raise
+        return deliver(host, self.device, pin_host=pin_here)
 
     def check(self) -> CheckReport:
         """Run the plan's batch checks (``with_checks``) on the first batch of :attr:`epoch`.
@@ -1573,11 +1879,11 @@ class Loader:
         ``iter()`` starts are put back as they were (checking does not count as a pass); an
         iterator in progress is superseded.
         """
-        kept = self._epoch, self._delivered, self._pending
+        kept = self._epoch, self._delivered, self._pending, self._retry
         try:
             return check_loader(self)
         finally:
-            self._epoch, self._delivered, self._pending = kept
+            self._epoch, self._delivered, self._pending, self._retry = kept
             self._generation += 1
             self._moves += 1
 
@@ -1588,19 +1894,19 @@ class Loader:
         next iteration starts new workers.
         """
         self._generation += 1
+        pool, self._pool = self._pool, None
         torch_loader = self._torch_loader
         self._torch_loader = None
         self._sampler = None
         if torch_loader is not None:
-            iterator = getattr(torch_loader, "_iterator", None)
+            iterator = getattr(torch_loader, "_iterator", None)  # the persistent workers
             torch_loader._iterator = None
-            shutdown = getattr(iterator, "_shutdown_workers", None)
-            if shutdown is not None:
-                shutdown()
+            _shutdown_pool(iterator)
+        _shutdown_pool(pool)
 
     def __del__(self) -> None:
-        # shut the workers down explicitly: left to torch's own finalizer, a pool of
-        # persistent workers takes about 10 s to go (its queues are collected first)
+        # shut the workers down explicitly, within about a second (torch's own shutdown joins
+        # each worker for up to 5 s)
         # not contextlib.suppress: at interpreter exit module globals may already be None
         try:
             self.close()
@@ -1675,6 +1981,7 @@ class Loader:
         self._epoch, self._delivered = epoch, delivered
         self._skip_counts = counts
         self._pending = "resume"
+        self._retry = None
         self._generation += 1
         self._moves += 1
 

@@ -364,20 +364,27 @@ def test_any_sequence_of_habits_follows_the_rule(ops: list[tuple[Any, ...]]) -> 
     old: list[Iterator[Any]] = []
     saved: dict[str, Any] | None = None
 
+    waiting: list[Iterator[Any]] = []  # started iterators a newer, unstarted one will supersede
+
     def supersede() -> None:
         nonlocal current
+        old.extend(waiting)
+        waiting.clear()
         if current is not None and started:
             old.append(current)
             current = None
 
     for op in ops:
-        if op[0] == "iter":
-            supersede()
+        if op[0] == "iter":  # the running pass goes on until the new iterator's first next()
+            if current is not None and started:
+                waiting.append(current)
             current, started = iter(loader), False
         elif op[0] == "probe":
             iter(loader)
         elif op[0] == "next" and current is not None:
-            if not started:
+            if not started:  # its pass starts now: the passes still running are superseded
+                old.extend(waiting)
+                waiting.clear()
                 model.start()
                 started = True
             for _ in range(op[1]):
