@@ -57,8 +57,10 @@ import collections
 import copy
 import hashlib
 import itertools
+import logging
+import random
 import traceback
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Generator, Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
 import numpy as np
@@ -134,6 +136,98 @@ _STATE_KEYS = (
 _DRAWS = 4096
 """Buffer-shuffle indices drawn at a time."""
 
+_LOG = logging.getLogger("loaderkit")
+
+_END: Any = object()
+
+
+def _seed_globals(seed: int, *components: str | int) -> None:
+    """Seed the global RNGs (torch's CPU generator, numpy's legacy one, ``random``).
+
+    The key is ``derive_key(seed, *components)``: a stream seeds them before reading each
+    element (by its position), before each transform and each collate, in a worker or in the
+    main process alike, so what a source draws from them does not depend on ``num_workers``.
+    """
+    value = derive_key(seed, *components)
+    torch.default_generator.manual_seed(value)
+    np.random.seed(value % 2**32)
+    random.seed(value)
+
+
+def _user_rngs() -> tuple[Any, Any, torch.Tensor]:
+    """The main process's global RNG states, to put back once a batch was made there."""
+    return random.getstate(), np.random.get_state(), torch.get_rng_state()
+
+
+def _restore_rngs(states: tuple[Any, Any, torch.Tensor]) -> None:
+    random.setstate(states[0])
+    np.random.set_state(states[1])
+    torch.set_rng_state(states[2])
+
+
+def _seeded(
+    opened: Callable[[], Iterable[Any]],
+    seed: int,
+    epoch: int,
+    stream: tuple[str | int, ...],
+    position: Callable[[int], int],
+    start: int,
+) -> Iterator[Any]:
+    """The elements of ``opened()``, the global RNGs seeded by position before each is read.
+
+    ``opened()`` and its ``iter()`` run with them seeded by ``stream`` (which stream it is:
+    the same for every producer that reads the same one); the ``n``-th element read (counting
+    from ``start``) with them seeded by its stream position ``position(n)``.
+    """
+    _seed_globals(seed, "stream-global-rng", epoch, "iter", *stream)
+    it = iter(opened())
+    for n in itertools.count(start):
+        _seed_globals(seed, "stream-global-rng", epoch, position(n))
+        item = next(it, _END)
+        if item is _END:
+            return
+        yield item
+
+
+class _Gate:
+    """Whether the other ranks' producers of the same worker id have a batch ``j`` too.
+
+    ``even_batches`` for a stream: a producer delivers its batch ``j`` only if every other
+    rank's producer of its worker id has one (at least ``j x batch_size + 1`` elements, or
+    ``(j + 1) x batch_size`` with ``drop_last``), so every rank's producer ``w`` delivers as
+    many batches as the shortest one, and every rank as many as the others. The other ranks'
+    shards are read here (elements counted, not transformed) as far as needed.
+    """
+
+    def __init__(
+        self, peers: list[tuple[int, Callable[[], Iterable[Any]]]], size: int, drop_last: bool
+    ) -> None:
+        self.peers = peers
+        self.size = size
+        self.drop_last = drop_last
+        self.streams: list[Iterator[Any] | None] = [None] * len(peers)
+        self.counts = [0] * len(peers)
+
+    def allows(self, j: int) -> bool:
+        need = (j + 1) * self.size if self.drop_last else j * self.size + 1
+        for i, (rank, make) in enumerate(self.peers):
+            stream = self.streams[i]
+            if stream is None:
+                stream = self.streams[i] = iter(make())
+            while self.counts[i] < need:
+                try:
+                    item = next(stream, _END)
+                except Exception as exc:
+                    raise DataError(
+                        f"element {self.counts[i]} of rank {rank}'s shard could not be read "
+                        f"while counting it (even_batches: a rank delivers a batch only if "
+                        f"every rank has one): {type(exc).__name__}: {exc}"
+                    ) from exc
+                if item is _END:
+                    return False
+                self.counts[i] += 1
+        return True
+
 
 class _Item(NamedTuple):
     """What a producer sends: a batch, its end, or a failure (as text, to cross processes)."""
@@ -146,6 +240,13 @@ class _Item(NamedTuple):
     error: str | None = None
     sample_index: int | None = None
     collator: str | None = None
+    consumed: bool = False
+    """A failed batch (``error``) that used up its place in the producer's shard (it failed in
+    the transform or the collator): it counts as delivered, and the producer goes on with its
+    next batch. A failed read is not consumed: a resume reads it again."""
+    trimmed: int = 0
+    """On a producer's end item: the elements of its shard it did not deliver because another
+    rank's producer of the same worker id ran out first (``even_batches``)."""
     dropped: bool = False
     """Every element of the batch was skipped: there is no batch, only its records."""
     skipped: tuple[Skipped, ...] = ()
@@ -343,9 +444,13 @@ class _Producer(IterableDataset[_Item]):
         transform: Callable[..., Any] | None,
         transform_rng: bool,
         probe: bool = False,
+        peers: tuple[tuple[int, Any], ...] = (),
     ) -> None:
         self.data = data
         self.mode = mode
+        self.peers = peers
+        """``even_batches`` on several ranks: ``(rank, what that rank's producers read)`` of
+        the ranks whose shards this producer's batches are gated by (see :class:`_Gate`)."""
         self.probe = probe
         """Whether to digest the first elements of the stream (element mode, 2+ workers)."""
         self.rank = rank
@@ -385,23 +490,32 @@ class _Producer(IterableDataset[_Item]):
         return max(1, min(_PROBE, (self.batch_size - 1) * shards + 1))
 
     def _items(self, worker: int, info: object, probe: _Probe | None) -> Iterator[_Item]:
+        trimmed = 0
         try:
-            yield from self._batches(worker, probe)
-        except DataError as error:
-            cause = error.__cause__ or error
-            text = "".join(traceback.format_exception(cause)).rstrip()
-            kind, original = error.original_type, None if cause is error else cause
-            if info is not None:  # a worker's item is pickled to the main process
-                kind, original = portable_type(kind), portable_exception(original)
-            yield _Item(
-                worker,
-                error=f"{error.message}\n\nOriginal traceback {_where(info)}:\n{text}",
-                sample_index=error.sample_index,
-                collator=error.collator,
-                original_type=kind,
-                cause=original,
-            )
-        yield _Item(worker, end=True)
+            trimmed = yield from self._batches(worker, probe)
+        except DataError as error:  # the source (or a gated rank's) could not be read: the end
+            yield _error_item(worker, error)
+        yield _Item(worker, end=True, trimmed=trimmed)
+
+    def _gate(self, worker: int) -> _Gate | None:
+        """The gate of this producer's batches under ``even_batches`` (``None``: ungated)."""
+        if not self.peers:
+            return None
+        shards = self.world_size * self.producers
+        world = self.world_size
+
+        def stream(rank: int, data: Any) -> Callable[[], Iterable[Any]]:
+            shard = rank * self.producers + worker
+            if self.mode == "element":
+                return lambda: itertools.islice(iter(data), shard, None, shards)
+            if self.mode == "worker":
+                return lambda: itertools.islice(iter(data), rank, None, world)
+            if self.mode == "hook":
+                return lambda: getattr(data, SHARD_HOOK)(shards, shard)
+            return lambda: data  # HF: already that rank's split
+
+        peers = [(rank, stream(rank, data)) for rank, data in self.peers]
+        return _Gate(peers, self.batch_size, self.drop_last)
 
     def _where(self, worker: int, position: int, local: int) -> str:
         shards = self.world_size * self.producers
@@ -420,7 +534,9 @@ class _Producer(IterableDataset[_Item]):
         if state is None:
             return self.data, 0, False
         source = self.data
-        if self.mode == "hf":  # HF keeps a loaded state for later passes: load it on a copy
+        if self.mode == "hf" or self.peers:
+            # HF keeps a loaded state for later passes, and the gate reads the source from
+            # its start: load it on a copy
             source = _own_copy(source)
         source.load_state_dict(copy.deepcopy(state["source"]))
         return source, int(state["read"]), True
@@ -457,7 +573,8 @@ class _Producer(IterableDataset[_Item]):
             # zip draws the element before the count: after a failure the count is its index
             counter = itertools.count(start)
             first = (shard - start) % shards
-            raw = source if probe is None else probe.wrap(source)
+            raw = _seeded(lambda: source, self.seed, self.epoch, ("stream",), int, start)
+            raw = raw if probe is None else probe.wrap(raw)
             picked = itertools.islice(zip(raw, counter, strict=False), first, None, shards)
             try:
                 for sample, k in picked:
@@ -477,9 +594,14 @@ class _Producer(IterableDataset[_Item]):
                 ) from exc
             return
         if self.mode == "hook":
-            stream: Iterable[Any] = getattr(source, SHARD_HOOK)(shards, shard)
+            opened: Callable[[], Iterable[Any]] = lambda: getattr(source, SHARD_HOOK)(  # noqa: E731
+                shards, shard
+            )
         else:  # HF: already split by node; HF splits the node's shards across workers
-            stream = source
+            opened = lambda: source  # noqa: E731
+        stream = _seeded(
+            opened, self.seed, self.epoch, ("shard", shard), lambda n: n * shards + shard, start
+        )
         local = start - 1
         try:
             for local, sample in enumerate(stream, start):
@@ -506,7 +628,13 @@ class _Producer(IterableDataset[_Item]):
         world = self.world_size
         counter = itertools.count(start)
         first = (self.rank - start) % world
-        picked = itertools.islice(zip(source, counter, strict=False), first, None, world)
+        producers = self.producers
+
+        def owner(j: int) -> int:  # the position its owner rank gives element j
+            return (j // world) * shards + (j % world) * producers + worker
+
+        own = _seeded(lambda: source, self.seed, self.epoch, ("worker", worker), owner, start)
+        picked = itertools.islice(zip(own, counter, strict=False), first, None, world)
         try:
             for sample, j in picked:
                 yield (j // world) * shards + shard, sample
@@ -531,7 +659,8 @@ class _Producer(IterableDataset[_Item]):
             return local * self.world_size + self.rank + 1
         return local + 1
 
-    def _batches(self, worker: int, probe: _Probe | None = None) -> Iterator[_Item]:
+    def _batches(self, worker: int, probe: _Probe | None = None) -> Generator[_Item, None, int]:
+        """Make the items of this producer; return the elements ``even_batches`` trimmed."""
         source, start, resumed = self._source(worker)
         elements = self._elements(worker, source, start, None if resumed else probe)
         if self.buffer_size is not None:
@@ -543,14 +672,22 @@ class _Producer(IterableDataset[_Item]):
         if done and not resumed:  # a replay: read the delivered samples again, no batches
             collections.deque(itertools.islice(elements, done * size), maxlen=0)
         stateful = self.stateful and self.buffer_size is None
+        gate = self._gate(worker)
         while chunk := list(itertools.islice(elements, size)):
             if len(chunk) < size and self.drop_last:
-                return
+                return 0
+            if gate is not None and not gate.allows(done):  # another rank has no batch `done`
+                return len(chunk) + sum(1 for _ in elements)
             positions = [position for position, _ in chunk]
             state = self._state(source, positions[-1]) if stateful else None
-            kept, samples, skipped = self._transform_batch(worker, chunk)
-            yield self._batch(worker, done, positions, kept, samples, skipped, state)
+            try:
+                kept, samples, skipped = self._transform_batch(worker, chunk)
+                item = self._batch(worker, done, positions, kept, samples, skipped, state)
+            except DataError as error:  # the source is intact: its next batch follows
+                item = _error_item(worker, error, consumed=True, state=state)
+            yield item
             done += 1
+        return 0
 
     def _transform_batch(
         self, worker: int, chunk: list[tuple[int, Any]]
@@ -580,6 +717,7 @@ class _Producer(IterableDataset[_Item]):
     def _transform_one(self, position: int, sample: Any) -> Any:
         transform = self.transform
         assert transform is not None
+        _seed_globals(self.seed, "stream-global-rng-transform", self.epoch, position)
         if self.transform_rng:
             return transform(sample, rng=sample_rng(self.seed, "transform", self.epoch, position))
         return transform(sample)
@@ -632,11 +770,12 @@ class _Producer(IterableDataset[_Item]):
                 requested=len(positions),
                 state=state,
             )
+        # a batch id unique in the epoch: producer-local batch number x shards + shard
+        shards = self.world_size * self.producers
+        batch_id = local * shards + self.rank * self.producers + worker
+        _seed_globals(self.seed, "stream-global-rng-collate", self.epoch, batch_id)
         try:
             if self.uses_context:
-                # a batch id unique in the epoch: producer-local batch number x shards + shard
-                shards = self.world_size * self.producers
-                batch_id = local * shards + self.rank * self.producers + worker
                 context = BatchContext(
                     self.seed, self.epoch, batch_id, np.asarray(kept, dtype=np.int64)
                 )
@@ -662,6 +801,28 @@ class _Producer(IterableDataset[_Item]):
             requested=len(positions),
             state=state,
         )
+
+
+def _error_item(
+    worker: int, error: DataError, *, consumed: bool = False, state: dict[str, Any] | None = None
+) -> _Item:
+    """The item of a failed batch: the error as text (it crosses processes) with its cause."""
+    cause = error.__cause__ or error
+    text = "".join(traceback.format_exception(cause)).rstrip()
+    info = torch.utils.data.get_worker_info()
+    kind, original = error.original_type, None if cause is error else cause
+    if info is not None:  # a worker's item is pickled to the main process
+        kind, original = portable_type(kind), portable_exception(original)
+    return _Item(
+        worker,
+        error=f"{error.message}\n\nOriginal traceback {_where(info)}:\n{text}",
+        sample_index=error.sample_index,
+        collator=error.collator,
+        consumed=consumed,
+        state=state,
+        original_type=kind,
+        cause=original,
+    )
 
 
 def _own_copy(obj: Any) -> Any:
@@ -742,6 +903,79 @@ def _with_last(items: Iterator[_Item]) -> Iterator[tuple[_Item, bool]]:
         yield previous, True
 
 
+class _Failed(NamedTuple):
+    """A batch that failed, passed along the pass's generators as a value (not raised)."""
+
+    error: DataError
+
+
+class _StreamPass:
+    """One pass over a stream, as an iterator object rather than a generator.
+
+    A generator that raised is finished; this raises a failed batch's ``DataError`` from its
+    ``next()`` while the generators behind it stay alive, so the next ``next()`` goes on with
+    the following batch (as torch's iterator does after a worker reported an exception).
+    Anything raised from those generators (a dead worker, a spent error budget, a superseded
+    pass, a source whose streams differ) ends the pass. The pass starts at its first
+    ``next()``; dropping it mid-pass while it is the loader's current one stops its workers.
+    """
+
+    def __init__(self, loader: StreamLoader) -> None:
+        self._loader = loader
+        self._batches: Iterator[Any] | None = None
+        self._started = False
+        self._generation = -1
+        self._moves = -1
+
+    def __iter__(self) -> _StreamPass:
+        return self
+
+    def __next__(self) -> Any:
+        loader = self._loader
+        if not self._started:
+            self._started = True
+            self._batches, self._generation, self._moves = loader._begin()
+        batches = self._batches
+        if batches is None:
+            raise StopIteration
+        try:
+            out = next(batches)
+        except StopIteration:
+            self._batches = None
+            self._went_on()
+            raise
+        except (DataError, WorkerError):
+            self._batches = None
+            loader._interrupted(self._moves)  # the next iter() resumes where it stopped
+            raise
+        except BaseException:
+            self._batches = None
+            raise
+        if isinstance(out, _Failed):
+            loader._interrupted(self._moves)  # unless this pass goes on
+            raise out.error
+        self._went_on()
+        return out
+
+    def _went_on(self) -> None:
+        """After a failed batch, the pass went on: the next ``iter()`` is a new pass again."""
+        loader = self._loader
+        if loader._pending == "resume" and loader._moves == self._moves:
+            loader._pending = "next"
+
+    def close(self) -> None:
+        """End the pass; if it is the loader's current one, stop its workers now."""
+        batches, self._batches = self._batches, None
+        if batches is not None and self._loader._generation == self._generation:
+            self._loader.close()
+
+    def __del__(self) -> None:
+        try:
+            self.close()
+        except Exception:  # noqa: BLE001 - nothing to report at garbage collection
+            return
+
+
 class StreamLoader(Loader):
     """The loader of an iterable source: an iterable of batches that knows its position.
 
@@ -812,6 +1046,21 @@ class StreamLoader(Loader):
         """Whether the producers' first elements are compared (see :data:`WORKER_SPLIT`)."""
         self.data = data
         """What the producers read: the bound dataset (HF: this rank's split of it)."""
+        d = plan.distributed
+        self.even_batches = d.enabled and d.even_batches and self.world_size > 1
+        """Whether every rank's producer ``w`` stops at the shortest rank's one (trim)."""
+        self._peers = self._even_peers(data)
+        self.uneven_because = (
+            f"its shards (read {'by the sharding hook' if self.sharding == 'hook' else 'by HF'}) "
+            f"have lengths no rank knows without reading every other rank's: every rank "
+            f"gets the same number of batches only if the shards do"
+            if self.even_batches and self.sharding in ("hook", "hf")
+            else ""
+        )
+        """Why ``even_batches`` is not enforced for this stream ("" when it is, or moot)."""
+        self.trimmed_samples = 0
+        """The stream elements ``even_batches`` left out on this rank in the current (or
+        last) pass: its producers ran longer than another rank's (also logged)."""
         self.resume_native, self.resume_replays_because = self._resume_mode(plan, data)
         """Whether a resume loads each producer's saved source state (O(1)) instead of
         replaying the stream, and if not, why not."""
@@ -837,6 +1086,19 @@ class StreamLoader(Loader):
         """What the next ``iter()`` starts (see :class:`~loaderkit.build.loader.Loader`)."""
         self._iterator: Any = None
         self._told_epoch: int | None = None
+
+    def _even_peers(self, data: Any) -> tuple[tuple[int, Any], ...]:
+        """``(rank, what it reads)`` of the ranks this rank's batches are gated by.
+
+        Read by element (or by worker), rank ``world_size - 1``'s shard of each worker id is
+        the shortest, so only it gates the others (and reads nothing extra). Through the
+        sharding hook or HF, any rank's shard can be the shortest, and only reading every
+        other rank's shards would tell: not done (see :attr:`uneven_because`).
+        """
+        if not self.even_batches or self.sharding not in ("element", "worker"):
+            return ()
+        last = self.world_size - 1
+        return ((last, data),) if self.rank < last else ()
 
     @staticmethod
     def _refuse_unsupported(plan: LoaderPlan) -> None:
@@ -975,6 +1237,7 @@ class StreamLoader(Loader):
             transform=self._transform,
             transform_rng=plan.transform is not None and plan.transform.accepts_rng,
             probe=self.compares_streams,
+            peers=self._peers,
         )
 
     def _tell_epoch(self, epoch: int) -> None:
@@ -985,9 +1248,17 @@ class StreamLoader(Loader):
 
     def _items(self, producer: _Producer) -> Iterator[_Item]:
         """The producers' items as torch (or the main process) delivers them."""
-        if self.num_workers == 0:
-            yield from producer
-            return
+        if self.num_workers == 0:  # the user's global RNG states are put back after each item
+            it = iter(producer)
+            while True:
+                states = _user_rngs()
+                try:
+                    item = next(it, None)
+                finally:
+                    _restore_rngs(states)
+                if item is None:
+                    return
+                yield item
         w = self.workers
         torch_loader = DataLoader(
             producer,
@@ -1025,56 +1296,83 @@ class StreamLoader(Loader):
         self._pending = "next"
         self._moves += 1
         self.close()  # a previous pass's workers (and its iterator: superseded)
+        self.trimmed_samples = 0
         return self._epoch, self._delivered
 
     def __iter__(self) -> Iterator[Any]:
         """A new pass (the rule of :class:`~loaderkit.build.loader.Loader`).
 
         It starts at its first ``next()``: an iterator never advanced has no effect. A resumed
-        pass whose state was taken after the epoch's last batch delivers nothing.
+        pass whose state was taken after the epoch's last batch delivers nothing. A batch that
+        fails (``DataError`` from the transform, the collator or a batch check) raises from
+        its ``next()``, and the next ``next()`` goes on with the following batch, as torch's
+        iterator does; a source whose own iterator raised delivers nothing more (its other
+        producers go on). Dropping the iterator mid-pass stops its workers.
         """
+        return _StreamPass(self)
+
+    def _begin(self) -> tuple[Iterator[Any] | None, int, int]:
+        """Start the pass: its batches (``None``: a resumed complete pass), generation, moves."""
         epoch, delivered = self._start_pass()
-        generation = self._generation
+        generation, moves = self._generation, self._moves
         if self._epoch_done:  # a resumed complete pass: its rest is empty
-            return
+            return None, generation, moves
         self._tell_epoch(epoch)
         producer = self._producer(
             epoch, tuple(self._worker_batches), tuple(copy.deepcopy(self._worker_states))
         )
-        yield from self._stream_pass(producer, epoch, delivered, generation)
+        return self._stream_pass(producer, epoch, delivered, generation), generation, moves
 
     def _stream_pass(
         self, producer: _Producer, epoch: int, delivered: int, generation: int
     ) -> Iterator[Any]:
-        """The batches of one pass: ``epoch`` after ``delivered`` batches."""
+        """The batches of one pass: ``epoch`` after ``delivered`` batches.
+
+        Failed batches come as :class:`_Failed` values: a generator that raised is finished.
+        """
         sent: collections.deque[tuple[_Item, bool]] = collections.deque()
-        moves = self._moves
 
         def host() -> Iterator[Any]:
-            produced = self._items(producer)
+            produced = self._trimmed(self._items(producer), epoch)
             if self.compares_streams:
                 produced = _same_streams(produced, self.producers)
             items = _ordered(produced, self.producers, self._next_worker)
             for item, last in _with_last(_live(items, self._superseded, generation)):
+                sent.append((item, last))
                 if item.error is not None:
-                    raise data_error(
+                    error = data_error(
                         item.error,
                         item.original_type,
                         sample_index=item.sample_index,
                         worker_id=item.worker if self.num_workers else None,
                         collator=item.collator,
-                    ) from item.cause
-                sent.append((item, last))
-                yield _NO_BATCH if item.dropped else item.batch
+                    )
+                    error.__cause__ = item.cause
+                    yield _Failed(error)
+                else:
+                    yield _NO_BATCH if item.dropped else item.batch
 
-        try:
-            yield from self._delivered_batches(host(), sent, epoch, delivered, generation)
-        except (DataError, WorkerError):
-            self._interrupted(moves)
-            raise
+        yield from self._delivered_batches(host(), sent, epoch, delivered, generation)
         if generation == self._generation:
             self._epoch_done = True
             self._iterator = None
+
+    def _trimmed(self, items: Iterator[_Item], epoch: int) -> Iterator[_Item]:
+        """``items``, counting (and logging) what ``even_batches`` trimmed as producers end."""
+        for item in items:
+            if item.end and item.trimmed:
+                self.trimmed_samples += item.trimmed
+                _LOG.warning(
+                    "loaderkit: even_batches trimmed %d stream element(s) of producer %d on rank "
+                    "%d of %d in epoch %d (another rank's producer %d ran out first)",
+                    item.trimmed,
+                    item.worker,
+                    self.rank,
+                    self.world_size,
+                    epoch,
+                    item.worker,
+                )
+            yield item
 
     def _delivered_batches(
         self,
@@ -1093,22 +1391,37 @@ class StreamLoader(Loader):
             item, last = sent.popleft()
             self._superseded(generation)
             index = self._delivered
+            if isinstance(batch, _Failed):
+                if item.consumed:  # its place in the shard is used up: count it as delivered
+                    self._count(item, last)
+                yield batch
+                continue
             if skipping:  # the records are numbered by the batch they were delivered in
                 records = tuple(r._replace(batch_index=index) for r in item.skipped)
                 fetched = Fetched(None if item.dropped else batch, records, item.requested)
                 batch = self._account(fetched)  # raises once the budget is spent
+            failed: _Failed | None = None
             if batch is not _NO_BATCH:
                 if finish is not None:
                     batch = finish(batch)
                 if checks is not None and checks.due(index, first=index == delivered):
-                    checks.run(batch, epoch, index, _positions(item.positions))
-            self._delivered += 1
-            self._worker_batches[item.worker] += 1
-            self._worker_states[item.worker] = item.state
-            self._next_worker = (item.worker + 1) % self.producers
-            self._epoch_done = last
-            if batch is not _NO_BATCH:  # else every element of the batch was skipped
+                    try:
+                        checks.run(batch, epoch, index, _positions(item.positions))
+                    except DataError as error:
+                        failed = _Failed(error)
+            self._count(item, last)
+            if failed is not None:
+                yield failed
+            elif batch is not _NO_BATCH:  # else every element of the batch was skipped
                 yield batch
+
+    def _count(self, item: _Item, last: bool) -> None:
+        """Move the position past ``item``'s batch (delivered, skipped whole, or failed)."""
+        self._delivered += 1
+        self._worker_batches[item.worker] += 1
+        self._worker_states[item.worker] = item.state
+        self._next_worker = (item.worker + 1) % self.producers
+        self._epoch_done = last
 
     def close(self) -> None:
         """Stop the worker processes now (the next iteration starts new ones).
@@ -1330,6 +1643,18 @@ class StreamLoader(Loader):
                 "and recorded by stream position; an error raised by the source's own iterator "
                 "cannot be skipped (it ends the iterator) and raises DataError"
             ]
+        ranks = []
+        if self.even_batches and not self.uneven_because:
+            ranks = [
+                f"  ranks       even_batches: every rank's producer w stops where rank "
+                f"{self.world_size - 1}'s (the shortest) does, so all ranks get as many "
+                f"batches; the rest is trimmed ({self.trimmed_samples} element(s) on this rank "
+                f"in this pass, loader.trimmed_samples)"
+            ]
+        elif self.uneven_because:
+            ranks = [
+                f"  ranks       even_batches is NOT enforced for this stream: {self.uneven_because}"
+            ]
         return "\n".join(
             [
                 self.plan.explain(),
@@ -1344,6 +1669,7 @@ class StreamLoader(Loader):
                 f"({self.world_size}): batches come round-robin from the producers; change "
                 f"either and the order changes",
                 f"  resume      {resume}; now at epoch {epoch}, {delivered} batch(es) delivered",
+                *ranks,
                 *errors,
             ]
         )

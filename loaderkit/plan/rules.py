@@ -787,7 +787,20 @@ def plan_problems(
                     f"from 0",
                 )
             )
-        if not distributed.even_batches:
+        if not distributed.even_batches and dataset is not None and dataset.iterable:
+            if distributed.world_size != 1:
+                problems.append(
+                    Problem(
+                        "distributed.even_batches",
+                        f"False is not allowed for the iterable dataset {dataset.binding!r} on "
+                        f"several ranks: a stream's shards have lengths no rank knows before "
+                        f"reading them, so a rank could get fewer batches than another and "
+                        f"leave it waiting in a collective (a hang); keep even_batches=True "
+                        f"(each rank stops when the shortest rank's share ends: the rest is "
+                        f"trimmed and counted in loader.trimmed_samples)",
+                    )
+                )
+        elif not distributed.even_batches:
             reason = _uneven_reason(
                 dataset, batch, distributed, bucketing, sampling_weights, curriculum, mixture
             )
