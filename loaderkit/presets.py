@@ -44,6 +44,7 @@ import attrs
 from loaderkit._checks import FrozenMap, check_bool, did_you_mean, freeze_value
 from loaderkit.builder import DataLoaderBuilder, dataset_arg
 from loaderkit.errors import PlanError, PlanTypeError, Problem
+from loaderkit.plan.display import default_num_buckets
 from loaderkit.plan.fields import dataset_spec
 from loaderkit.plan.preset import PresetSpec
 from loaderkit.registry import Registry, RegistryEntry
@@ -249,15 +250,34 @@ batches before the budget does)."""
 
 
 def _by_length(
-    builder: DataLoaderBuilder, bucketing: bool, max_tokens: int | None, batch_size: int | None
+    builder: DataLoaderBuilder,
+    bucketing: bool,
+    max_tokens: int | None,
+    batch_size: int | None,
+    max_length: int,
 ) -> DataLoaderBuilder:
     """Bucket by the length of ``input_ids``; under a token budget ``batch_size`` is the cap.
 
-    A budget without ``batch_size`` caps batches at ``_BUDGET_CAP`` samples.
+    A budget without ``batch_size`` caps batches at ``_BUDGET_CAP`` samples; the buckets are
+    then counted for the batches of the longest rows, ``max_tokens // max_length`` samples (at
+    most 64), not for the cap: buckets for 256-sample batches would be too wide to keep the
+    padding low.
     """
     if max_tokens is not None:
-        cap = _BUDGET_CAP if batch_size is None else batch_size
-        return builder.with_bucketing("input_ids", max_tokens=max_tokens, max_batch_size=cap)
+        if batch_size is not None:
+            return builder.with_bucketing(
+                "input_ids", max_tokens=max_tokens, max_batch_size=batch_size
+            )
+        spec = builder._dataset
+        n = None if spec is None else spec.length
+        return builder.with_bucketing(
+            "input_ids",
+            max_tokens=max_tokens,
+            max_batch_size=_BUDGET_CAP,
+            num_buckets=default_num_buckets(n, min(64, max(1, max_tokens // max_length)))
+            if n
+            else None,
+        )
     if check_bool("preset.options.bucketing", bucketing):
         return builder.with_bucketing("input_ids")
     return builder
@@ -326,7 +346,7 @@ def causal_lm_pretraining(
         pad_token_id=pad_token_id,
         pad_to_multiple_of=pad_to_multiple_of,
     )
-    builder = _by_length(builder, bucketing, max_tokens, batch_size)
+    builder = _by_length(builder, bucketing, max_tokens, batch_size, max_length)
     return _text_checks(builder, checks, _LM_KEYS, label_pad=True)
 
 
@@ -426,7 +446,7 @@ def masked_lm(
         pad_token_id=pad_token_id,
         pad_to_multiple_of=pad_to_multiple_of,
     )
-    builder = _by_length(builder, bucketing, max_tokens, batch_size)
+    builder = _by_length(builder, bucketing, max_tokens, batch_size, max_length)
     return _text_checks(builder, checks, _LM_KEYS, label_pad=True)
 
 
@@ -478,7 +498,7 @@ def seq2seq(
         pad_token_id=pad_token_id,
         pad_to_multiple_of=pad_to_multiple_of,
     )
-    builder = _by_length(builder, bucketing, max_tokens, batch_size)
+    builder = _by_length(builder, bucketing, max_tokens, batch_size, max_length)
     if not check_bool("preset.options.checks", checks):
         return builder
     return builder.with_checks(
