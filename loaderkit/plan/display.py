@@ -365,10 +365,10 @@ def budget_limits(spec: BucketingSpec, padding: BatchPadding | None) -> str:
     text = f"token budget {budget:,} {unit} per batch"
     how = "padded to the longest sample" if rule.exact else rule.describe()
     if cap is None:
-        return f"{text} (no cap on samples; rows {how})"
+        return f"{text} (no cap on samples; batches {how})"
     text = (
         f"at most max_batch_size={cap} samples and max_tokens={budget:,} {unit} per batch, "
-        f"whichever is reached first (rows {how})"
+        f"whichever is reached first (batches {how})"
     )
     if isinstance(rule, PackedRows):
         rows = budget // (rule.row_length ** (2 if spec.cost == "quadratic" else 1))
@@ -399,7 +399,7 @@ def budget_split(spec: BucketingSpec, stats: Mapping[str, float]) -> str:
     worst = f"largest batch {stats['max_batch_cost']:,.0f} {_budget_unit(spec)}"
     budget = f"max_tokens={spec.max_tokens:,} ({_budget_unit(spec)})"
     if spec.max_batch_size is None:
-        return f"batches capped by {budget} (no max_batch_size); {worst}"
+        return f"every batch closed by {budget}, no max_batch_size; {worst}"
     capped = stats.get("capped", 0.0)
     return (
         f"batches capped by {budget} for {1 - capped:.0%} of batches, by "
