@@ -325,10 +325,12 @@ class DataLoaderBuilder:
         (called once per sample at build, then cached), or a sequence of precomputed lengths.
         Each epoch, samples are shuffled within ``num_buckets`` buckets of similar length
         (default: about four batches per bucket), cut into batches, and the batch order is
-        shuffled. With ``max_tokens``, batch sizes vary so that ``batch size x longest sample
-        <= max_tokens`` (``cost="quadratic"``: ``batch size x longest**2 <= max_tokens``), at
-        most ``max_batch_size`` samples. ``explain()`` estimates the padding. Replaces any
-        earlier bucketing.
+        shuffled. With ``max_tokens``, batch sizes vary so that the *padded* batch the
+        collator makes stays within it: ``rows x padded width <= max_tokens`` (``cost=
+        "quadratic"``: ``rows x width**2``), the width as the collator pads (its
+        ``padded_length()``: ``max_length``, ``pad_to_multiple_of``, packed rows), at most
+        ``max_batch_size`` samples. ``explain()`` says which limit binds and estimates the
+        padding. Replaces any earlier bucketing.
         """
         spec, live = bucketing_spec(
             length,

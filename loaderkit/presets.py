@@ -44,6 +44,7 @@ import attrs
 from loaderkit._checks import FrozenMap, check_bool, did_you_mean, freeze_value
 from loaderkit.builder import DataLoaderBuilder, dataset_arg
 from loaderkit.errors import PlanError, PlanTypeError, Problem
+from loaderkit.plan.display import default_num_buckets
 from loaderkit.plan.fields import dataset_spec
 from loaderkit.plan.preset import PresetSpec
 from loaderkit.registry import Registry, RegistryEntry
@@ -224,7 +225,7 @@ def describe() -> str:
 def _start(
     dataset: object,
     name: str | None,
-    batch_size: int,
+    batch_size: int | None,
     *,
     drop_last: bool,
     seed: int | None,
@@ -233,6 +234,7 @@ def _start(
 ) -> DataLoaderBuilder:
     builder = DataLoaderBuilder().with_dataset(dataset, name=name)
     if max_tokens is None:  # under a token budget the bucketing decides the batch sizes
+        assert batch_size is not None
         builder = builder.with_batch_size(batch_size, drop_last=drop_last)
     if check_bool("preset.options.shuffle", shuffle):
         builder = builder.with_shuffle()
@@ -241,12 +243,41 @@ def _start(
     return builder
 
 
+_BUDGET_CAP = 256
+"""The most samples per batch under a token budget when the preset's ``batch_size`` is not
+given: generous, so that ``max_tokens`` decides (a cap of a few samples would close most
+batches before the budget does)."""
+
+
 def _by_length(
-    builder: DataLoaderBuilder, bucketing: bool, max_tokens: int | None, batch_size: int
+    builder: DataLoaderBuilder,
+    bucketing: bool,
+    max_tokens: int | None,
+    batch_size: int | None,
+    max_length: int,
 ) -> DataLoaderBuilder:
-    """Bucket by the length of ``input_ids``; under a token budget ``batch_size`` is the cap."""
+    """Bucket by the length of ``input_ids``; under a token budget ``batch_size`` is the cap.
+
+    A budget without ``batch_size`` caps batches at ``_BUDGET_CAP`` samples; the buckets are
+    then counted for the batches of the longest rows, ``max_tokens // max_length`` samples (at
+    most 64), not for the cap: buckets for 256-sample batches would be too wide to keep the
+    padding low.
+    """
     if max_tokens is not None:
-        return builder.with_bucketing("input_ids", max_tokens=max_tokens, max_batch_size=batch_size)
+        if batch_size is not None:
+            return builder.with_bucketing(
+                "input_ids", max_tokens=max_tokens, max_batch_size=batch_size
+            )
+        spec = builder._dataset
+        n = None if spec is None else spec.length
+        return builder.with_bucketing(
+            "input_ids",
+            max_tokens=max_tokens,
+            max_batch_size=_BUDGET_CAP,
+            num_buckets=default_num_buckets(n, min(64, max(1, max_tokens // max_length)))
+            if n
+            else None,
+        )
     if check_bool("preset.options.bucketing", bucketing):
         return builder.with_bucketing("input_ids")
     return builder
@@ -278,7 +309,7 @@ def causal_lm_pretraining(
     *,
     name: str | None = None,
     max_length: int = 1024,
-    batch_size: int = 8,
+    batch_size: int | None = None,
     max_tokens: int | None = None,
     bucketing: bool = True,
     pad_token_id: int = 0,
@@ -289,20 +320,21 @@ def causal_lm_pretraining(
 ) -> DataLoaderBuilder:
     """Causal language-model training on samples with ``input_ids`` (and optional ``labels``).
 
-    Batches of ``batch_size`` samples (``drop_last=True``), shuffled every epoch and bucketed
-    by the length of ``input_ids`` (``bucketing=False`` for random batches), collated by
-    ``causal_lm``: truncated to ``max_length``, padded with ``pad_token_id`` to the longest
+    Batches of ``batch_size`` samples (default 8, ``drop_last=True``), shuffled every epoch and
+    bucketed by the length of ``input_ids`` (``bucketing=False`` for random batches), collated
+    by ``causal_lm``: truncated to ``max_length``, padded with ``pad_token_id`` to the longest
     sample rounded up to ``pad_to_multiple_of``, ``labels`` the ids with padding -100 (or the
-    samples' own labels). ``max_tokens`` replaces the fixed batch size by a token budget
-    (``batch size x longest <= max_tokens``, at most ``batch_size`` samples; lengths are
-    measured before truncation). With ``checks``, each epoch's first batch is checked for
-    ``input_ids``, ``attention_mask`` and ``labels`` of one ``(B, T)`` shape, labels -100 at
-    padding.
+    samples' own labels). ``max_tokens`` replaces the fixed batch size by a token budget on the
+    padded batch (``rows x padded width <= max_tokens``, the width as the collator pads:
+    truncated, rounded up to ``pad_to_multiple_of``), at most ``batch_size`` samples per batch
+    (default 256, so that the budget decides). With ``checks``, each epoch's first batch is
+    checked for ``input_ids``, ``attention_mask`` and ``labels`` of one ``(B, T)`` shape, labels
+    -100 at padding.
     """
     builder = _start(
         dataset,
         name,
-        batch_size,
+        8 if batch_size is None else batch_size,
         drop_last=True,
         seed=seed,
         max_tokens=max_tokens,
@@ -314,7 +346,7 @@ def causal_lm_pretraining(
         pad_token_id=pad_token_id,
         pad_to_multiple_of=pad_to_multiple_of,
     )
-    builder = _by_length(builder, bucketing, max_tokens, batch_size)
+    builder = _by_length(builder, bucketing, max_tokens, batch_size, max_length)
     return _text_checks(builder, checks, _LM_KEYS, label_pad=True)
 
 
@@ -374,7 +406,7 @@ def masked_lm(
     vocab_size: int,
     name: str | None = None,
     max_length: int = 512,
-    batch_size: int = 32,
+    batch_size: int | None = None,
     max_tokens: int | None = None,
     bucketing: bool = True,
     mlm_probability: float = 0.15,
@@ -388,7 +420,7 @@ def masked_lm(
     """Masked language modelling on samples with ``input_ids``.
 
     ``mask_token_id`` and ``vocab_size`` are required. Batches of ``batch_size`` samples
-    (``drop_last=True``), shuffled every epoch and bucketed by length, collated by
+    (default 32, ``drop_last=True``), shuffled every epoch and bucketed by length, collated by
     ``masked_lm``: truncated to ``max_length``, padded, each real token selected with
     ``mlm_probability`` (never padding nor ``special_token_ids``: pass your CLS/SEP ids), 80 %
     of the selected masked, 10 % replaced, 10 % kept; masks keyed by (seed, epoch, sample), so
@@ -398,7 +430,7 @@ def masked_lm(
     builder = _start(
         dataset,
         name,
-        batch_size,
+        32 if batch_size is None else batch_size,
         drop_last=True,
         seed=seed,
         max_tokens=max_tokens,
@@ -414,7 +446,7 @@ def masked_lm(
         pad_token_id=pad_token_id,
         pad_to_multiple_of=pad_to_multiple_of,
     )
-    builder = _by_length(builder, bucketing, max_tokens, batch_size)
+    builder = _by_length(builder, bucketing, max_tokens, batch_size, max_length)
     return _text_checks(builder, checks, _LM_KEYS, label_pad=True)
 
 
@@ -429,7 +461,7 @@ def seq2seq(
     name: str | None = None,
     max_length: int = 1024,
     max_target_length: int | None = 256,
-    batch_size: int = 16,
+    batch_size: int | None = None,
     max_tokens: int | None = None,
     bucketing: bool = True,
     pad_token_id: int = 0,
@@ -440,7 +472,8 @@ def seq2seq(
 ) -> DataLoaderBuilder:
     """Encoder-decoder training on samples with ``input_ids`` (source) and ``labels`` (target).
 
-    ``decoder_start_token_id`` is required. Batches of ``batch_size`` samples, shuffled every
+    ``decoder_start_token_id`` is required. Batches of ``batch_size`` samples (default 16;
+    ``max_tokens``, on the padded sources, as for :func:`causal_lm_pretraining`), shuffled every
     epoch and bucketed by the source length, collated by ``seq2seq``: sources truncated to
     ``max_length``, targets to ``max_target_length``, ``labels`` padded with -100 and
     ``decoder_input_ids`` made from them (shifted right after ``decoder_start_token_id``).
@@ -451,7 +484,7 @@ def seq2seq(
     builder = _start(
         dataset,
         name,
-        batch_size,
+        16 if batch_size is None else batch_size,
         drop_last=False,
         seed=seed,
         max_tokens=max_tokens,
@@ -465,7 +498,7 @@ def seq2seq(
         pad_token_id=pad_token_id,
         pad_to_multiple_of=pad_to_multiple_of,
     )
-    builder = _by_length(builder, bucketing, max_tokens, batch_size)
+    builder = _by_length(builder, bucketing, max_tokens, batch_size, max_length)
     if not check_bool("preset.options.checks", checks):
         return builder
     return builder.with_checks(

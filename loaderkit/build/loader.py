@@ -50,6 +50,7 @@ from loaderkit.order.bucketing import (
     bucket_ids,
     bucketed_batches,
     bucketed_sequence_batches,
+    oversize_message,
     oversize_sample,
     padding_stats,
 )
@@ -63,9 +64,16 @@ from loaderkit.order.curriculum import (
 from loaderkit.order.epoch import EpochOrder
 from loaderkit.order.keys import derive_key
 from loaderkit.order.mixture import mixture_batches, mixture_num_batches, source_of
+from loaderkit.order.padding import BatchPadding
 from loaderkit.order.shard import ShardLayout
 from loaderkit.order.weighted import weighted_batches
-from loaderkit.plan.display import bucket_plan, diff_dicts, loader_html
+from loaderkit.plan.display import (
+    bucket_padding,
+    bucket_plan,
+    budget_split,
+    diff_dicts,
+    loader_html,
+)
 from loaderkit.plan.fields import batch_size_value, max_length_value, source_weights
 from loaderkit.plan.fingerprint import compute_elastic_fingerprint
 from loaderkit.plan.workers import resolve_workers
@@ -505,11 +513,14 @@ class _BucketPlanner(_ListPlanner):
         even: bool,
         sizes: Schedule[int],
         source: _SequencePlanner | None = None,
+        padding: BatchPadding | None = None,
     ) -> None:
         super().__init__(seed, world_size, rank, even, sizes, batch.drop_last)
         self.lengths = lengths
         self.spec = spec
         self.source = source
+        self.padding = padding
+        """How the collator pads a batch: a token budget bounds the padded tensor."""
         self.elastic = spec.max_tokens is None  # budgets are per rank: deal whole batches
         n = len(lengths)
         self.num_buckets, size = bucket_plan(spec, batch, n, world_size)
@@ -518,14 +529,13 @@ class _BucketPlanner(_ListPlanner):
             # samples no epoch can draw (weight 0) may exceed the budget: they are never batched
             reachable = None if source is None else source.reachable()
             checked = lengths if reachable is None else np.where(reachable, lengths, 0)
-            found = oversize_sample(checked, spec.max_tokens, spec.cost)
+            found = oversize_sample(checked, spec.max_tokens, spec.cost, padding)
         if found is not None:  # fail at build, naming the sample, not at some epoch's first batch
             bad, limit = found
             raise DataError(
-                f"sample {bad} has length {int(lengths[bad])}: alone it exceeds "
-                f"max_tokens={spec.max_tokens} (cost={spec.cost}), so no batch can hold it; "
-                f"raise max_tokens, truncate the sequences, or filter out samples longer "
-                f"than {limit}",
+                oversize_message(
+                    bad, int(lengths[bad]), spec.max_tokens or 0, spec.cost, padding, limit
+                ),
                 sample_index=bad,
             )
         self.bucket_ids = bucket_ids(lengths, self.num_buckets)
@@ -545,6 +555,7 @@ class _BucketPlanner(_ListPlanner):
                 max_tokens=self.spec.max_tokens,
                 cost=self.spec.cost,
                 drop_last=self.drop_last,
+                padding=self.padding,
             )
         return bucketed_sequence_batches(
             self.source.sequence(epoch),
@@ -556,6 +567,7 @@ class _BucketPlanner(_ListPlanner):
             max_tokens=self.spec.max_tokens,
             cost=self.spec.cost,
             drop_last=self.drop_last,
+            padding=self.padding,
         )
 
 
@@ -1477,7 +1489,10 @@ class Loader:
             planner, self.sampler_cost = sampler
             assert isinstance(planner, _WeightedPlanner | _CurriculumPlanner | _MixturePlanner)
             source = self.sampler = planner
-        bucketed = _BucketPlanner(lengths, plan.bucketing, plan.batch, *shard, source=source)
+        padding = bucket_padding(plan)
+        bucketed = _BucketPlanner(
+            lengths, plan.bucketing, plan.batch, *shard, source=source, padding=padding
+        )
         if plan.mixture is not None and bucketed.num_batches(0) == 0:
             raise PlanError.single(
                 "batch.drop_last",
@@ -2095,7 +2110,14 @@ class Loader:
         if isinstance(planner, _BucketPlanner):
             spec = planner.spec
             mine = planner.batches(self._epoch)
-            stats = padding_stats(planner.lengths, mine, max_tokens=spec.max_tokens, cost=spec.cost)
+            stats = padding_stats(
+                planner.lengths,
+                mine,
+                max_tokens=spec.max_tokens,
+                cost=spec.cost,
+                padding=planner.padding,
+                max_batch_size=spec.max_batch_size,
+            )
             sizes = mine.sizes() if len(mine) else np.zeros(1, dtype=np.int64)
             grouped = ""
             if self.sampler is not None:  # what the combined sampler chose for this rank
@@ -2111,7 +2133,7 @@ class Loader:
                 f"samples, padding {stats['waste']:.1%} of tokens"
             )
             if "utilization" in stats:
-                line += f", budget used {stats['utilization']:.1%}"
+                line += f", budget used {stats['utilization']:.1%}; {budget_split(spec, stats)}"
             if isinstance(self.sampler, _WeightedPlanner):
                 line += f"; weights: {self.sampler_cost}"
             lines.append(line)

@@ -5,7 +5,7 @@ A collator is any callable taking the list of samples. Built-in collators are in
 Python (no torch), so a plan with bad options fails at ``compile()``; torch is imported only
 when a batch is made.
 
-Two optional hooks, used by the loader when a collator has them:
+Optional hooks, used by the loader when a collator has them:
 
 - ``uses_context = True``: the collator is called as ``collate(samples, context=ctx)`` with a
   :class:`BatchContext` that derives random streams from (seed, epoch, sample index), so random
@@ -13,6 +13,10 @@ Two optional hooks, used by the loader when a collator has them:
   at any world size.
 - ``on_device(batch)``: applied in the main process after the batch reached the plan's device
   (e.g. normalizing uint8 images on the GPU, after shipping 4x fewer bytes).
+- ``padded_length()``: how the collator pads a batch, as a rule of
+  :mod:`loaderkit.order.padding` (``PaddedLength`` or ``PackedRows``); a token budget
+  (``with_bucketing(..., max_tokens=...)``) bounds the padded tensor computed with it. Without
+  it, batches are taken to be padded to their longest sample.
 - ``with_max_length(n)`` (``supports_max_length = True`` on built-in classes): a copy of the
   collator that cuts sequences to at most ``n`` tokens; a plan's ``with_max_length``
   schedule (a sequence-length curriculum) asks for one per length it reaches.

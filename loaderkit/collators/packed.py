@@ -38,6 +38,7 @@ from loaderkit.collators.base import (
     data_error,
 )
 from loaderkit.errors import DataError
+from loaderkit.order.padding import PackedRows
 
 if TYPE_CHECKING:
     import torch
@@ -184,6 +185,14 @@ class PackedCollator(Collator):
         self.overflow = check_choice_option("overflow", overflow, OVERFLOW_MODES)
         self.shift_labels = check_bool_option("shift_labels", shift_labels)
         self.attention_mask = check_choice_option("attention_mask", attention_mask, ATTENTION_MASKS)
+
+    def padded_length(self) -> PackedRows:
+        """How a batch is laid out: rows of ``max_length`` filled next-fit in batch order.
+
+        The rule a token budget is computed with (``overflow="split"`` splits long sequences
+        over rows; otherwise one row holds the cut sequence, or the batch is refused).
+        """
+        return PackedRows(row_length=self.max_length, split=self.overflow == "split")
 
     def __call__(
         self, samples: Sequence[Any], context: BatchContext | None = None

@@ -39,6 +39,7 @@ from loaderkit.collators.base import (
 )
 from loaderkit.collators.default import default_collate
 from loaderkit.errors import DataError
+from loaderkit.order.padding import PaddedLength
 
 if TYPE_CHECKING:
     import torch
@@ -351,6 +352,19 @@ class _Padding(Collator):
                 what="of key names to pad values, e.g. {'position_ids': 0}",
                 value_type=int,
             )
+        )
+
+    def padded_length(self) -> PaddedLength:
+        """How a batch's ``keys`` are padded: the rule a token budget is computed with.
+
+        ``(B, round_up(min(longest, max_length), pad_to_multiple_of))``, or every batch
+        ``round_up(max_length, pad_to_multiple_of)`` wide with ``padding="max_length"``; the
+        same :func:`layout` applies. (``seq2seq``: the encoder side, which bucketing measures.)
+        """
+        return PaddedLength(
+            multiple=self.pad_to_multiple_of,
+            max_length=self.max_length,
+            fixed=self.padding == "max_length",
         )
 
     def _pad_value(self, key: str) -> int:

@@ -15,7 +15,8 @@ samples of similar length cuts that to about 1 % while keeping the epochs random
 - :func:`padding_stats` measures the padding of any batching.
 
 **The algorithm is part of the order contract** (``docs/order.md``): the batches are a pure
-function of ``(lengths, num_buckets, seed, epoch, batch_size, max_tokens, cost, drop_last)``,
+function of ``(lengths, num_buckets, seed, epoch, batch_size, max_tokens, cost, padding,
+drop_last)``,
 the same on every platform and with every numpy release, and never use a global RNG. Changing
 any step below is a breaking change. Notation as in ``docs/order.md``; ``n = len(lengths)``.
 
@@ -39,22 +40,31 @@ any step below is a breaking change. Notation as in ``docs/order.md``; ``n = len
      ``drop_last=True`` a partial last batch is dropped (``n % B`` samples, all from the
      longest bucket(s), a different random subset of them each epoch).
    - *Token budget* (``max_tokens = T``): every sample costs at least one token: let
-     ``λ(i) = max(lengths[i], 1)``. A batch of ``k`` samples whose longest has ``L = max λ``
-     costs
+     ``λ(i) = max(lengths[i], 1)``. The budget bounds the **padded** tensor the collator makes,
+     so the cost follows the collator's padding rule (``padding``, declared by the collator's
+     ``padded_length()``, :mod:`loaderkit.order.padding`). With :class:`PaddedLength` rows
+     (the default: padded to the longest sample), a batch of ``k`` samples whose longest has
+     ``L = max λ`` is a ``(k, W)`` tensor, ``W = width(L)`` (``L`` itself by default;
+     ``round_up(min(L, max_length), pad_to_multiple_of)`` for the text collators), and costs
 
-     * ``cost="linear"``: ``k * L``, the tokens of the padded ``(k, L)`` batch, padding
+     * ``cost="linear"``: ``k * W``, the tokens of the padded ``(k, W)`` batch, padding
        included; ``T`` is a number of tokens;
-     * ``cost="quadratic"``: ``k * L * L``, the entries of the batch's padded ``(L, L)``
+     * ``cost="quadratic"``: ``k * W * W``, the entries of the batch's padded ``(W, W)``
        attention-score matrices (per head and layer): attention's cost; ``T`` is then a
        number of *token² units*, e.g. ``T = 64 * 512**2`` admits 64 samples of 512 tokens or
        256 of 256.
+
+     With :class:`PackedRows` (the ``packed`` collator: rows of ``R`` tokens), the batch's
+     samples, in the order of ``s``, are placed next-fit into rows exactly as the collator
+     places them; a batch that fills ``r`` rows costs ``r * R`` (``r * R * R`` quadratic).
 
      Greedy from the start of ``s``: each batch takes the next samples of ``s`` as long as the
      batch's cost stays ``<= T`` and, when ``batch_size`` is given, it holds at most
      ``batch_size`` samples. (The cost of a prefix never decreases as it grows, so each batch
      is the longest prefix of the rest of ``s`` that fits.) A sample that alone costs more
-     than ``T`` (``λ > T``, or ``λ² > T`` for ``"quadratic"``) raises ``ValueError`` naming the
-     smallest such sample index, its length and the budget; it is never dropped silently.
+     than ``T`` (``W > T``, or ``W² > T`` for ``"quadratic"``, with ``W`` its own padded width;
+     more than ``T`` in rows when packed) raises ``ValueError`` naming the smallest such
+     sample index, its length and the budget; it is never dropped silently.
      Every batch but the last is *closed* by the budget or the cap; the last one by the end
      of ``s``. With ``drop_last=True`` the last batch is dropped unless ``batch_size`` is
      given and it holds exactly ``batch_size`` samples.
@@ -68,7 +78,7 @@ but depends on the epoch under a token budget.
 
 **Bucketing a given sequence** (:func:`bucketed_sequence_batches`, also part of the contract:
 its batches are a pure function of ``(sequence, lengths, bucket_ids, seed, epoch, batch_size,
-max_tokens, cost, drop_last)``). Another sampler made the epoch's sequence ``x_0, x_1, ...,
+max_tokens, cost, padding, drop_last)``). Another sampler made the epoch's sequence ``x_0, x_1, ...,
 x_{N-1}`` of sample indices in ``[0, n)``, in any order and with repeats allowed (weighted
 draws with replacement, a curriculum's eligible samples, a mixture's positions); it is
 already random, so no permutation is drawn. Steps 1, 3 and 4 are the same, with ``N``
@@ -124,6 +134,7 @@ from loaderkit.order.batches import EpochBatches, index_dtype
 from loaderkit.order.epoch import CHUNK as ORDER_CHUNK
 from loaderkit.order.feistel import FeistelPermutation
 from loaderkit.order.keys import _as_int, derive_key
+from loaderkit.order.padding import NO_PADDING, BatchPadding, PackedRows, PaddedLength, padded_costs
 
 __all__ = [
     "CHUNK",
@@ -134,6 +145,8 @@ __all__ = [
     "bucket_ids",
     "bucketed_batches",
     "bucketed_sequence_batches",
+    "oversize_message",
+    "oversize_sample",
     "padding_stats",
 ]
 
@@ -376,66 +389,134 @@ def _isqrt(value: int) -> int:
     return root
 
 
+def _check_padding(padding: object) -> BatchPadding:
+    """Validate the padding rule (``None``: padded to the longest sample)."""
+    if padding is None:
+        return NO_PADDING
+    if not isinstance(padding, PaddedLength | PackedRows):
+        raise TypeError(
+            f"padding must be a loaderkit.order.padding.PaddedLength or PackedRows (what a "
+            f"collator's padded_length() returns), got {type(padding).__name__} {padding!r}"
+        )
+    return padding
+
+
+def _longest_fitting(budget: int, quadratic: bool, padding: BatchPadding) -> int | None:
+    """The longest length that alone fits the budget (``None``: every length; 0: none)."""
+    if isinstance(padding, PackedRows):
+        row = padding.row_length
+        rows = budget // (row * row if quadratic else row)
+        if rows == 0:
+            return 0
+        return rows * row if padding.split else None
+    limit = _isqrt(budget) if quadratic else budget  # the widest row that fits alone
+    multiple = padding.multiple or 1
+    if padding.max_length is not None:
+        widest = -(-padding.max_length // multiple) * multiple  # the width of a cut row
+        if widest <= limit:
+            return None
+        if padding.fixed:
+            return 0
+    return limit // multiple * multiple
+
+
 def oversize_sample(
-    lengths: npt.NDArray[np.integer[Any]], max_tokens: int, cost: str = "linear"
+    lengths: npt.NDArray[np.integer[Any]],
+    max_tokens: int,
+    cost: str = "linear",
+    padding: BatchPadding | None = None,
 ) -> tuple[int, int] | None:
     """``(index, longest allowed length)`` of the first sample that alone exceeds the budget.
 
-    ``None`` when every sample fits. The longest allowed length is ``max_tokens`` (linear) or
-    ``isqrt(max_tokens)`` (quadratic); a length of 0 costs like 1, which always fits.
+    ``None`` when every sample fits. A sample alone is a batch of one, padded by ``padding``
+    (``None``: to its own length): it fits when its padded cost is ``<= max_tokens``. The
+    longest allowed length is ``max_tokens`` (linear) or ``isqrt(max_tokens)`` (quadratic)
+    rounded down to the padding's multiple; 0 when no sample fits (the padding alone exceeds
+    the budget). A length of 0 costs like 1.
     """
     quadratic = _check_cost(cost)
-    limit = _isqrt(max_tokens) if quadratic else max_tokens
-    if lengths.size == 0 or int(lengths.max()) <= limit:
+    limit = _longest_fitting(max_tokens, quadratic, _check_padding(padding))
+    if limit is None or lengths.size == 0 or max(int(lengths.max()), 1) <= limit:
         return None
-    return int(np.argmax(lengths > limit)), limit
+    return int(np.argmax(np.maximum(lengths, 1) > limit)), limit
 
 
-def _check_budget(lengths: _Int, budget: int, quadratic: bool) -> None:
+def oversize_message(
+    sample: int,
+    length: int,
+    max_tokens: int,
+    cost: str,
+    padding: BatchPadding | None,
+    limit: int,
+) -> str:
+    """What the error of a sample that alone exceeds the budget says (and how to fix it)."""
+    rule = _check_padding(padding)
+    quadratic = _check_cost(cost)
+    if isinstance(rule, PackedRows):
+        rows = int(rule.rows_alone(np.array([length]))[0])
+        unit = rule.row_length * rule.row_length if quadratic else rule.row_length
+        alone = f"{rows} row(s) of {rule.row_length} = {rows * unit}"
+    else:
+        width = int(rule.width(np.array([max(length, 1)]))[0])
+        alone = f"{width}² = {width * width}" if quadratic else f"{width}"
+        if not rule.exact:
+            alone = f"{alone} ({rule.describe()})"
+    fix = (
+        f"filter out samples longer than {limit}"
+        if limit
+        else "lower the collator's max_length or pad_to_multiple_of"
+    )
+    return (
+        f"sample {sample} has length {length}: alone it costs {alone} > max_tokens={max_tokens} "
+        f"(cost={cost}, padded tokens); no batch can hold it. Raise max_tokens, truncate the "
+        f"sequences (the collator's max_length), or {fix}"
+    )
+
+
+def _check_budget(lengths: _Int, budget: int, quadratic: bool, padding: BatchPadding) -> None:
     """Raise if a sample alone costs more than the budget (names the smallest such index)."""
-    found = oversize_sample(lengths, budget, "quadratic" if quadratic else "linear")
+    cost = "quadratic" if quadratic else "linear"
+    found = oversize_sample(lengths, budget, cost, padding)
     if found is None:
         return
     bad, limit = found
-    _oversize_error(bad, int(lengths[bad]), budget, quadratic, limit)
+    raise ValueError(oversize_message(bad, int(lengths[bad]), budget, cost, padding, limit))
 
 
-def _check_sequence_budget(lengths: _Int, sequence: _Int, budget: int, quadratic: bool) -> None:
+def _check_sequence_budget(
+    lengths: _Int, sequence: _Int, budget: int, quadratic: bool, padding: BatchPadding
+) -> None:
     """Raise if a sample *of the sequence* alone costs more than the budget (smallest index).
 
     Samples of the dataset the sequence does not hold are not checked: they are not batched.
     """
-    found = oversize_sample(lengths, budget, "quadratic" if quadratic else "linear")
+    cost = "quadratic" if quadratic else "linear"
+    found = oversize_sample(lengths, budget, cost, padding)
     if found is None:  # the usual case: one pass over the lengths, none over the sequence
         return
     limit = found[1]
     bad: int | None = None
     for lo in range(0, int(sequence.size), CHUNK):
         chunk = sequence[lo : lo + CHUNK]
-        over = chunk[lengths[chunk] > limit]
+        over = chunk[np.maximum(lengths[chunk], 1) > limit]
         if over.size:
             smallest = int(over.min())
             bad = smallest if bad is None else min(bad, smallest)
     if bad is not None:
-        _oversize_error(bad, int(lengths[bad]), budget, quadratic, limit)
+        raise ValueError(oversize_message(bad, int(lengths[bad]), budget, cost, padding, limit))
 
 
-def _oversize_error(bad: int, length: int, budget: int, quadratic: bool, limit: int) -> None:
-    """Raise the ``ValueError`` of a sample that alone exceeds the budget."""
-    alone = f"{length}² = {length * length}" if quadratic else f"{length}"
-    raise ValueError(
-        f"sample {bad} has length {length}: alone it costs {alone} > max_tokens={budget} "
-        f"(cost={'quadratic' if quadratic else 'linear'}); no batch can hold it. Raise "
-        f"max_tokens, truncate the sequences, or filter out samples longer than {limit}"
-    )
-
-
-def _cut_budget(ordered: _Int, budget: int, quadratic: bool, cap: int | None) -> tuple[_I64, bool]:
+def _cut_budget(
+    ordered: _Int, budget: int, quadratic: bool, cap: int | None, padding: BatchPadding
+) -> tuple[_I64, bool]:
     """The greedy cut of step 3: batch start offsets (plus ``n``), and if the last batch is full.
 
     ``ordered`` holds ``max(length, 1)`` in the order of ``s``; every value fits the budget
     alone (checked before).
     """
+    if isinstance(padding, PackedRows):
+        return _cut_packed(ordered, budget, quadratic, cap, padding)
+    pad = None if padding.exact else padding.width
     n = int(ordered.size)
     limit = n if cap is None else cap
     top = np.int64(budget)
@@ -455,6 +536,8 @@ def _cut_budget(ordered: _Int, budget: int, quadratic: bool, cap: int | None) ->
             if width > steps.size:
                 steps = np.arange(1, 2 * width + 1, dtype=np.int64)
             unit = np.maximum.accumulate(ordered[p : p + width], dtype=np.int64)
+            if pad is not None:  # the padded width of each prefix (non-decreasing too)
+                unit = pad(unit)
             if quadratic:
                 unit *= unit
             allowed = np.floor_divide(top, unit, out=unit)  # non-increasing in the count
@@ -471,6 +554,43 @@ def _cut_budget(ordered: _Int, budget: int, quadratic: bool, cap: int | None) ->
     offsets = np.empty(batches + 1, dtype=np.int64)
     offsets[:-1] = starts[:batches]
     offsets[-1] = n
+    return offsets, cap is not None and count == cap
+
+
+def _cut_packed(
+    ordered: _Int, budget: int, quadratic: bool, cap: int | None, padding: PackedRows
+) -> tuple[_I64, bool]:
+    """The greedy cut of step 3 for packed rows: next-fit, sample by sample (a Python loop).
+
+    A batch closes before the sample that would make it fill more than ``budget // row cost``
+    rows, or hold more than ``cap`` samples.
+    """
+    row = padding.row_length
+    most = budget // (row * row if quadratic else row)  # >= 1: checked before
+    starts = [0]
+    rows, used, count = 0, row, 0
+    for p, length in enumerate(ordered.tolist()):
+        if count and cap is not None and count == cap:
+            starts.append(p)
+            rows, used, count = 0, row, 0
+        r, u = rows, used
+        for piece in padding.segments(length) if length > row else (length,):
+            if u + piece > row:
+                r, u = r + 1, 0
+            u += piece
+        if count and r > most:  # it opens a row the budget has no room for: a new batch
+            starts.append(p)
+            r, u = 0, row
+            for piece in padding.segments(length):
+                if u + piece > row:
+                    r, u = r + 1, 0
+                u += piece
+            count = 0
+        rows, used = r, u
+        count += 1
+    offsets = np.asarray([*starts, int(ordered.size)], dtype=np.int64)
+    if ordered.size == 0:
+        offsets = np.zeros(1, dtype=np.int64)
     return offsets, cap is not None and count == cap
 
 
@@ -508,7 +628,9 @@ class _Batching:
         max_tokens: object,
         cost: object,
         drop_last: object,
+        padding: object = None,
     ) -> None:
+        self.padding = _check_padding(padding)
         self.seed = _as_int("seed", seed)
         self.epoch = _as_int("epoch", epoch)
         self.size = _optional_int("batch_size", batch_size)
@@ -554,7 +676,7 @@ def _layout(
         for samples, positions in _sorted_chunks(order, total, keys, buckets, counts):
             ordered[positions] = lengths[samples]
         np.maximum(ordered, 1, out=ordered)
-        cut, last_full = _cut_budget(ordered, budget, how.quadratic, size)
+        cut, last_full = _cut_budget(ordered, budget, how.quadratic, size, how.padding)
         del ordered
         if how.drop_last and not last_full:
             cut = cut[:-1]
@@ -587,6 +709,7 @@ def bucketed_batches(
     max_tokens: int | None = None,
     cost: str = "linear",
     drop_last: bool = False,
+    padding: BatchPadding | None = None,
 ) -> EpochBatches:
     """The length-bucketed batches of one epoch (the algorithm of the module docstring).
 
@@ -604,6 +727,8 @@ def bucketed_batches(
             ``"quadratic"`` (``count * max_len**2`` token² units, attention's cost); only
             used with ``max_tokens``.
         drop_last: drop the last batch when it is partial (see the module docstring).
+        padding: how the collator pads a batch (its ``padded_length()``): the budget bounds
+            the padded tensor. ``None``: padded to the longest sample of the batch.
 
     Returns:
         The batches, in their shuffled order (``int32`` indices for datasets of at most
@@ -617,9 +742,9 @@ def bucketed_batches(
     arr = _check_lengths(lengths)
     n = int(arr.size)
     keys, buckets = _bucket_keys(bucket_ids, n)
-    how = _Batching(seed, epoch, batch_size, max_tokens, cost, drop_last)
+    how = _Batching(seed, epoch, batch_size, max_tokens, cost, drop_last, padding)
     if how.budget is not None:
-        _check_budget(arr, how.budget, how.quadratic)
+        _check_budget(arr, how.budget, how.quadratic, how.padding)
     perm = FeistelPermutation(n, derive_key(how.seed, COMPONENT_ORDER, how.epoch))
     return _layout(perm.slice, n, keys, buckets, None, arr, how, COMPONENT_BATCHES, index_dtype(n))
 
@@ -657,6 +782,7 @@ def bucketed_sequence_batches(
     max_tokens: int | None = None,
     cost: str = "linear",
     drop_last: bool = False,
+    padding: BatchPadding | None = None,
 ) -> EpochBatches:
     """Group an epoch's given sequence of samples into length-bucketed batches (steps 2'-4').
 
@@ -682,6 +808,7 @@ def bucketed_sequence_batches(
         max_tokens: the token budget per batch, ``>= 1``; ``None`` for fixed-size batches.
         cost: ``"linear"`` or ``"quadratic"``, as for :func:`bucketed_batches`.
         drop_last: drop the last batch when it is partial (as for :func:`bucketed_batches`).
+        padding: how the collator pads a batch, as for :func:`bucketed_batches`.
 
     Returns:
         The batches, in their shuffled order (``int32`` indices when ``len(lengths) <=
@@ -697,9 +824,9 @@ def bucketed_sequence_batches(
     n = int(arr.size)
     keys, buckets = _bucket_keys(bucket_ids, n)
     seq = _check_sequence(sequence, n)
-    how = _Batching(seed, epoch, batch_size, max_tokens, cost, drop_last)
+    how = _Batching(seed, epoch, batch_size, max_tokens, cost, drop_last, padding)
     if how.budget is not None:
-        _check_sequence_budget(arr, seq, how.budget, how.quadratic)
+        _check_sequence_budget(arr, seq, how.budget, how.quadratic, how.padding)
     total = int(seq.size)
     counts = _sequence_counts(seq, keys, buckets) if total else None
 
@@ -727,15 +854,19 @@ def padding_stats(
     *,
     max_tokens: int | None = None,
     cost: str = "linear",
+    padding: BatchPadding | None = None,
+    max_batch_size: int | None = None,
 ) -> dict[str, float]:
     """How much padding a batching wastes, and how well it fills a token budget.
 
-    Keys (all floats):
+    ``padding`` is how the collator pads a batch (``None``: to its longest sample), as for
+    :func:`bucketed_batches`. Keys (all floats):
 
     - ``num_batches``, ``num_samples``;
-    - ``real_tokens``: the sum of the lengths of the batched samples;
-    - ``padded_tokens``: the sum over batches of ``size * max_len`` (batches padded to their
-      longest sample);
+    - ``real_tokens``: the sum of the lengths of the batched samples (as cut by the padding's
+      ``max_length``, if any);
+    - ``padded_tokens``: the sum over batches of the padded tensor's tokens (``size * max_len``
+      when batches are padded to their longest sample);
     - ``waste``: ``1 - real_tokens / padded_tokens`` (0 when nothing is padded);
     - ``batch_size_min``, ``batch_size_median``, ``batch_size_max``, ``batch_size_mean``;
     - with ``max_tokens``: ``utilization``, the real cost over the budget of all batches
@@ -743,10 +874,13 @@ def padding_stats(
       (num_batches * max_tokens)`` for ``"quadratic"``); ``fill``, the same with the padded
       cost (how full the budget is, padding included); ``max_batch_cost`` and
       ``mean_batch_cost`` in the units of the cost model (lengths taken as at least 1, as in
-      :func:`bucketed_batches`).
+      :func:`bucketed_batches`); with ``max_batch_size`` too: ``capped``, the fraction of
+      batches that hold exactly ``max_batch_size`` samples (closed by the cap, not the budget).
 
     Empty batches count in the batch sizes and cost nothing.
     """
+    rule = _check_padding(padding)
+    cap = _optional_int("max_batch_size", max_batch_size)
     arr = _check_lengths(lengths)
     quadratic = _check_cost(cost)
     budget = _optional_int("max_tokens", max_tokens)
@@ -759,9 +893,17 @@ def padding_stats(
     sizes = batches.sizes()
     count = int(sizes.size)
     batched = arr[indices].astype(np.int64)
-    longest = _batch_max(batched, batches.offsets)
-    real = float(batched.sum())
-    padded = float((sizes * longest).sum())
+    kept = batched
+    if isinstance(rule, PaddedLength) and rule.max_length is not None:
+        kept = np.minimum(batched, rule.max_length)
+    elif isinstance(rule, PackedRows) and not rule.split:
+        kept = np.minimum(batched, rule.row_length)
+    real = float(kept.sum())
+    if isinstance(rule, PackedRows):
+        padded = float(padded_costs(batched, batches.offsets, rule)[1].sum())
+    else:
+        longest = _batch_max(batched, batches.offsets)
+        padded = float((sizes * np.where(sizes > 0, rule.width(longest), 0)).sum())
     stats = {
         "num_batches": float(count),
         "num_samples": float(indices.size),
@@ -774,16 +916,15 @@ def padding_stats(
         "batch_size_mean": float(sizes.mean()) if count else 0.0,
     }
     if budget is not None:
-        unit_longest = np.where(sizes > 0, np.maximum(longest, 1), 0)
-        if quadratic:
-            unit_longest *= unit_longest
-        costs = sizes * unit_longest
+        costs = padded_costs(batched, batches.offsets, rule, quadratic=quadratic)[1]
         total = float(count * budget)
-        real_cost = float(batched.astype(np.float64) @ batched) if quadratic else real
+        real_cost = float(kept.astype(np.float64) @ kept) if quadratic else real
         stats["utilization"] = real_cost / total if count else 0.0
         stats["fill"] = float(costs.sum()) / total if count else 0.0
         stats["max_batch_cost"] = float(costs.max()) if count else 0.0
         stats["mean_batch_cost"] = float(costs.mean()) if count else 0.0
+        if cap is not None:
+            stats["capped"] = float(np.count_nonzero(sizes == cap)) / count if count else 0.0
     return stats
 
 

@@ -4,17 +4,22 @@ from __future__ import annotations
 
 import functools
 import html
+import math
 import re
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
+import numpy as np
+
 from loaderkit.errors import PlanError
+from loaderkit.order.padding import NO_PADDING, BatchPadding, PackedRows, PaddedLength
 from loaderkit.order.shard import ShardLayout
 from loaderkit.order.split import split_sizes
 from loaderkit.plan.specs import (
     SKIPPED_RECORDS_KEPT,
     BatchSpec,
     BucketingSpec,
+    CallableSpec,
     dataset_summary,
 )
 from loaderkit.plan.workers import resolve_workers
@@ -314,10 +319,7 @@ def _bucketing_line(plan: LoaderPlan) -> str:
     buckets = bucket_plan(spec, plan.batch, n, world)[0]
     text = f"by {spec.length.describe()}, {buckets} buckets"
     if spec.max_tokens is not None:
-        unit = "tokens" if spec.cost == "linear" else "token^2 (quadratic cost)"
-        text += f", token budget {spec.max_tokens:,} {unit} per batch"
-        if spec.max_batch_size:
-            text += f", at most {spec.max_batch_size} samples"
+        text += f"; {budget_limits(spec, bucket_padding(plan))}"
     if spec.length.kind == "callable":
         text += "; lengths measured at build by calling the function once per sample (cached)"
     elif spec.length.kind == "column":
@@ -350,6 +352,69 @@ def _curriculum_line(plan: LoaderPlan) -> str:
     return f"easiest first by {spec.difficulty.describe()}, {how}, per {spec.by}"
 
 
+def _budget_unit(spec: BucketingSpec) -> str:
+    if spec.cost == "linear":
+        return "padded tokens"
+    return "padded token^2 (quadratic cost)"
+
+
+def budget_limits(spec: BucketingSpec, padding: BatchPadding | None) -> str:
+    """Which limit closes the batches of a token budget, as far as known without the data.
+
+    The budget bounds the padded tensor (``padding``: the collator's rule). With a cap, the
+    cap closes the batches whose rows are at most ``max_tokens // cap`` wide (quadratic: its
+    square root), the budget the wider ones; when the collator never pads wider than that, the
+    budget never binds, and the line says so.
+    """
+    assert spec.max_tokens is not None
+    rule = NO_PADDING if padding is None else padding
+    budget, cap = spec.max_tokens, spec.max_batch_size
+    unit = _budget_unit(spec)
+    text = f"token budget {budget:,} {unit} per batch"
+    how = "padded to the longest sample" if rule.exact else rule.describe()
+    if cap is None:
+        return f"{text} (no cap on samples; batches {how})"
+    text = (
+        f"at most max_batch_size={cap} samples and max_tokens={budget:,} {unit} per batch, "
+        f"whichever is reached first (batches {how})"
+    )
+    if isinstance(rule, PackedRows):
+        rows = budget // (rule.row_length ** (2 if spec.cost == "quadratic" else 1))
+        return f"{text}: at most {rows:,} packed rows"
+    per_row = budget // cap
+    widest = math.isqrt(per_row) if spec.cost == "quadratic" else per_row
+    most = None
+    if rule.max_length is not None:
+        most = int(rule.width(np.array([rule.max_length]))[0])
+    if most is not None and most <= widest:
+        return (
+            f"{text}: max_tokens never binds, {cap} rows of at most {most:,} tokens fit in it; "
+            f"raise max_batch_size to let the budget decide"
+        )
+    return (
+        f"{text}: max_batch_size closes batches whose rows are at most {widest:,} tokens "
+        f"wide, max_tokens the wider ones"
+    )
+
+
+def budget_split(spec: BucketingSpec, stats: Mapping[str, float]) -> str:
+    """The measured split of an epoch's batches between the budget and the cap.
+
+    ``stats`` is :func:`~loaderkit.order.bucketing.padding_stats` of the epoch's batches with
+    ``max_tokens``, the padding rule and ``max_batch_size``.
+    """
+    assert spec.max_tokens is not None
+    worst = f"largest batch {stats['max_batch_cost']:,.0f} {_budget_unit(spec)}"
+    budget = f"max_tokens={spec.max_tokens:,} ({_budget_unit(spec)})"
+    if spec.max_batch_size is None:
+        return f"every batch closed by {budget}, no max_batch_size; {worst}"
+    capped = stats.get("capped", 0.0)
+    return (
+        f"batches capped by {budget} for {1 - capped:.0%} of batches, by "
+        f"max_batch_size={spec.max_batch_size} for the rest; {worst}"
+    )
+
+
 def default_num_buckets(n: int, batch_size: int) -> int:
     """Buckets when ``with_bucketing`` names none: about four batches per bucket."""
     return max(1, min(n, n // max(1, 4 * batch_size)))
@@ -368,6 +433,53 @@ def bucket_plan(
     size = batch.batch_size if spec.max_tokens is None else spec.max_batch_size
     world = world_size if spec.max_tokens is None else 1
     return spec.num_buckets or default_num_buckets(n, (size or 64) * world), size
+
+
+def registry_padding(spec: CallableSpec) -> BatchPadding | None:
+    """The padding rule a registry collator declares (``padded_length()``), from its options.
+
+    ``None`` for collators given as callables (their rule is read from the object at build)
+    and for names the plan did not resolve. Pure: the constructors import no torch.
+    """
+    from loaderkit.collators import collators
+
+    if spec.source != "registry" or spec.name not in collators:
+        return None
+    collator = collators.get(spec.name).factory(**dict(spec.options))
+    return _declared(collator, spec.name)
+
+
+def _declared(collator: object, name: str) -> BatchPadding:
+    declared = getattr(collator, "padded_length", None)
+    if not callable(declared):
+        return NO_PADDING
+    rule = declared()
+    if rule is None:
+        return NO_PADDING
+    if not isinstance(rule, PaddedLength | PackedRows):
+        raise PlanError.single(
+            "collator",
+            f"{name}.padded_length() must return a loaderkit.order.padding.PaddedLength or "
+            f"PackedRows (got {type(rule).__name__} {rule!r}); return one, or None for rows "
+            f"padded to the longest sample",
+        )
+    return rule
+
+
+def bucket_padding(plan: LoaderPlan) -> BatchPadding | None:
+    """How the plan's collator pads a batch, for a token budget (``None``: no budget).
+
+    A registry collator's rule comes from its options, a bound collator's from the object's
+    ``padded_length()`` (when the plan is bound); without one, rows are padded to the longest
+    sample of the batch.
+    """
+    if plan.bucketing is None or plan.bucketing.max_tokens is None:
+        return None
+    spec = plan.collator
+    if spec.source == "registry":
+        return registry_padding(spec) or NO_PADDING
+    bound = None if plan.bindings is None else plan.bindings.get(spec.name)
+    return NO_PADDING if bound is None else _declared(bound, spec.name)
 
 
 def _bucketed_sampler(plan: LoaderPlan) -> str:

@@ -25,7 +25,10 @@ distributed.even_batches   stream    (only when sharded) whether the tail is wra
 workers.num_workers        both      execution for map-style data (order is worker-invariant);
                                      stream for iterable data, whose order depends on it
 bucketing                  stream    length source (column / function / digest of the lengths),
-                                     num_buckets, max_tokens, max_batch_size, cost
+                                     num_buckets, max_tokens, max_batch_size, cost; under a
+                                     token budget, the registry collator's padding rule when
+                                     it pads beyond the longest sample (the budget bounds the
+                                     padded batch, so the rule cuts the batches)
 curriculum                 stream    difficulty source, schedule (name or function), by, horizon,
                                      start, degree, steps
 sampling_weights           stream    weight source (column / function / digest), replacement,
@@ -125,9 +128,15 @@ def stream_fields(plan: LoaderPlan) -> dict[str, Any]:
     if plan.order.buffer_size is not None:  # absent otherwise: older fingerprints are unchanged
         data["order"]["buffer_size"] = plan.order.buffer_size
     if plan.bucketing is not None:
+        from loaderkit.plan.display import bucket_padding, registry_padding
         from loaderkit.plan.serde import bucketing_to_dict
 
         data["bucketing"] = bucketing_to_dict(plan.bucketing)
+        # absent when the budget is cut on the longest sample, as before padding rules: those
+        # plans keep their fingerprints; the others' batches changed (issue 16), so do they
+        padding = registry_padding(plan.collator) if bucket_padding(plan) is not None else None
+        if padding is not None and not padding.exact:
+            data["bucketing"]["padding"] = padding.to_dict()
     if plan.curriculum is not None:
         from loaderkit.plan.serde import curriculum_to_dict
 

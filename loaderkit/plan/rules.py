@@ -13,10 +13,12 @@ import pickle
 from collections.abc import Callable, Mapping
 
 import attrs
+import numpy as np
 
 from loaderkit._checks import LIMITS, did_you_mean
 from loaderkit.collators import collators
 from loaderkit.errors import PlanError, Problem
+from loaderkit.order.padding import PackedRows
 from loaderkit.order.split import split_sizes
 from loaderkit.plan.specs import (
     BatchSpec,
@@ -232,6 +234,49 @@ def _bucketing_problems(
                 "bucketing.max_batch_size",
                 f"only applies with max_tokens (got {spec.max_batch_size}); set the batch size "
                 f"with with_batch_size",
+            )
+        )
+    return problems
+
+
+def _budget_padding_problems(
+    spec: BucketingSpec, collator: CallableSpec, max_length: MaxLengthSpec | None
+) -> list[Problem]:
+    """What keeps a token budget from holding the collator's padded batches, data unseen.
+
+    The budget bounds the padded tensor (the collator's ``padded_length()``): a registry
+    collator that pads every batch wider than the budget (``padding="max_length"``, rows of
+    ``packed``, a ``pad_to_multiple_of`` above it) leaves no batch possible; and ``packed``
+    rows narrowed per step by ``with_max_length`` are more numerous than the planner counts.
+    """
+    if spec.max_tokens is None or collator.source != "registry":
+        return []
+    from loaderkit.order.bucketing import oversize_sample
+    from loaderkit.plan.display import registry_padding
+
+    padding = None
+    with contextlib.suppress(PlanError, PluginNotImportedError):  # reported by the collator
+        padding = registry_padding(collator)
+    if padding is None:
+        return []
+    problems: list[Problem] = []
+    if oversize_sample(np.ones(1, dtype=np.int64), spec.max_tokens, spec.cost, padding):
+        problems.append(
+            Problem(
+                "bucketing.max_tokens",
+                f"no batch fits: collator {collator.name!r} pads even a one-token sample "
+                f"beyond max_tokens={spec.max_tokens} (cost={spec.cost}; "
+                f"{padding.describe()}); raise max_tokens, or lower the collator's max_length "
+                f"or pad_to_multiple_of",
+            )
+        )
+    if isinstance(padding, PackedRows) and max_length is not None:
+        problems.append(
+            Problem(
+                "max_length",
+                f"a sequence-length schedule narrows the packed rows, so a batch fills more "
+                f"rows than the token budget (max_tokens={spec.max_tokens}) was cut for; drop "
+                f"with_max_length, or the token budget (a fixed batch size)",
             )
         )
     return problems
@@ -834,6 +879,7 @@ def plan_problems(
         problems.extend(
             _bucketing_problems(bucketing, dataset, batch, bindings, needs_pickle, mixture)
         )
+        problems.extend(_budget_padding_problems(bucketing, collator, max_length))
     if sampling_weights is not None:
         problems.extend(_weights_problems(sampling_weights, dataset, bindings, needs_pickle))
     if curriculum is not None:
