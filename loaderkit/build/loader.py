@@ -27,6 +27,7 @@ from torch.utils.data import DataLoader, Dataset, Sampler
 from torch.utils.data._utils import signal_handling
 
 from loaderkit.build.cache import CachedSource, CacheStats, open_cache
+from loaderkit.build.dataset_length import LengthCheck
 from loaderkit.build.device import deliver, resolve_device, wants_pinning
 from loaderkit.build.fetch import (
     BatchFetcher,
@@ -1331,6 +1332,9 @@ class Loader:
                 f"dataset {plan.dataset.binding!r} is an iterable (streaming) source; loaders "
                 f"over iterable sources arrive with streaming support. Pass a map-style dataset"
             )
+        self._lengths = LengthCheck(plan)
+        """The planned dataset lengths, checked here and at the start of every pass."""
+        self._lengths("at build()")
         self.plan = plan
         self.device = resolve_device(plan.device)
         self.world_size, self.rank, self.distributed_source = resolve_world(plan.distributed)
@@ -1841,8 +1845,11 @@ class Loader:
 
         A pending ``load_state_dict`` (or a pass a loader error interrupted) resumes; a pending
         ``set_epoch(e)`` starts epoch ``e`` at batch 0; otherwise the epoch after the last
-        pass started. O(1).
+        pass started. O(1), the dataset lengths checked included (a dataset whose length
+        changed since ``compile()`` raises :class:`~loaderkit.PlanError`; nothing moves).
         """
+        epoch, _ = self.next_pass
+        self._lengths(f"at the start of a pass (epoch {epoch})")
         self._epoch, self._delivered = self.next_pass
         self._pending = "next"
         self._retry = None
