@@ -984,9 +984,10 @@ class StreamLoader(Loader):
     ``load_state_dict`` said otherwise), ``set_epoch``, ``state_dict`` /
     ``load_state_dict`` (O(1) for a stateful source read without a buffer shuffle, else a
     replay of the stream: see :attr:`resume_native`), the ``skip`` error policy
-    (``skipped`` / ``errors``), ``explain``, ``close`` and the context manager. A stream has
-    no length (``len()`` raises ``TypeError``) and no sample indices (``batch_indices``
-    raises ``TypeError``).
+    (``skipped`` / ``errors``), ``explain``, ``close`` and the context manager. ``len()``
+    is the exact number of batches per epoch on this rank when the dataset's ``__len__``
+    fixes it (see :meth:`__len__`), else raises ``TypeError``. A stream has no sample
+    indices (``batch_indices`` raises ``TypeError``).
     """
 
     def __init__(self, plan: LoaderPlan) -> None:
@@ -1140,12 +1141,72 @@ class StreamLoader(Loader):
     # -- position ---------------------------------------------------------------------------
 
     def __len__(self) -> int:
-        """A stream has no length: raises ``TypeError``."""
-        raise TypeError(
-            f"a StreamLoader has no len(): dataset {self.plan.dataset.binding!r} is streamed "
-            f"(iterable), so its number of batches is only known once an epoch was read; count "
-            f"batches while iterating, or pass a map-style dataset"
-        )
+        """Batches per epoch on this rank, when the dataset's ``__len__`` tells them exactly.
+
+        Known for a torch ``IterableDataset`` defining ``__len__`` that is read by element
+        (or splits itself by worker, with ``num_workers=0``): element ``k`` goes to shard
+        ``k mod (world_size x producers)``, each producer batches its shard (``drop_last``
+        drops its partial batch) and ``even_batches`` stops each producer at the batch count
+        of the last rank's producer of its worker id. So this is the exact count of a pass,
+        which differs from torch's ``len(DataLoader(iterable))`` (``ceil(len / batch_size)``,
+        blind to workers and ranks). Of the epoch of :attr:`epoch` when batch sizes follow a
+        schedule. A batch whose every element the ``skip`` policy dropped is counted but not
+        delivered.
+
+        Otherwise raises ``TypeError`` saying why the count is unknown (no ``__len__``; shards
+        made by the ``shard`` hook, by HF or by the dataset itself across workers).
+        """
+        n = self._stream_length()
+        shards = self.world_size * self.producers
+        size = self.batch_sizes(self._cursor()[0])
+        drop_last = self.plan.batch.drop_last
+
+        def batches(shard: int) -> int:
+            elements = max(0, -(-(n - shard) // shards))
+            return elements // size if drop_last else -(-elements // size)
+
+        total = 0
+        for worker in range(self.producers):
+            own = batches(self.rank * self.producers + worker)
+            if self._peers:  # even_batches: as many as the last rank's producer of this id
+                own = min(own, batches((self.world_size - 1) * self.producers + worker))
+            total += own
+        return total
+
+    def _stream_length(self) -> int:
+        """The dataset's ``len()``, if it fixes the batches per epoch; else ``TypeError``."""
+        name = self.plan.dataset.binding
+        head = f"a StreamLoader has no len() here: dataset {name!r} is streamed (iterable) and "
+        tail = "; count batches while iterating, or pass a map-style dataset"
+        if self.sharding == "hf":
+            why = (
+                "an HF IterableDataset has no length (its rows are known only once read, "
+                "and it is split into shards by HF across ranks and workers)"
+            )
+        elif self.sharding == "hook":
+            why = (
+                f"it is read through its {SHARD_HOOK}() hook, so the sizes of its shards are "
+                f"its own"
+            )
+        elif self.sharding == "worker" and self.producers > 1:
+            why = (
+                f"it splits itself by worker ({WORKER_SPLIT} = True), into parts whose sizes "
+                f"only its __iter__ knows"
+            )
+        elif not hasattr(type(self.data), "__len__"):
+            why = (
+                f"{type(self.data).__name__} defines no __len__, so its number of batches is "
+                f"only known once an epoch was read"
+            )
+        else:
+            sized: Any = self.data
+            try:
+                return len(sized)
+            except Exception as exc:  # a failing __len__: the count is unknown, as torch says
+                kind = type(sized).__name__
+                why = f"len() of {kind} failed ({type(exc).__name__}: {exc})"
+                raise TypeError(head + why + tail) from exc
+        raise TypeError(head + why + tail)
 
     def _cursor(self) -> tuple[int, int]:
         return self._epoch, self._delivered
