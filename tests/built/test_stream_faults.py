@@ -75,7 +75,12 @@ _STREAM_EXIT_SCRIPT = textwrap.dedent(
     """
 )
 
-_OUTCOME = {"normal": "ended", "break": "broke", "error": "KeyError", "data-error": "DataError[ValueError]"}
+_OUTCOME = {
+    "normal": "ended",
+    "break": "broke",
+    "error": "KeyError",
+    "data-error": "DataError[ValueError]",
+}
 
 
 @pytest.mark.parametrize("how", ["normal", "break", "error", "data-error"])
