@@ -514,7 +514,9 @@ class _Producer(IterableDataset[_Item]):
                 return lambda: getattr(data, SHARD_HOOK)(shards, shard)
             return lambda: data  # HF: already that rank's split
 
-        peers = [(rank, stream(rank, data)) for rank, data in self.peers]
+        # the gate reads its own copy: a stateful source keeps its position (read count,
+        # loaded state) for the producer's own reading and its saved state
+        peers = [(rank, stream(rank, _gate_copy(data))) for rank, data in self.peers]
         return _Gate(peers, self.batch_size, self.drop_last)
 
     def _where(self, worker: int, position: int, local: int) -> str:
@@ -823,6 +825,14 @@ def _error_item(
         original_type=kind,
         cause=original,
     )
+
+
+def _gate_copy(obj: Any) -> Any:
+    """The gate's copy of a source (``obj`` itself when it has no attribute dict to copy)."""
+    try:
+        return _own_copy(obj)
+    except TypeError:  # no __dict__ (slots): iterating it twice is all it offers
+        return obj
 
 
 def _own_copy(obj: Any) -> Any:

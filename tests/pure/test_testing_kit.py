@@ -406,7 +406,7 @@ def test_the_old_datasets_name_says_it_was_renamed() -> None:
         from loaderkit.testing import datasets  # noqa: F401
 
 
-_FAILING_USER_TEST = '''
+_FAILING_USER_TEST = """
 import torch
 from loaderkit import DataLoaderBuilder
 from loaderkit.testing import assert_reproducible
@@ -426,7 +426,7 @@ class Counter(torch.utils.data.Dataset):
 def test_mine():
     plan = DataLoaderBuilder().with_dataset(Counter()).with_batch_size(8).compile()
     assert_reproducible(plan)
-'''
+"""
 
 
 def test_a_failing_assertion_shows_the_users_line_and_a_short_diff(tmp_path: Any) -> None:
