@@ -3,19 +3,25 @@
 A hypothesis state machine drives a ``Loader`` (map-style) and a ``StreamLoader`` with 0
 and 2 workers through any interleaving of ``iter(loader)``, ``next(it)`` on any iterator
 still held, abandoning an iterator (``break``), ``state_dict()``, ``load_state_dict(saved)``
-of any state saved before, and ``set_epoch(e)``. A pure model written from the rule in
-docs/loader.md ("Iteration: passes and epochs") says what each call must do:
+of any state saved before, ``set_epoch(e)``, ``close()`` (then iterating again) and, without
+workers, samples that start or stop failing to load. A pure model written from the rule in
+docs/loader.md ("Iteration: passes and epochs") and its "Dying workers and timeouts" says
+what each call must do:
 
 - a pass starts at an iterator's first ``next()``: after ``load_state_dict(s)``, at the
   state's position (``set_epoch`` with the state's own epoch keeps it); else after
   ``set_epoch(e)``, epoch ``e`` from its first batch; else the epoch after the last pass
   started, from its first batch; each of them for one pass;
-- the pass then delivers its epoch's batches from there, then ``StopIteration``;
-- starting a pass, ``set_epoch`` and ``load_state_dict`` supersede the iterator of the open
-  pass: its next ``next()`` raises ``RuntimeError`` and takes nothing; an iterator never
-  advanced is not a pass and is superseded by nothing; an iterator whose pass ended, or that
-  raised that ``RuntimeError`` once, is finished (``StopIteration``); a superseded pass that
-  had delivered its last batch may also just end;
+- the pass then delivers its epoch's batches from there, then ``StopIteration``; a batch
+  holding a sample that fails raises ``DataError`` (the error policy is "raise") and ends
+  the pass, which the next pass resumes at that batch (like a pending ``load_state_dict``:
+  ``set_epoch`` with its own epoch keeps it);
+- starting a pass, ``set_epoch``, ``load_state_dict`` and ``close`` supersede the iterator
+  of the open pass (``close`` moves nothing else: like a ``break``): its next ``next()``
+  raises ``RuntimeError`` and takes nothing; an iterator never advanced is not a pass and is
+  superseded by nothing; an iterator whose pass ended, or that raised that ``RuntimeError``
+  once, is finished (``StopIteration``); a superseded pass that had delivered its last batch
+  may also just end;
 - ``epoch`` / ``batches_delivered`` and ``state_dict()`` report the current (or last) pass,
   or after ``set_epoch`` / ``load_state_dict`` the one the next pass starts from.
 
@@ -43,7 +49,7 @@ from hypothesis.stateful import (
 )
 from torch.utils.data import Dataset, IterableDataset
 
-from loaderkit import DataLoaderBuilder, LoaderPlan
+from loaderkit import DataError, DataLoaderBuilder, LoaderPlan
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -73,8 +79,20 @@ class Stream(IterableDataset[int]):
         return iter(range(N))
 
 
+BAD: set[int] = set()
+"""Samples that fail to load now (the main process only: the machines with workers keep it
+empty, their workers could not see it change)."""
+
+
+def guarded(sample: int) -> int:
+    """The transform: a sample in :data:`BAD` fails, as a corrupt record would."""
+    if sample in BAD:
+        raise ValueError(f"corrupt record {sample}")
+    return sample
+
+
 def make_plan(kind: str, workers: int) -> LoaderPlan:
-    builder = DataLoaderBuilder().with_batch_size(BATCH).with_seed(5)
+    builder = DataLoaderBuilder().with_batch_size(BATCH).with_seed(5).with_transform(guarded)
     if kind == "map":
         builder = builder.with_dataset(Indices()).with_shuffle()
     else:
@@ -91,10 +109,15 @@ def reference(kind: str, workers: int, epoch: int) -> list[Batch]:
     """Epoch ``epoch`` read whole by a fresh loader: the uninterrupted run."""
     workers = workers if kind == "stream" else 0  # the map order is worker-invariant
     epochs = _REFERENCE.setdefault((kind, workers), [])
-    while len(epochs) <= epoch:
-        with make_plan(kind, workers).build() as loader:
-            loader.set_epoch(len(epochs))
-            epochs.append([tuple(int(i) for i in batch) for batch in loader])
+    bad = set(BAD)
+    BAD.clear()  # the uninterrupted run reads every sample
+    try:
+        while len(epochs) <= epoch:
+            with make_plan(kind, workers).build() as loader:
+                loader.set_epoch(len(epochs))
+                epochs.append([tuple(int(i) for i in batch) for batch in loader])
+    finally:
+        BAD.update(bad)
     return epochs[epoch]
 
 
@@ -150,6 +173,12 @@ class Cursor:
         self.delivered += 1
         return batches[self.delivered - 1]
 
+    def fail(self, handle: Handle) -> None:
+        """The open pass's next batch failed: the loader ended it; the next pass resumes it."""
+        assert handle is self.open
+        handle.status, self.open = "ended", None
+        self.pending = "resume"
+
     def set_epoch(self, epoch: int) -> None:
         if self.pending == "resume" and epoch == self.epoch:
             return  # the HF Trainer habit: the resume is kept
@@ -170,6 +199,7 @@ class IterationMachine(RuleBasedStateMachine):
 
     def __init__(self) -> None:
         super().__init__()
+        BAD.clear()
         self.loader = make_plan(self.kind, self.workers).build()
         self.model = Cursor(self.kind, self.workers)
         self.handles: list[Handle] = []
@@ -203,6 +233,12 @@ class IterationMachine(RuleBasedStateMachine):
                 return
             if handle.status == "unstarted":
                 self.model.start(handle)
+            batches = self.model.batches(self.model.epoch)
+            if self.model.delivered < len(batches) and BAD & set(batches[self.model.delivered]):
+                with pytest.raises(DataError, match="corrupt record"):
+                    next(handle.iterator)
+                self.model.fail(handle)
+                return
             want = self.model.take(handle)
             got = next(handle.iterator, None)
             if want is None:
@@ -246,12 +282,30 @@ class IterationMachine(RuleBasedStateMachine):
         self.loader.set_epoch(epoch)
         self.model.set_epoch(epoch)
 
+    @precondition(lambda self: self.workers == 0)
+    @rule(sample=st.integers(0, N - 1))
+    def corrupt(self, sample: int) -> None:
+        """Sample ``sample`` fails to load from now on (until ``repair``)."""
+        BAD.add(sample)
+
+    @precondition(lambda self: bool(BAD))
+    @rule()
+    def repair(self) -> None:
+        BAD.clear()
+
+    @rule()
+    def close(self) -> None:
+        """Workers stop; like a ``break``: the position stays, the open pass is superseded."""
+        self.loader.close()
+        self.model.supersede()
+
     @invariant()
     def the_position_is_the_models(self) -> None:
         got = (self.loader.epoch, self.loader.batches_delivered)
         assert got == (self.model.epoch, self.model.delivered)
 
     def teardown(self) -> None:
+        BAD.clear()
         self.handles.clear()
         self.loader.close()
 
