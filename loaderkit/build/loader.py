@@ -1268,9 +1268,9 @@ class _Pass:
             return batch
 
     def _fail(self, loader: Loader, index: int) -> None:
-        """Batch ``index`` failed: a new pass over the loader would try it again."""
+        """Batch ``index`` failed (and is consumed): a new pass goes on after it."""
         self._failed = True
-        loader._interrupted(self._moves, retry=index)
+        loader._interrupted(self._moves)
 
     def _release(self) -> None:
         batches, self._batches = self._batches, None
@@ -1315,10 +1315,6 @@ class Loader:
     batch_sampler: None = None
     """Always ``None``: the loader plans its batches itself. Named like torch's ``DataLoader``
     attribute, which tools that inspect data loaders (Lightning) read."""
-
-    _retry: int | None = None
-    """The batch a pending resume starts at when not the position: the one a raised
-    ``DataError`` failed (it counts as consumed, yet a new pass tries it again)."""
 
     def __init__(self, plan: LoaderPlan, *, split: str = "train") -> None:
         if plan.bindings is None:
@@ -1623,7 +1619,7 @@ class Loader:
             return self._epoch + 1, 0
         if self._pending == "set":
             return self._epoch, 0
-        return self._epoch, self._delivered if self._retry is None else self._retry
+        return self._epoch, self._delivered
 
     def _cursor(self) -> tuple[int, int]:
         """(epoch, batches delivered) of the current or last pass, or of the pending one."""
@@ -1650,7 +1646,6 @@ class Loader:
         """Make the next pass epoch ``epoch`` from batch 0 (the position is reset)."""
         self._epoch, self._delivered = epoch, 0
         self._pending = "set"
-        self._retry = None
 
     def batch_indices(self, epoch: int, batch_index: int) -> list[int]:
         """The sample indices of batch ``batch_index`` of ``epoch`` on this rank."""
@@ -1852,7 +1847,6 @@ class Loader:
         self._lengths(f"at the start of a pass (epoch {epoch})")
         self._epoch, self._delivered = self.next_pass
         self._pending = "next"
-        self._retry = None
         self._generation += 1
         self._moves += 1
         return self._epoch, self._delivered
@@ -1867,24 +1861,21 @@ class Loader:
                 "iterate the newest one"
             )
 
-    def _interrupted(self, moves: int, retry: int | None = None) -> None:
+    def _interrupted(self, moves: int) -> None:
         """After a loader error in a pass: the next ``iter()`` resumes it where it stopped.
 
         ``moves`` is :attr:`_moves` when the pass started; if the position was moved since
         (``set_epoch``, ``load_state_dict``, a newer pass), that move stands. A broken pool's
-        ``close()`` does not move the position. ``retry``: the batch a new pass starts at,
-        when it is not the position (a failed batch counts as consumed, but a new pass over
-        the same loader tries it again).
+        ``close()`` does not move the position. After a raise-policy ``DataError`` the failed
+        batch is already consumed (as in torch): the resumed pass goes on after it.
         """
         if moves == self._moves:
             self._pending = "resume"
-            self._retry = retry
 
     def _resumed(self, moves: int) -> None:
         """The pass a loader error interrupted goes on: it is no longer to be resumed."""
         if moves == self._moves and self._pending == "resume":
             self._pending = "next"
-            self._retry = None
 
     def _deliverable(self, epoch: int, start: int, generation: int) -> Iterator[Any]:
         """The host batches of a pass, on the device (not yet finished or checked)."""
@@ -1901,11 +1892,11 @@ class Loader:
         ``iter()`` starts are put back as they were (checking does not count as a pass); an
         iterator in progress is superseded.
         """
-        kept = self._epoch, self._delivered, self._pending, self._retry
+        kept = self._epoch, self._delivered, self._pending
         try:
             return check_loader(self)
         finally:
-            self._epoch, self._delivered, self._pending, self._retry = kept
+            self._epoch, self._delivered, self._pending = kept
             self._generation += 1
             self._moves += 1
 
@@ -2003,7 +1994,6 @@ class Loader:
         self._epoch, self._delivered = epoch, delivered
         self._skip_counts = counts
         self._pending = "resume"
-        self._retry = None
         self._generation += 1
         self._moves += 1
 

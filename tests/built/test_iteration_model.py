@@ -166,6 +166,8 @@ class Cursor:
     def take(self, handle: Handle) -> Batch | None:
         """The batch ``next()`` on the open pass delivers (``None``: the pass ends)."""
         assert handle is self.open
+        if self.pending == "resume":  # the caller goes on after a failed batch
+            self.pending = "next"
         batches = self.batches(self.epoch)
         if self.delivered >= len(batches):
             handle.status, self.open = "ended", None
@@ -174,9 +176,13 @@ class Cursor:
         return batches[self.delivered - 1]
 
     def fail(self, handle: Handle) -> None:
-        """The open pass's next batch failed: the loader ended it; the next pass resumes it."""
+        """The open pass's next batch failed: it is consumed (as in torch) and the pass goes on.
+
+        ``next()`` on the same iterator delivers the batch after it; a new pass (``iter()``)
+        resumes the interrupted one after it too.
+        """
         assert handle is self.open
-        handle.status, self.open = "ended", None
+        self.delivered += 1
         self.pending = "resume"
 
     def set_epoch(self, epoch: int) -> None:
