@@ -8,8 +8,8 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import attrs
 
-from loaderkit._checks import Bindings, thaw_value
-from loaderkit.errors import PlanError, Problem
+from loaderkit._checks import Bindings, did_you_mean, thaw_value
+from loaderkit.errors import PlanError, PlanTypeError, Problem
 from loaderkit.plan.display import builder_html
 from loaderkit.plan.fields import (
     batch_schedule_spec,
@@ -32,7 +32,7 @@ from loaderkit.plan.fields import (
     weights_spec,
     workers_spec,
 )
-from loaderkit.plan.plan import PLAN_SECTIONS, LoaderPlan
+from loaderkit.plan.plan import PLAN_SECTIONS, SETTINGS, LoaderPlan, Setting
 from loaderkit.plan.preset import PresetSpec, preset_chain
 from loaderkit.plan.serde import checks_to_dict, error_policy_options
 from loaderkit.plan.specs import (
@@ -77,6 +77,31 @@ def _source_key(source: LengthSource | None) -> str | None:
     if source.kind == "array":
         return source.name
     return _key(source.fn) if source.kind == "callable" else None
+
+
+def _listed(names: tuple[str, ...]) -> str:
+    return ", ".join(repr(n) for n in names)
+
+
+def _not_a_setting(name: object) -> PlanError:
+    """The error for ``without(name)`` when ``name`` is not a setting it can reset."""
+    if not isinstance(name, str):
+        return PlanTypeError.single(
+            "without",
+            f"takes setting names as strings (got {type(name).__name__} {name!r}); one of "
+            f"{_listed(SETTINGS)}",
+        )
+    if name in ("dataset", "mixture"):
+        return PlanError.single(
+            name,
+            f"the source cannot be reset by without({name!r}): a plan reads a dataset; "
+            f"replace it with .with_dataset(ds) or .with_mixture({{...}})",
+        )
+    return PlanError.single(
+        name,
+        f"is not a setting without() resets (got {name!r}){did_you_mean(name, SETTINGS)}; "
+        f"it takes {_listed(SETTINGS)}",
+    )
 
 
 def dataset_arg(spec: DatasetSpec) -> str:
@@ -137,7 +162,18 @@ class DataLoaderBuilder:
         ``section`` is "dataset", "collator" or "transform"; its old key is dropped unless
         another section still uses it.
         """
-        keys = {
+        keys = self._binding_keys()
+        bound = dict(self._bound)
+        old = keys.pop(section)
+        if old is not None and old not in keys.values():
+            bound.pop(old, None)
+        if new is not None and obj is not None:
+            bound[new] = obj
+        return bound
+
+    def _binding_keys(self) -> dict[str, str | None]:
+        """The binding each section uses (``None``: none), mixture sources left out."""
+        return {
             "batch": _key(self._batch.fn),
             "max_length": _key(self._max_length.fn if self._max_length else None),
             "dataset": self._dataset.binding if self._dataset else None,
@@ -150,13 +186,6 @@ class DataLoaderBuilder:
             "curriculum": _source_key(self._curriculum.difficulty if self._curriculum else None),
             "curriculum.schedule": _key(self._curriculum.fn if self._curriculum else None),
         }
-        bound = dict(self._bound)
-        old = keys.pop(section)
-        if old is not None and old not in keys.values():
-            bound.pop(old, None)
-        if new is not None and obj is not None:
-            bound[new] = obj
-        return bound
 
     def _without_mixture(self, bound: dict[str, object]) -> dict[str, object]:
         """``bound`` without the objects only the current mixture uses."""
@@ -237,6 +266,9 @@ class DataLoaderBuilder:
     ) -> DataLoaderBuilder:
         """Return a new builder with ``batch_size`` samples per batch on each rank.
 
+        ``None`` sets no fixed batch size: the default again (one sample per batch, or under a
+        token budget, ``with_bucketing(..., max_tokens=...)``, as many as the budget holds);
+        ``drop_last`` applies as given (``with_batch_size(None, drop_last=True)`` keeps it).
         ``drop_last=True`` drops the final partial batch of an epoch (torch semantics);
         otherwise it is delivered smaller. A progressive batch size is a schedule of the epoch
         (``by="epoch"``) or of the step (``by="step"``: batches delivered since the start of
@@ -612,6 +644,34 @@ class DataLoaderBuilder:
             ),
         )
 
+    def without(self, *settings: Setting) -> DataLoaderBuilder:
+        """Return a new builder with the named settings put back to their defaults.
+
+        ``settings`` are plan sections (``loaderkit.SETTINGS``): ``"batch"``, ``"order"``
+        (shuffle and seed), ``"collator"``, ``"transform"``, ``"workers"``, ``"device"``,
+        ``"distributed"``, ``"bucketing"``, ``"sampling_weights"``, ``"curriculum"``,
+        ``"max_length"``, ``"split"``, ``"checks"``, ``"error_policy"``, ``"cache"``: the
+        same as never having called the ``with_*`` method that set it, so the setting
+        disappears from ``repr(builder)``, and objects only it used are unbound. It is how a
+        chain (or a preset's builder) drops a call: ``presets.image_classification(ds)
+        .without("checks")``. The dataset is not a setting: replace it with ``with_dataset``.
+        """
+        if not settings:
+            raise PlanTypeError.single(
+                "without", f"name at least one setting to reset: one of {_listed(SETTINGS)}"
+            )
+        defaults = attrs.fields_dict(DataLoaderBuilder)
+        changes: dict[str, Any] = {}
+        for name in settings:
+            if not isinstance(name, str) or name not in SETTINGS:
+                raise _not_a_setting(name)
+            changes[name] = defaults[f"_{name}"].default
+        reset = attrs.evolve(self, **changes)
+        used = {key for key in reset._binding_keys().values() if key is not None}
+        dropped = {k for k in self._binding_keys().values() if k is not None} - used
+        kept = {k: v for k, v in self._bound.items() if k not in dropped}
+        return attrs.evolve(reset, bound=kept)
+
     def compile(self) -> LoaderPlan:
         """Return the frozen, validated :class:`~loaderkit.LoaderPlan`.
 
@@ -672,23 +732,30 @@ class DataLoaderBuilder:
 
         The notebook view shows one call per line.
         """
-        calls = self._repr_calls()
+        calls = self._section_calls()
         if self._preset is not None:  # made by loaderkit.presets: the preset call, then changes
             shown = preset_chain(self._preset, calls)
             if shown is not None:
                 return shown
-        return ["DataLoaderBuilder()", *calls]
+        return ["DataLoaderBuilder()", *(call for _, call in calls)]
 
     def _repr_calls(self) -> list[str]:
         """The ``with_*`` calls that rebuild this builder from ``DataLoaderBuilder()``."""
-        calls: list[str] = []
+        return [call for _, call in self._section_calls()]
+
+    def _section_calls(self) -> list[tuple[str, str]]:
+        """:meth:`_repr_calls` with the plan section each call sets (``dataset`` for a mixture).
+
+        A section at its default has no call; ``order`` may have two (shuffle, seed).
+        """
+        calls: list[tuple[str, str]] = []
         if self._mixture is not None:
-            calls.append(f".with_mixture({self._mixture_args()})")
+            calls.append(("dataset", f".with_mixture({self._mixture_args()})"))
         elif self._dataset is not None:
             arg = dataset_arg(self._dataset)
             if self._dataset.binding != "dataset":
                 arg += f", name={self._dataset.binding!r}"
-            calls.append(f".with_dataset({arg})")
+            calls.append(("dataset", f".with_dataset({arg})"))
         if self._batch != BatchSpec():
             b = self._batch
             shown = str(b.batch_size)
@@ -698,18 +765,24 @@ class DataLoaderBuilder:
                 shown = repr([(until, value) for until, value in b.schedule])
             drop = ", drop_last=True" if b.drop_last else ""
             unit = f", by={b.by!r}" if b.scheduled and b.by != "epoch" else ""
-            calls.append(f".with_batch_size({shown}{drop}{unit})")
+            calls.append(("batch", f".with_batch_size({shown}{drop}{unit})"))
         if self._order.buffer_size is not None:
             shuffled = "" if self._order.shuffle else "False, "
-            calls.append(f".with_shuffle({shuffled}buffer_size={self._order.buffer_size})")
+            calls.append(
+                ("order", f".with_shuffle({shuffled}buffer_size={self._order.buffer_size})")
+            )
         elif self._order.shuffle:
-            calls.append(".with_shuffle()")
+            calls.append(("order", ".with_shuffle()"))
         if self._order.seed != DEFAULT_SEED:
-            calls.append(f".with_seed({self._order.seed})")
+            calls.append(("order", f".with_seed({self._order.seed})"))
         if self._collator != DEFAULT_COLLATOR:
-            calls.append(f".with_collator({self._callable_arg(self._collator, True)})")
+            calls.append(
+                ("collator", f".with_collator({self._callable_arg(self._collator, True)})")
+            )
         if self._transform is not None:
-            calls.append(f".with_transform({self._callable_arg(self._transform, False)})")
+            calls.append(
+                ("transform", f".with_transform({self._callable_arg(self._transform, False)})")
+            )
         if self._workers != WorkersSpec():
             w = self._workers
             args = [repr(w.num_workers)]
@@ -717,11 +790,11 @@ class DataLoaderBuilder:
                 value = getattr(w, key)
                 if value is not None:
                     args.append(f"{key}={value!r}")
-            calls.append(f".with_workers({', '.join(args)})")
+            calls.append(("workers", f".with_workers({', '.join(args)})"))
         if self._device != "cpu":
-            calls.append(f".with_device({self._device!r})")
+            calls.append(("device", f".with_device({self._device!r})"))
         if self._bucketing is not None:
-            calls.append(f".with_bucketing({self._bucketing_args()})")
+            calls.append(("bucketing", f".with_bucketing({self._bucketing_args()})"))
         if self._sampling_weights is not None:
             spec_w = self._sampling_weights
             args = [self._source_arg(spec_w.source, "weights")]
@@ -729,7 +802,7 @@ class DataLoaderBuilder:
                 args.append("replacement=False")
             if spec_w.num_samples is not None:
                 args.append(f"num_samples={spec_w.num_samples}")
-            calls.append(f".with_sampling_weights({', '.join(args)})")
+            calls.append(("sampling_weights", f".with_sampling_weights({', '.join(args)})"))
         if self._curriculum is not None:
             cur = self._curriculum
             args = [self._source_arg(cur.difficulty, "difficulties")]
@@ -743,12 +816,12 @@ class DataLoaderBuilder:
                 for key, default in defaults.items()
                 if getattr(cur, key) != default
             )
-            calls.append(f".with_curriculum({', '.join(args)})")
+            calls.append(("curriculum", f".with_curriculum({', '.join(args)})"))
         if self._error_policy != ErrorPolicySpec():
             e = self._error_policy
             args = [repr(e.policy)]
             args.extend(f"{key}={value!r}" for key, value in error_policy_options(e).items())
-            calls.append(f".with_error_policy({', '.join(args)})")
+            calls.append(("error_policy", f".with_error_policy({', '.join(args)})"))
         if self._cache is not None:
             c = self._cache
             args = [repr(c.storage)]
@@ -757,7 +830,7 @@ class DataLoaderBuilder:
             for key in ("path", "max_bytes"):
                 if getattr(c, key) is not None:
                     args.append(f"{key}={getattr(c, key)!r}")
-            calls.append(f".with_cache({', '.join(args)})")
+            calls.append(("cache", f".with_cache({', '.join(args)})"))
         if self._max_length is not None:
             m = self._max_length
             shown = str(m.value)
@@ -766,10 +839,10 @@ class DataLoaderBuilder:
             elif m.schedule:
                 shown = repr(list(m.schedule))
             unit = f", by={m.by!r}" if m.by != "epoch" else ""
-            calls.append(f".with_max_length({shown}{unit})")
+            calls.append(("max_length", f".with_max_length({shown}{unit})"))
         if self._checks is not None:
             args = [f"{key}={value!r}" for key, value in checks_to_dict(self._checks).items()]
-            calls.append(f".with_checks({', '.join(args)})")
+            calls.append(("checks", f".with_checks({', '.join(args)})"))
         if self._split is not None:
             s = self._split
             args = [f"val={s.val!r}", f"test={s.test!r}"]
@@ -778,7 +851,7 @@ class DataLoaderBuilder:
                 for key in ("seed", "stratify_by")
                 if getattr(s, key) is not None
             )
-            calls.append(f".with_split({', '.join(args)})")
+            calls.append(("split", f".with_split({', '.join(args)})"))
         if self._distributed.enabled:
             d = self._distributed
             args = [
@@ -788,7 +861,7 @@ class DataLoaderBuilder:
             ]
             if not d.even_batches:
                 args.append("even_batches=False")
-            calls.append(f".with_distributed({', '.join(args)})")
+            calls.append(("distributed", f".with_distributed({', '.join(args)})"))
         return calls
 
     def _mixture_args(self) -> str:

@@ -157,7 +157,7 @@ def _recording(
             name,
             FrozenMap({k: _plain(v) for k, v in options.items()}),
             head=f"{prefix}({', '.join(shown)})",
-            calls=tuple(builder._repr_calls()),
+            calls=tuple(builder._section_calls()),
         )
         return attrs.evolve(builder, preset=record)
 

@@ -21,7 +21,7 @@ from loaderkit.errors import PlanTypeError
 __all__ = ["RESET_CALLS", "PresetSpec", "preset_chain", "preset_spec"]
 
 RESET_CALLS = {
-    "with_batch_size": ".with_batch_size(1)",
+    "with_batch_size": ".with_batch_size(None)",
     "with_shuffle": ".with_shuffle(False)",
     "with_seed": ".with_seed(0)",
     "with_collator": ".with_collator('default')",
@@ -30,7 +30,8 @@ RESET_CALLS = {
     "with_distributed": ".with_distributed(enabled=False)",
     "with_error_policy": ".with_error_policy('raise')",
 }
-"""The call that puts a setting back to its default (what a builder repr leaves out)."""
+"""The call that puts a setting back to its default (what a builder repr leaves out), where
+it reads better than ``.without(section)``, which :func:`preset_chain` writes for the others."""
 
 _SOURCE_CALLS = frozenset({"with_dataset", "with_mixture"})
 _METHOD = re.compile(r"^\.(\w+)\(")
@@ -43,7 +44,8 @@ class PresetSpec:
     ``options`` are the keyword options of the call (plain data; defaults left out). ``head``
     (the call that rebuilds the preset's builder, e.g.
     ``loaderkit.presets.masked_lm(<list: 8 samples>, vocab_size=100)``) and ``calls`` (the
-    ``with_*`` calls of that builder, as its repr shows them) are display only: they are not
+    ``with_*`` calls of that builder, as its repr shows them, each with the plan section it
+    sets) are display only: they are not
     compared and not written to plan files, so a plan read from a file shows its preset in
     ``explain()`` while its builder's repr is the plain chain.
     """
@@ -51,7 +53,7 @@ class PresetSpec:
     name: str
     options: FrozenMap = attrs.field(factory=FrozenMap)
     head: str = attrs.field(default="", eq=False)
-    calls: tuple[str, ...] = attrs.field(default=(), eq=False)
+    calls: tuple[tuple[str, str], ...] = attrs.field(default=(), eq=False)
 
     def describe(self) -> str:
         """``name(option=value, ...)``, how ``explain()`` shows the preset (lists as lists)."""
@@ -85,26 +87,24 @@ def _method(call: str) -> str:
     return found.group(1) if found else call
 
 
-def preset_chain(spec: PresetSpec, calls: Sequence[str]) -> list[str] | None:
+def preset_chain(spec: PresetSpec, calls: Sequence[tuple[str, str]]) -> list[str] | None:
     """The repr of a builder made from a preset, call by call: the preset call, then changes.
 
-    ``calls`` are the builder's ``with_*`` calls as its plain repr shows them. A call the
-    preset's builder did not have is appended as it is (a ``with_*`` call replaces the
-    earlier setting); a setting of the preset that is now at its default is put back with
-    :data:`RESET_CALLS`. Returns ``None`` when the record holds no display (a plan read from a
-    file) or a change cannot be written as a call: the caller then shows the plain chain.
+    ``calls`` are the builder's ``with_*`` calls as its plain repr shows them, each with the
+    plan section it sets. A call the preset's builder did not have is appended as it is (a
+    ``with_*`` call replaces the earlier setting); a setting of the preset that is now at its
+    default is put back with :data:`RESET_CALLS`, else with ``.without(section)``. Returns
+    ``None`` when the record holds no display (a plan read from a file): the caller then
+    shows the plain chain.
     """
     if not spec.head:
         return None
-    base = set(spec.calls)
-    out = [spec.head, *(call for call in calls if call not in base)]
-    methods = {_method(call) for call in calls}
-    for call in spec.calls:
+    base = {call for _, call in spec.calls}
+    out = [spec.head, *(call for _, call in calls if call not in base)]
+    methods = {_method(call) for _, call in calls}
+    for section, call in spec.calls:
         method = _method(call)
         if method in methods or (method in _SOURCE_CALLS and methods & _SOURCE_CALLS):
             continue
-        reset = RESET_CALLS.get(method)
-        if reset is None:
-            return None
-        out.append(reset)
+        out.append(RESET_CALLS.get(method, f".without({section!r})"))
     return out
