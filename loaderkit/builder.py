@@ -33,7 +33,7 @@ from loaderkit.plan.fields import (
     workers_spec,
 )
 from loaderkit.plan.plan import PLAN_SECTIONS, SETTINGS, LoaderPlan, Setting
-from loaderkit.plan.preset import PresetSpec, preset_chain
+from loaderkit.plan.preset import PresetSpec, preset_chain, preset_sections
 from loaderkit.plan.serde import checks_to_dict, error_policy_options
 from loaderkit.plan.specs import (
     DEFAULT_COLLATOR,
@@ -704,8 +704,32 @@ class DataLoaderBuilder:
                 p for p in exc.problems if self._dataset is not None or p.path != "dataset"
             )
         if problems:
-            raise PlanError(problems)
+            raise PlanError([self._noted(p) for p in problems])
         return plan
+
+    def _preset_notes(self) -> dict[str, str]:
+        """For each section a preset set (and nothing changed since): who set it, and how.
+
+        Empty for a builder no preset made, or one from a plan file (its record keeps no
+        calls). See :meth:`PresetSpec.note`.
+        """
+        preset = self._preset
+        if preset is None:
+            return {}
+        made = preset_sections(preset, self._section_calls())
+        return {section: preset.note(section, method) for section, method in made.items()}
+
+    def _noted(self, problem: Problem) -> Problem:
+        """``problem`` saying which preset set the sections it involves (its own, related)."""
+        notes = self._preset_notes()
+        if not notes:
+            return problem
+        sections = dict.fromkeys((problem.path.split(".", 1)[0], *problem.related))
+        said = [notes[s] for s in sections if s in notes]
+        if not said:
+            return problem
+        message = f"{problem.message}; {'; '.join(said)}"
+        return Problem(problem.path, message, related=problem.related)
 
     def build(self, split: str = "train") -> Loader:
         """Compile and build in one call: ``compile().build(split)`` (for notebooks).

@@ -18,7 +18,7 @@ import attrs
 from loaderkit._checks import FrozenMap, freeze_value, thaw_value
 from loaderkit.errors import PlanTypeError
 
-__all__ = ["RESET_CALLS", "PresetSpec", "preset_chain", "preset_spec"]
+__all__ = ["RESET_CALLS", "PresetSpec", "preset_chain", "preset_sections", "preset_spec"]
 
 RESET_CALLS = {
     "with_batch_size": ".with_batch_size(None)",
@@ -54,6 +54,20 @@ class PresetSpec:
     options: FrozenMap = attrs.field(factory=FrozenMap)
     head: str = attrs.field(default="", eq=False)
     calls: tuple[tuple[str, str], ...] = attrs.field(default=(), eq=False)
+    controls: tuple[tuple[str, str], ...] = attrs.field(default=(), eq=False)
+    """Display only, like ``calls``: ``(section, "options ...; pass ...")``, the preset options
+    that decide each section and how to change it (``loaderkit.presets.PRESET_OPTIONS``)."""
+
+    def note(self, section: str, method: str) -> str:
+        """Who set ``section`` (by the call ``method``): the preset and the options behind it.
+
+        ``"with_checks was set by the preset image_classification (options
+        image_key='pixel_values', checks=True; pass image_key=None for (image, label)
+        tuples, or checks=False for no checks)"``.
+        """
+        found = dict(self.controls).get(section)
+        options = f" ({found})" if found else ""
+        return f"{method} was set by the preset {self.name}{options}"
 
     def describe(self) -> str:
         """``name(option=value, ...)``, how ``explain()`` shows the preset (lists as lists)."""
@@ -80,6 +94,27 @@ def preset_spec(name: object, options: object = None) -> PresetSpec:
     frozen = freeze_value("preset.options", dict(options))
     assert isinstance(frozen, FrozenMap)
     return PresetSpec(name, frozen)
+
+
+def preset_sections(spec: PresetSpec | None, calls: Sequence[tuple[str, str]]) -> dict[str, str]:
+    """The sections whose setting the preset made, each with its ``with_*`` method's name.
+
+    ``calls`` are the builder's ``(section, call)`` pairs; a section is the preset's when it
+    has calls and each is one of the calls the preset's builder had (a later ``with_*`` call
+    that changed it, or ``without``, makes it the user's). The source (``dataset``) is left out:
+    the user gave it.
+    """
+    if spec is None or not spec.calls:
+        return {}
+    made = {call for _, call in spec.calls}
+    found: dict[str, list[str]] = {}
+    for section, call in calls:
+        found.setdefault(section, []).append(call)
+    return {
+        section: _method(mine[0])
+        for section, mine in found.items()
+        if section != "dataset" and all(call in made for call in mine)
+    }
 
 
 def _method(call: str) -> str:

@@ -227,6 +227,7 @@ def _bucketing_problems(
                 f"batch_size={batch.batch_size}); drop the fixed size with "
                 f".with_batch_size(None), or cap samples per batch with "
                 f".with_bucketing(..., max_batch_size={batch.batch_size})",
+                related=("bucketing",),
             )
         )
     if spec.max_tokens is None and spec.max_batch_size is not None:
@@ -269,6 +270,7 @@ def _budget_padding_problems(
                 f"beyond max_tokens={spec.max_tokens} (cost={spec.cost}; "
                 f"{padding.describe()}); raise max_tokens, or lower the collator's max_length "
                 f"or pad_to_multiple_of",
+                related=("collator",),
             )
         )
     if isinstance(padding, PackedRows) and max_length is not None:
@@ -279,6 +281,7 @@ def _budget_padding_problems(
                 f"rows than the token budget (max_tokens={spec.max_tokens}) was cut for; drop "
                 f"the schedule with .without('max_length'), or the token budget with "
                 f".with_bucketing(...) without max_tokens",
+                related=("bucketing", "collator"),
             )
         )
     return problems
@@ -301,6 +304,7 @@ def _batch_schedule_problems(
                 "batch.batch_size",
                 "a batch-size schedule cannot be combined with with_bucketing yet; use a fixed "
                 "batch size (or a token budget, which sizes batches itself)",
+                related=("bucketing",),
             )
         )
     if curriculum is not None and curriculum.by == "step":
@@ -355,6 +359,7 @@ def _max_length_problems(
                         "max_length",
                         f"collator {collator.name!r} has no max_length to apply a "
                         f"sequence-length schedule to; use one that does ({', '.join(able)})",
+                        related=("collator",),
                     )
                 )
     elif (
@@ -445,6 +450,7 @@ def _mixture_bucketing_problems(mixture: MixtureSpec) -> list[Problem]:
                 "straddle sources and come source after source, which regrouping the epoch by "
                 "length would undo; use mode='round_robin' (every sample of every source "
                 "once) or 'weighted', or drop the bucketing with .without('bucketing')",
+                related=("bucketing",),
             )
         )
     if mixture.stratified:
@@ -456,6 +462,7 @@ def _mixture_bucketing_problems(mixture: MixtureSpec) -> list[Problem]:
                 "length into other batches; pass stratified=False to with_mixture (the weighted "
                 "draws still follow the weights over the epoch), or drop the bucketing with "
                 ".without('bucketing')",
+                related=("bucketing",),
             )
         )
     if mixture.mode == "weighted" and mixture.by == "step" and (mixture.fn or mixture.schedule):
@@ -467,6 +474,7 @@ def _mixture_bucketing_problems(mixture: MixtureSpec) -> list[Problem]:
                 "by length, so no batch would follow its step's weights; use by='epoch' "
                 "(weights that change per epoch) or fixed weights, or drop the bucketing with "
                 ".without('bucketing')",
+                related=("bucketing",),
             )
         )
     return problems
@@ -924,6 +932,7 @@ def plan_problems(
                     "regroups a whole epoch's samples by length; use with_curriculum(..., "
                     "by='epoch') (the eligible samples of each epoch are bucketed), or drop the "
                     "bucketing with .without('bucketing')",
+                    related=("bucketing",),
                 )
             )
 
