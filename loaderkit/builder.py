@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, Literal
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Literal, TypeAlias
 
 import attrs
+import numpy as np
+import numpy.typing as npt
 
 from loaderkit._checks import Bindings, did_you_mean, thaw_value
 from loaderkit.errors import PlanError, PlanTypeError, Problem
@@ -39,28 +41,51 @@ from loaderkit.plan.specs import (
     DEFAULT_COLLATOR,
     DEFAULT_SEED,
     BatchSpec,
+    BucketCost,
     BucketingSpec,
     BudgetScope,
     CacheSpec,
+    CacheStage,
+    CacheStorage,
     CallableSpec,
     ChecksSpec,
+    CurriculumSchedule,
     CurriculumSpec,
     DatasetSpec,
+    Device,
     DistributedSpec,
+    ErrorPolicy,
     ErrorPolicySpec,
     LengthSource,
     MaxLengthSpec,
+    MixtureMode,
     MixtureSpec,
+    Modality,
     OrderSpec,
+    ScheduleUnit,
     SplitSpec,
+    StartMethod,
     WeightsSpec,
     WorkersSpec,
 )
 
 if TYPE_CHECKING:
     from loaderkit.build.loader import Loader
+    from loaderkit.order.split import SplitName
 
-__all__ = ["DataLoaderBuilder"]
+__all__ = ["DataLoaderBuilder", "MixtureWeights", "PerSample"]
+
+PerSample: TypeAlias = str | Sequence[float] | npt.NDArray[np.number[Any]] | Callable[[Any], float]
+"""One number per sample (lengths, weights, difficulties): a column or sample key, a
+sequence or array of precomputed values, or a function of a sample."""
+
+MixtureWeights: TypeAlias = (
+    Mapping[str, float]
+    | Sequence[float]
+    | Sequence[tuple[float, Mapping[str, float]]]
+    | Callable[[int], Mapping[str, float] | Sequence[float]]
+)
+"""``with_mixture(weights=...)``: per source, a schedule of them, or a function of t."""
 
 
 def _bindings(value: Mapping[str, object]) -> Mapping[str, object]:
@@ -218,10 +243,10 @@ class DataLoaderBuilder:
         self,
         sources: Mapping[str, object],
         *,
-        weights: object = None,
-        mode: str = "weighted",
+        weights: MixtureWeights | None = None,
+        mode: MixtureMode = "weighted",
         stratified: bool = False,
-        by: str = "epoch",
+        by: ScheduleUnit = "epoch",
         num_samples: int | None = None,
         source_key: str | None = None,
     ) -> DataLoaderBuilder:
@@ -262,7 +287,11 @@ class DataLoaderBuilder:
         return attrs.evolve(self, dataset=combined, mixture=spec, bound=bound)
 
     def with_batch_size(
-        self, batch_size: object, *, drop_last: bool = False, by: str = "epoch"
+        self,
+        batch_size: int | Sequence[tuple[float, int]] | Callable[[int], int] | None,
+        *,
+        drop_last: bool = False,
+        by: ScheduleUnit = "epoch",
     ) -> DataLoaderBuilder:
         """Return a new builder with ``batch_size`` samples per batch on each rank.
 
@@ -301,7 +330,9 @@ class DataLoaderBuilder:
         order = order_spec(self._order.shuffle, seed, self._order.buffer_size)
         return attrs.evolve(self, order=order)
 
-    def with_collator(self, collator: object, **options: Any) -> DataLoaderBuilder:
+    def with_collator(
+        self, collator: str | Callable[..., Any], **options: Any
+    ) -> DataLoaderBuilder:
         """Return a new builder that makes batches with ``collator``.
 
         ``collator`` is a registry name (``"default"``, ``"text"``, ...; see
@@ -314,7 +345,7 @@ class DataLoaderBuilder:
         spec, live = collator_spec(collator, options)
         return attrs.evolve(self, collator=spec, bound=self._rebound("collator", _key(spec), live))
 
-    def with_task(self, modality: str, **options: Any) -> DataLoaderBuilder:
+    def with_task(self, modality: Modality, **options: Any) -> DataLoaderBuilder:
         """Return a new builder collating for ``modality``, with the collator's ``options``.
 
         ``modality`` is ``"text"``, ``"vision"``, ``"audio"``, ``"multimodal"`` or
@@ -327,7 +358,7 @@ class DataLoaderBuilder:
         spec = attrs.evolve(spec, reason=f"with_task(modality={modality!r})")
         return attrs.evolve(self, collator=spec, bound=self._rebound("collator", None, None))
 
-    def with_transform(self, fn: object) -> DataLoaderBuilder:
+    def with_transform(self, fn: str | Callable[..., Any]) -> DataLoaderBuilder:
         """Return a new builder applying ``fn`` to each sample where samples are fetched.
 
         ``fn`` is a callable, a ``"module:qualname"`` string or a registered transform name.
@@ -342,12 +373,12 @@ class DataLoaderBuilder:
 
     def with_bucketing(
         self,
-        length: object,
+        length: PerSample,
         *,
         num_buckets: int | None = None,
         max_tokens: int | None = None,
         max_batch_size: int | None = None,
-        cost: str = "linear",
+        cost: BucketCost = "linear",
     ) -> DataLoaderBuilder:
         """Return a new builder whose batches hold samples of similar length.
 
@@ -377,7 +408,7 @@ class DataLoaderBuilder:
 
     def with_sampling_weights(
         self,
-        weights: object,
+        weights: PerSample,
         *,
         replacement: bool = True,
         num_samples: int | None = None,
@@ -401,14 +432,14 @@ class DataLoaderBuilder:
 
     def with_curriculum(
         self,
-        difficulty: object,
-        schedule: object = "linear",
+        difficulty: PerSample,
+        schedule: CurriculumSchedule | Callable[[int], float] | str = "linear",
         *,
-        by: str = "epoch",
+        by: ScheduleUnit = "epoch",
         horizon: float | None = None,
         start: float = 0.1,
         degree: float = 2.0,
-        steps: object = (),
+        steps: Sequence[tuple[float, float]] = (),
     ) -> DataLoaderBuilder:
         """Return a new builder that serves the easiest samples first and widens over time.
 
@@ -439,7 +470,12 @@ class DataLoaderBuilder:
         bindings.update(bound)
         return attrs.evolve(self, curriculum=spec, bound=bindings)
 
-    def with_max_length(self, max_length: object, *, by: str = "epoch") -> DataLoaderBuilder:
+    def with_max_length(
+        self,
+        max_length: int | Sequence[tuple[float, int]] | Callable[[int], int],
+        *,
+        by: ScheduleUnit = "epoch",
+    ) -> DataLoaderBuilder:
         """Return a new builder whose collator cuts sequences to ``max_length`` tokens.
 
         ``max_length`` is an int, or a sequence-length curriculum over the epoch
@@ -479,13 +515,13 @@ class DataLoaderBuilder:
     def with_checks(
         self,
         *,
-        keys: object = None,
-        dtypes: object = None,
-        shapes: object = None,
-        finite: object = None,
-        ranges: object = None,
-        label_pad: object = None,
-        classes: object = None,
+        keys: Sequence[str] | None = None,
+        dtypes: Mapping[str, str] | None = None,
+        shapes: Mapping[str, Sequence[int | str]] | None = None,
+        finite: Sequence[str] | None = None,
+        ranges: Mapping[str, Sequence[float | None]] | None = None,
+        label_pad: bool | Mapping[str, Any] | None = None,
+        classes: Mapping[str, int | Mapping[str, int]] | None = None,
         every: int | None = None,
     ) -> DataLoaderBuilder:
         """Return a new builder that checks batches against a contract while loading.
@@ -520,7 +556,7 @@ class DataLoaderBuilder:
 
     def with_error_policy(
         self,
-        policy: str = "raise",
+        policy: ErrorPolicy = "raise",
         *,
         max_errors: int | None = None,
         max_error_rate: float | None = None,
@@ -552,9 +588,9 @@ class DataLoaderBuilder:
 
     def with_cache(
         self,
-        storage: str = "memory",
+        storage: CacheStorage = "memory",
         *,
-        stage: str = "fetched",
+        stage: CacheStage = "fetched",
         path: str | os.PathLike[str] | None = None,
         max_bytes: int | None = None,
     ) -> DataLoaderBuilder:
@@ -581,7 +617,7 @@ class DataLoaderBuilder:
         prefetch_factor: int | None = None,
         persistent: bool | None = None,
         pin_memory: bool | None = None,
-        start_method: str | None = None,
+        start_method: StartMethod | None = None,
         timeout: float | None = None,
     ) -> DataLoaderBuilder:
         """Return a new builder loading with ``num_workers`` worker processes (0: in-process).
@@ -609,7 +645,7 @@ class DataLoaderBuilder:
             ),
         )
 
-    def with_device(self, device: str) -> DataLoaderBuilder:
+    def with_device(self, device: Device) -> DataLoaderBuilder:
         """Return a new builder delivering batches to ``device``.
 
         ``"cpu"`` (the default), ``"cuda"``, ``"cuda:N"``, ``"mps"`` or ``"auto"`` (CUDA when
@@ -731,7 +767,7 @@ class DataLoaderBuilder:
         message = f"{problem.message}; {'; '.join(said)}"
         return Problem(problem.path, message, related=problem.related)
 
-    def build(self, split: str = "train") -> Loader:
+    def build(self, split: SplitName = "train") -> Loader:
         """Compile and build in one call: ``compile().build(split)`` (for notebooks).
 
         The plan is compiled (all problems raised together, as :meth:`compile` does) and its

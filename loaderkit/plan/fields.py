@@ -12,7 +12,7 @@ import inspect
 import os
 import re
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, TypeVar, cast
+from typing import Any, TypeVar, cast, get_args
 
 import attrs
 
@@ -61,6 +61,7 @@ from loaderkit.plan.specs import (
     LengthSource,
     MaxLengthSpec,
     MixtureSpec,
+    Modality,
     OrderSpec,
     SplitSpec,
     WeightsSpec,
@@ -373,7 +374,7 @@ def _label(fn: object) -> str:
     return f"{module}.{qualname}"
 
 
-MODALITIES = ("text", "vision", "audio", "multimodal", "tabular")
+MODALITIES: tuple[Modality, ...] = get_args(Modality)
 """What ``with_task(modality=...)`` and ``with_collator("auto")`` choose collators for."""
 
 _TEXT_COLUMNS = ("input_ids",)

@@ -37,6 +37,7 @@ if TYPE_CHECKING:
     from loaderkit.build.autotune import AutotuneResult
     from loaderkit.build.loader import CheckReport, Loader
     from loaderkit.builder import DataLoaderBuilder
+    from loaderkit.order.split import SplitName
 
 __all__ = ["PLAN_SECTIONS", "SCHEMA_VERSION", "SETTINGS", "LoaderPlan", "Setting"]
 
@@ -228,7 +229,7 @@ class LoaderPlan:
         with self.build() as loader:
             return loader.check()
 
-    def build(self, split: str = "train") -> Loader:
+    def build(self, split: SplitName = "train") -> Loader:
         """Make the loader this plan describes (imports torch).
 
         With a split (``with_split``), ``split`` is the part to read: ``"train"`` (the
