@@ -37,9 +37,10 @@ def lint(session: nox.Session) -> None:
 
 @nox.session(python=PYTHON)
 def typecheck(session: nox.Session) -> None:
-    """mypy --strict on the package."""
+    """mypy --strict on the package, and the typed usage and typos of tests/typing."""
     session.install("-e", ".[dev]")
     session.run("mypy")
+    session.run("mypy", "--strict", "--warn-unused-ignores", "tests/typing")
 
 
 @nox.session(python=PYTHON)

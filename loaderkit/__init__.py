@@ -22,7 +22,7 @@ from loaderkit.errors import (
     ResumeError,
     WorkerError,
 )
-from loaderkit.plan import DEFAULT_SEED, SCHEMA_VERSION, LoaderPlan
+from loaderkit.plan import DEFAULT_SEED, SCHEMA_VERSION, SETTINGS, LoaderPlan, Setting
 from loaderkit.registry import trust_modules
 from loaderkit.transforms import register_transform, transforms
 
@@ -42,6 +42,7 @@ def __getattr__(name: str) -> object:
 __all__ = [
     "DEFAULT_SEED",
     "SCHEMA_VERSION",
+    "SETTINGS",
     "DataError",
     "DataLoaderBuilder",
     "DataModule",
@@ -53,6 +54,7 @@ __all__ = [
     "PlanTypeError",
     "Problem",
     "ResumeError",
+    "Setting",
     "WorkerError",
     "__version__",
     "collators",

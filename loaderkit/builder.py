@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, Literal
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Literal, TypeAlias
 
 import attrs
+import numpy as np
+import numpy.typing as npt
 
-from loaderkit._checks import Bindings, thaw_value
-from loaderkit.errors import PlanError, Problem
+from loaderkit._checks import Bindings, did_you_mean, thaw_value
+from loaderkit.errors import PlanError, PlanTypeError, Problem
 from loaderkit.plan.display import builder_html
 from loaderkit.plan.fields import (
     batch_schedule_spec,
@@ -32,35 +34,58 @@ from loaderkit.plan.fields import (
     weights_spec,
     workers_spec,
 )
-from loaderkit.plan.plan import PLAN_SECTIONS, LoaderPlan
-from loaderkit.plan.preset import PresetSpec, preset_chain
+from loaderkit.plan.plan import PLAN_SECTIONS, SETTINGS, LoaderPlan, Setting
+from loaderkit.plan.preset import PresetSpec, preset_chain, preset_sections
 from loaderkit.plan.serde import checks_to_dict, error_policy_options
 from loaderkit.plan.specs import (
     DEFAULT_COLLATOR,
     DEFAULT_SEED,
     BatchSpec,
+    BucketCost,
     BucketingSpec,
     BudgetScope,
     CacheSpec,
+    CacheStage,
+    CacheStorage,
     CallableSpec,
     ChecksSpec,
+    CurriculumSchedule,
     CurriculumSpec,
     DatasetSpec,
+    Device,
     DistributedSpec,
+    ErrorPolicy,
     ErrorPolicySpec,
     LengthSource,
     MaxLengthSpec,
+    MixtureMode,
     MixtureSpec,
+    Modality,
     OrderSpec,
+    ScheduleUnit,
     SplitSpec,
+    StartMethod,
     WeightsSpec,
     WorkersSpec,
 )
 
 if TYPE_CHECKING:
     from loaderkit.build.loader import Loader
+    from loaderkit.order.split import SplitName
 
-__all__ = ["DataLoaderBuilder"]
+__all__ = ["DataLoaderBuilder", "MixtureWeights", "PerSample"]
+
+PerSample: TypeAlias = str | Sequence[float] | npt.NDArray[np.number[Any]] | Callable[[Any], float]
+"""One number per sample (lengths, weights, difficulties): a column or sample key, a
+sequence or array of precomputed values, or a function of a sample."""
+
+MixtureWeights: TypeAlias = (
+    Mapping[str, float]
+    | Sequence[float]
+    | Sequence[tuple[float, Mapping[str, float]]]
+    | Callable[[int], Mapping[str, float] | Sequence[float]]
+)
+"""``with_mixture(weights=...)``: per source, a schedule of them, or a function of t."""
 
 
 def _bindings(value: Mapping[str, object]) -> Mapping[str, object]:
@@ -77,6 +102,31 @@ def _source_key(source: LengthSource | None) -> str | None:
     if source.kind == "array":
         return source.name
     return _key(source.fn) if source.kind == "callable" else None
+
+
+def _listed(names: tuple[str, ...]) -> str:
+    return ", ".join(repr(n) for n in names)
+
+
+def _not_a_setting(name: object) -> PlanError:
+    """The error for ``without(name)`` when ``name`` is not a setting it can reset."""
+    if not isinstance(name, str):
+        return PlanTypeError.single(
+            "without",
+            f"takes setting names as strings (got {type(name).__name__} {name!r}); one of "
+            f"{_listed(SETTINGS)}",
+        )
+    if name in ("dataset", "mixture"):
+        return PlanError.single(
+            name,
+            f"the source cannot be reset by without({name!r}): a plan reads a dataset; "
+            f"replace it with .with_dataset(ds) or .with_mixture({{...}})",
+        )
+    return PlanError.single(
+        name,
+        f"is not a setting without() resets (got {name!r}){did_you_mean(name, SETTINGS)}; "
+        f"it takes {_listed(SETTINGS)}",
+    )
 
 
 def dataset_arg(spec: DatasetSpec) -> str:
@@ -137,7 +187,18 @@ class DataLoaderBuilder:
         ``section`` is "dataset", "collator" or "transform"; its old key is dropped unless
         another section still uses it.
         """
-        keys = {
+        keys = self._binding_keys()
+        bound = dict(self._bound)
+        old = keys.pop(section)
+        if old is not None and old not in keys.values():
+            bound.pop(old, None)
+        if new is not None and obj is not None:
+            bound[new] = obj
+        return bound
+
+    def _binding_keys(self) -> dict[str, str | None]:
+        """The binding each section uses (``None``: none), mixture sources left out."""
+        return {
             "batch": _key(self._batch.fn),
             "max_length": _key(self._max_length.fn if self._max_length else None),
             "dataset": self._dataset.binding if self._dataset else None,
@@ -150,13 +211,6 @@ class DataLoaderBuilder:
             "curriculum": _source_key(self._curriculum.difficulty if self._curriculum else None),
             "curriculum.schedule": _key(self._curriculum.fn if self._curriculum else None),
         }
-        bound = dict(self._bound)
-        old = keys.pop(section)
-        if old is not None and old not in keys.values():
-            bound.pop(old, None)
-        if new is not None and obj is not None:
-            bound[new] = obj
-        return bound
 
     def _without_mixture(self, bound: dict[str, object]) -> dict[str, object]:
         """``bound`` without the objects only the current mixture uses."""
@@ -189,10 +243,10 @@ class DataLoaderBuilder:
         self,
         sources: Mapping[str, object],
         *,
-        weights: object = None,
-        mode: str = "weighted",
+        weights: MixtureWeights | None = None,
+        mode: MixtureMode = "weighted",
         stratified: bool = False,
-        by: str = "epoch",
+        by: ScheduleUnit = "epoch",
         num_samples: int | None = None,
         source_key: str | None = None,
     ) -> DataLoaderBuilder:
@@ -233,10 +287,17 @@ class DataLoaderBuilder:
         return attrs.evolve(self, dataset=combined, mixture=spec, bound=bound)
 
     def with_batch_size(
-        self, batch_size: object, *, drop_last: bool = False, by: str = "epoch"
+        self,
+        batch_size: int | Sequence[tuple[float, int]] | Callable[[int], int] | None,
+        *,
+        drop_last: bool = False,
+        by: ScheduleUnit = "epoch",
     ) -> DataLoaderBuilder:
         """Return a new builder with ``batch_size`` samples per batch on each rank.
 
+        ``None`` sets no fixed batch size: the default again (one sample per batch, or under a
+        token budget, ``with_bucketing(..., max_tokens=...)``, as many as the budget holds);
+        ``drop_last`` applies as given (``with_batch_size(None, drop_last=True)`` keeps it).
         ``drop_last=True`` drops the final partial batch of an epoch (torch semantics);
         otherwise it is delivered smaller. A progressive batch size is a schedule of the epoch
         (``by="epoch"``) or of the step (``by="step"``: batches delivered since the start of
@@ -269,7 +330,9 @@ class DataLoaderBuilder:
         order = order_spec(self._order.shuffle, seed, self._order.buffer_size)
         return attrs.evolve(self, order=order)
 
-    def with_collator(self, collator: object, **options: Any) -> DataLoaderBuilder:
+    def with_collator(
+        self, collator: str | Callable[..., Any], **options: Any
+    ) -> DataLoaderBuilder:
         """Return a new builder that makes batches with ``collator``.
 
         ``collator`` is a registry name (``"default"``, ``"text"``, ...; see
@@ -282,7 +345,7 @@ class DataLoaderBuilder:
         spec, live = collator_spec(collator, options)
         return attrs.evolve(self, collator=spec, bound=self._rebound("collator", _key(spec), live))
 
-    def with_task(self, modality: str, **options: Any) -> DataLoaderBuilder:
+    def with_task(self, modality: Modality, **options: Any) -> DataLoaderBuilder:
         """Return a new builder collating for ``modality``, with the collator's ``options``.
 
         ``modality`` is ``"text"``, ``"vision"``, ``"audio"``, ``"multimodal"`` or
@@ -295,7 +358,7 @@ class DataLoaderBuilder:
         spec = attrs.evolve(spec, reason=f"with_task(modality={modality!r})")
         return attrs.evolve(self, collator=spec, bound=self._rebound("collator", None, None))
 
-    def with_transform(self, fn: object) -> DataLoaderBuilder:
+    def with_transform(self, fn: str | Callable[..., Any]) -> DataLoaderBuilder:
         """Return a new builder applying ``fn`` to each sample where samples are fetched.
 
         ``fn`` is a callable, a ``"module:qualname"`` string or a registered transform name.
@@ -310,12 +373,12 @@ class DataLoaderBuilder:
 
     def with_bucketing(
         self,
-        length: object,
+        length: PerSample,
         *,
         num_buckets: int | None = None,
         max_tokens: int | None = None,
         max_batch_size: int | None = None,
-        cost: str = "linear",
+        cost: BucketCost = "linear",
     ) -> DataLoaderBuilder:
         """Return a new builder whose batches hold samples of similar length.
 
@@ -345,7 +408,7 @@ class DataLoaderBuilder:
 
     def with_sampling_weights(
         self,
-        weights: object,
+        weights: PerSample,
         *,
         replacement: bool = True,
         num_samples: int | None = None,
@@ -369,14 +432,14 @@ class DataLoaderBuilder:
 
     def with_curriculum(
         self,
-        difficulty: object,
-        schedule: object = "linear",
+        difficulty: PerSample,
+        schedule: CurriculumSchedule | Callable[[int], float] | str = "linear",
         *,
-        by: str = "epoch",
+        by: ScheduleUnit = "epoch",
         horizon: float | None = None,
         start: float = 0.1,
         degree: float = 2.0,
-        steps: object = (),
+        steps: Sequence[tuple[float, float]] = (),
     ) -> DataLoaderBuilder:
         """Return a new builder that serves the easiest samples first and widens over time.
 
@@ -407,7 +470,12 @@ class DataLoaderBuilder:
         bindings.update(bound)
         return attrs.evolve(self, curriculum=spec, bound=bindings)
 
-    def with_max_length(self, max_length: object, *, by: str = "epoch") -> DataLoaderBuilder:
+    def with_max_length(
+        self,
+        max_length: int | Sequence[tuple[float, int]] | Callable[[int], int],
+        *,
+        by: ScheduleUnit = "epoch",
+    ) -> DataLoaderBuilder:
         """Return a new builder whose collator cuts sequences to ``max_length`` tokens.
 
         ``max_length`` is an int, or a sequence-length curriculum over the epoch
@@ -447,13 +515,13 @@ class DataLoaderBuilder:
     def with_checks(
         self,
         *,
-        keys: object = None,
-        dtypes: object = None,
-        shapes: object = None,
-        finite: object = None,
-        ranges: object = None,
-        label_pad: object = None,
-        classes: object = None,
+        keys: Sequence[str] | None = None,
+        dtypes: Mapping[str, str] | None = None,
+        shapes: Mapping[str, Sequence[int | str]] | None = None,
+        finite: Sequence[str] | None = None,
+        ranges: Mapping[str, Sequence[float | None]] | None = None,
+        label_pad: bool | Mapping[str, Any] | None = None,
+        classes: Mapping[str, int | Mapping[str, int]] | None = None,
         every: int | None = None,
     ) -> DataLoaderBuilder:
         """Return a new builder that checks batches against a contract while loading.
@@ -488,7 +556,7 @@ class DataLoaderBuilder:
 
     def with_error_policy(
         self,
-        policy: str = "raise",
+        policy: ErrorPolicy = "raise",
         *,
         max_errors: int | None = None,
         max_error_rate: float | None = None,
@@ -520,9 +588,9 @@ class DataLoaderBuilder:
 
     def with_cache(
         self,
-        storage: str = "memory",
+        storage: CacheStorage = "memory",
         *,
-        stage: str = "fetched",
+        stage: CacheStage = "fetched",
         path: str | os.PathLike[str] | None = None,
         max_bytes: int | None = None,
     ) -> DataLoaderBuilder:
@@ -549,7 +617,7 @@ class DataLoaderBuilder:
         prefetch_factor: int | None = None,
         persistent: bool | None = None,
         pin_memory: bool | None = None,
-        start_method: str | None = None,
+        start_method: StartMethod | None = None,
         timeout: float | None = None,
     ) -> DataLoaderBuilder:
         """Return a new builder loading with ``num_workers`` worker processes (0: in-process).
@@ -577,7 +645,7 @@ class DataLoaderBuilder:
             ),
         )
 
-    def with_device(self, device: str) -> DataLoaderBuilder:
+    def with_device(self, device: Device) -> DataLoaderBuilder:
         """Return a new builder delivering batches to ``device``.
 
         ``"cpu"`` (the default), ``"cuda"``, ``"cuda:N"``, ``"mps"`` or ``"auto"`` (CUDA when
@@ -612,6 +680,34 @@ class DataLoaderBuilder:
             ),
         )
 
+    def without(self, *settings: Setting) -> DataLoaderBuilder:
+        """Return a new builder with the named settings put back to their defaults.
+
+        ``settings`` are plan sections (``loaderkit.SETTINGS``): ``"batch"``, ``"order"``
+        (shuffle and seed), ``"collator"``, ``"transform"``, ``"workers"``, ``"device"``,
+        ``"distributed"``, ``"bucketing"``, ``"sampling_weights"``, ``"curriculum"``,
+        ``"max_length"``, ``"split"``, ``"checks"``, ``"error_policy"``, ``"cache"``: the
+        same as never having called the ``with_*`` method that set it, so the setting
+        disappears from ``repr(builder)``, and objects only it used are unbound. It is how a
+        chain (or a preset's builder) drops a call: ``presets.image_classification(ds)
+        .without("checks")``. The dataset is not a setting: replace it with ``with_dataset``.
+        """
+        if not settings:
+            raise PlanTypeError.single(
+                "without", f"name at least one setting to reset: one of {_listed(SETTINGS)}"
+            )
+        defaults = attrs.fields_dict(DataLoaderBuilder)
+        changes: dict[str, Any] = {}
+        for name in settings:
+            if not isinstance(name, str) or name not in SETTINGS:
+                raise _not_a_setting(name)
+            changes[name] = defaults[f"_{name}"].default
+        reset = attrs.evolve(self, **changes)
+        used = {key for key in reset._binding_keys().values() if key is not None}
+        dropped = {k for k in self._binding_keys().values() if k is not None} - used
+        kept = {k: v for k, v in self._bound.items() if k not in dropped}
+        return attrs.evolve(reset, bound=kept)
+
     def compile(self) -> LoaderPlan:
         """Return the frozen, validated :class:`~loaderkit.LoaderPlan`.
 
@@ -644,10 +740,34 @@ class DataLoaderBuilder:
                 p for p in exc.problems if self._dataset is not None or p.path != "dataset"
             )
         if problems:
-            raise PlanError(problems)
+            raise PlanError([self._noted(p) for p in problems])
         return plan
 
-    def build(self, split: str = "train") -> Loader:
+    def _preset_notes(self) -> dict[str, str]:
+        """For each section a preset set (and nothing changed since): who set it, and how.
+
+        Empty for a builder no preset made, or one from a plan file (its record keeps no
+        calls). See :meth:`PresetSpec.note`.
+        """
+        preset = self._preset
+        if preset is None:
+            return {}
+        made = preset_sections(preset, self._section_calls())
+        return {section: preset.note(section, method) for section, method in made.items()}
+
+    def _noted(self, problem: Problem) -> Problem:
+        """``problem`` saying which preset set the sections it involves (its own, related)."""
+        notes = self._preset_notes()
+        if not notes:
+            return problem
+        sections = dict.fromkeys((problem.path.split(".", 1)[0], *problem.related))
+        said = [notes[s] for s in sections if s in notes]
+        if not said:
+            return problem
+        message = f"{problem.message}; {'; '.join(said)}"
+        return Problem(problem.path, message, related=problem.related)
+
+    def build(self, split: SplitName = "train") -> Loader:
         """Compile and build in one call: ``compile().build(split)`` (for notebooks).
 
         The plan is compiled (all problems raised together, as :meth:`compile` does) and its
@@ -672,23 +792,30 @@ class DataLoaderBuilder:
 
         The notebook view shows one call per line.
         """
-        calls = self._repr_calls()
+        calls = self._section_calls()
         if self._preset is not None:  # made by loaderkit.presets: the preset call, then changes
             shown = preset_chain(self._preset, calls)
             if shown is not None:
                 return shown
-        return ["DataLoaderBuilder()", *calls]
+        return ["DataLoaderBuilder()", *(call for _, call in calls)]
 
     def _repr_calls(self) -> list[str]:
         """The ``with_*`` calls that rebuild this builder from ``DataLoaderBuilder()``."""
-        calls: list[str] = []
+        return [call for _, call in self._section_calls()]
+
+    def _section_calls(self) -> list[tuple[str, str]]:
+        """:meth:`_repr_calls` with the plan section each call sets (``dataset`` for a mixture).
+
+        A section at its default has no call; ``order`` may have two (shuffle, seed).
+        """
+        calls: list[tuple[str, str]] = []
         if self._mixture is not None:
-            calls.append(f".with_mixture({self._mixture_args()})")
+            calls.append(("dataset", f".with_mixture({self._mixture_args()})"))
         elif self._dataset is not None:
             arg = dataset_arg(self._dataset)
             if self._dataset.binding != "dataset":
                 arg += f", name={self._dataset.binding!r}"
-            calls.append(f".with_dataset({arg})")
+            calls.append(("dataset", f".with_dataset({arg})"))
         if self._batch != BatchSpec():
             b = self._batch
             shown = str(b.batch_size)
@@ -698,18 +825,24 @@ class DataLoaderBuilder:
                 shown = repr([(until, value) for until, value in b.schedule])
             drop = ", drop_last=True" if b.drop_last else ""
             unit = f", by={b.by!r}" if b.scheduled and b.by != "epoch" else ""
-            calls.append(f".with_batch_size({shown}{drop}{unit})")
+            calls.append(("batch", f".with_batch_size({shown}{drop}{unit})"))
         if self._order.buffer_size is not None:
             shuffled = "" if self._order.shuffle else "False, "
-            calls.append(f".with_shuffle({shuffled}buffer_size={self._order.buffer_size})")
+            calls.append(
+                ("order", f".with_shuffle({shuffled}buffer_size={self._order.buffer_size})")
+            )
         elif self._order.shuffle:
-            calls.append(".with_shuffle()")
+            calls.append(("order", ".with_shuffle()"))
         if self._order.seed != DEFAULT_SEED:
-            calls.append(f".with_seed({self._order.seed})")
+            calls.append(("order", f".with_seed({self._order.seed})"))
         if self._collator != DEFAULT_COLLATOR:
-            calls.append(f".with_collator({self._callable_arg(self._collator, True)})")
+            calls.append(
+                ("collator", f".with_collator({self._callable_arg(self._collator, True)})")
+            )
         if self._transform is not None:
-            calls.append(f".with_transform({self._callable_arg(self._transform, False)})")
+            calls.append(
+                ("transform", f".with_transform({self._callable_arg(self._transform, False)})")
+            )
         if self._workers != WorkersSpec():
             w = self._workers
             args = [repr(w.num_workers)]
@@ -717,11 +850,11 @@ class DataLoaderBuilder:
                 value = getattr(w, key)
                 if value is not None:
                     args.append(f"{key}={value!r}")
-            calls.append(f".with_workers({', '.join(args)})")
+            calls.append(("workers", f".with_workers({', '.join(args)})"))
         if self._device != "cpu":
-            calls.append(f".with_device({self._device!r})")
+            calls.append(("device", f".with_device({self._device!r})"))
         if self._bucketing is not None:
-            calls.append(f".with_bucketing({self._bucketing_args()})")
+            calls.append(("bucketing", f".with_bucketing({self._bucketing_args()})"))
         if self._sampling_weights is not None:
             spec_w = self._sampling_weights
             args = [self._source_arg(spec_w.source, "weights")]
@@ -729,7 +862,7 @@ class DataLoaderBuilder:
                 args.append("replacement=False")
             if spec_w.num_samples is not None:
                 args.append(f"num_samples={spec_w.num_samples}")
-            calls.append(f".with_sampling_weights({', '.join(args)})")
+            calls.append(("sampling_weights", f".with_sampling_weights({', '.join(args)})"))
         if self._curriculum is not None:
             cur = self._curriculum
             args = [self._source_arg(cur.difficulty, "difficulties")]
@@ -743,12 +876,12 @@ class DataLoaderBuilder:
                 for key, default in defaults.items()
                 if getattr(cur, key) != default
             )
-            calls.append(f".with_curriculum({', '.join(args)})")
+            calls.append(("curriculum", f".with_curriculum({', '.join(args)})"))
         if self._error_policy != ErrorPolicySpec():
             e = self._error_policy
             args = [repr(e.policy)]
             args.extend(f"{key}={value!r}" for key, value in error_policy_options(e).items())
-            calls.append(f".with_error_policy({', '.join(args)})")
+            calls.append(("error_policy", f".with_error_policy({', '.join(args)})"))
         if self._cache is not None:
             c = self._cache
             args = [repr(c.storage)]
@@ -757,7 +890,7 @@ class DataLoaderBuilder:
             for key in ("path", "max_bytes"):
                 if getattr(c, key) is not None:
                     args.append(f"{key}={getattr(c, key)!r}")
-            calls.append(f".with_cache({', '.join(args)})")
+            calls.append(("cache", f".with_cache({', '.join(args)})"))
         if self._max_length is not None:
             m = self._max_length
             shown = str(m.value)
@@ -766,10 +899,10 @@ class DataLoaderBuilder:
             elif m.schedule:
                 shown = repr(list(m.schedule))
             unit = f", by={m.by!r}" if m.by != "epoch" else ""
-            calls.append(f".with_max_length({shown}{unit})")
+            calls.append(("max_length", f".with_max_length({shown}{unit})"))
         if self._checks is not None:
             args = [f"{key}={value!r}" for key, value in checks_to_dict(self._checks).items()]
-            calls.append(f".with_checks({', '.join(args)})")
+            calls.append(("checks", f".with_checks({', '.join(args)})"))
         if self._split is not None:
             s = self._split
             args = [f"val={s.val!r}", f"test={s.test!r}"]
@@ -778,7 +911,7 @@ class DataLoaderBuilder:
                 for key in ("seed", "stratify_by")
                 if getattr(s, key) is not None
             )
-            calls.append(f".with_split({', '.join(args)})")
+            calls.append(("split", f".with_split({', '.join(args)})"))
         if self._distributed.enabled:
             d = self._distributed
             args = [
@@ -788,7 +921,7 @@ class DataLoaderBuilder:
             ]
             if not d.even_batches:
                 args.append("even_batches=False")
-            calls.append(f".with_distributed({', '.join(args)})")
+            calls.append(("distributed", f".with_distributed({', '.join(args)})"))
         return calls
 
     def _mixture_args(self) -> str:

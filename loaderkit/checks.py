@@ -25,8 +25,9 @@ from loaderkit.plan.specs import ChecksSpec, ClassCheck, LabelPadCheck
 
 if TYPE_CHECKING:
     from loaderkit.build.loader import Loader
+    from loaderkit.plan.plan import LoaderPlan
 
-__all__ = ["BatchChecker", "CheckReport", "check_loader"]
+__all__ = ["BatchChecker", "CheckReport", "batch_checker", "check_loader"]
 
 SHOWN = 5
 """How many positions, samples or keys a message lists before "and N more"."""
@@ -168,13 +169,20 @@ class _Run:
     """One batch being checked: where it is, and how to name what failed."""
 
     def __init__(
-        self, batch: Any, epoch: int, batch_index: int, indices: Indices, collator: str
+        self,
+        batch: Any,
+        epoch: int,
+        batch_index: int,
+        indices: Indices,
+        collator: str,
+        origin: str = "",
     ) -> None:
         self.batch = batch
         self.epoch = epoch
         self.batch_index = batch_index
         self.indices = indices
         self.collator = collator
+        self.origin = origin
 
     def fail(
         self,
@@ -201,9 +209,10 @@ class _Run:
                 )
         else:
             where = f"; the batch holds dataset samples {_listing(samples)}"
+        origin = f"; {self.origin}" if self.origin else ""
         message = (
             f"batch check failed: {key!r} ({check}) in epoch {self.epoch}, batch "
-            f"{self.batch_index}: {what}{where}; {fix}"
+            f"{self.batch_index}: {what}{where}; {fix}{origin}"
         )
         return DataError(
             message,
@@ -262,9 +271,12 @@ def _first(values: torch.Tensor, bad: torch.Tensor) -> tuple[list[int], str]:
 class BatchChecker:
     """Runs a :class:`~loaderkit.plan.specs.ChecksSpec` on batches (see ``with_checks``)."""
 
-    def __init__(self, spec: ChecksSpec, collator: str = "") -> None:
+    def __init__(self, spec: ChecksSpec, collator: str = "", *, origin: str = "") -> None:
         self.spec = spec
         self.collator = collator
+        self.origin = origin
+        """Who set the checks when the user did not (a preset), appended to every failure:
+        ``"with_checks was set by the preset image_classification (options ...)"``."""
 
     def due(self, batch_index: int, first: bool) -> bool:
         """Whether batch ``batch_index`` of its epoch is checked (``first``: of an iterator)."""
@@ -273,7 +285,7 @@ class BatchChecker:
 
     def run(self, batch: Any, epoch: int, batch_index: int, indices: Indices) -> CheckReport:
         """Check batch ``batch_index`` of ``epoch``: raise ``DataError``, or say what passed."""
-        run = _Run(batch, epoch, batch_index, indices, self.collator)
+        run = _Run(batch, epoch, batch_index, indices, self.collator, self.origin)
         spec = self.spec
         passed: list[str] = []
         if spec.keys:
@@ -531,6 +543,18 @@ def _match(
                 )
             sizes.setdefault(dim, (size, key, axis))
     return None
+
+
+def batch_checker(plan: LoaderPlan) -> BatchChecker | None:
+    """The checker of ``plan``'s ``with_checks`` (``None`` without checks), for its loader.
+
+    Its failures name the collator and, when a preset set the checks (``plan.preset``, and
+    the checks are still the preset's), the preset and the options that decide them.
+    """
+    if plan.checks is None:
+        return None
+    origin = plan.to_builder()._preset_notes().get("checks", "")
+    return BatchChecker(plan.checks, plan.collator.describe(), origin=origin)
 
 
 def check_loader(loader: Loader) -> CheckReport:

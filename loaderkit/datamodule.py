@@ -17,7 +17,7 @@ from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 from loaderkit.errors import PlanError, PlanTypeError, ResumeError
-from loaderkit.order.split import split_sizes
+from loaderkit.order.split import SplitName, split_sizes
 from loaderkit.plan.plan import LoaderPlan
 
 if TYPE_CHECKING:
@@ -138,9 +138,9 @@ class DataModule:
         """The loader of the ``predict`` plan (its test part, if it has a split)."""
         return self._eval_loader("predict")
 
-    def _source(self, stage: str) -> tuple[LoaderPlan, str]:
+    def _source(self, stage: str) -> tuple[LoaderPlan, SplitName]:
         """The plan an evaluation stage reads and the part of its split to build."""
-        part = "test" if stage == "predict" else stage
+        part: SplitName = "val" if stage == "val" else "test"  # predict reads the test part
         given = self.plans[stage]
         if given is not None:
             return given, "train" if given.split is None else part

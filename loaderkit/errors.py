@@ -49,17 +49,25 @@ class LoaderkitError(Exception):
 
 @attrs.frozen
 class Problem:
-    """One thing wrong with a plan: where (``path``) and what, with the value and the fix."""
+    """One thing wrong with a plan: where (``path``) and what, with the value and the fix.
+
+    ``related`` names the other plan sections a conflict involves (``("bucketing",)`` for a
+    fixed batch size under a token budget), so that the error can say who set them (a preset:
+    see ``loaderkit.presets``); it is not compared.
+    """
 
     path: str
     message: str
+    related: tuple[str, ...] = attrs.field(default=(), eq=False, kw_only=True)
 
     def __str__(self) -> str:
         return f"{self.path}: {self.message}"
 
     def prefixed(self, prefix: str) -> Problem:
         """Return the same problem with ``prefix`` put in front of its path."""
-        return Problem(f"{prefix}.{self.path}" if self.path else prefix, self.message)
+        return Problem(
+            f"{prefix}.{self.path}" if self.path else prefix, self.message, related=self.related
+        )
 
 
 class PlanError(LoaderkitError, ValueError):

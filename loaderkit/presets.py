@@ -36,7 +36,8 @@ from __future__ import annotations
 
 import functools
 import inspect
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from types import MappingProxyType
 from typing import Any, ParamSpec, cast
 
 import attrs
@@ -46,10 +47,13 @@ from loaderkit.builder import DataLoaderBuilder, dataset_arg
 from loaderkit.errors import PlanError, PlanTypeError, Problem
 from loaderkit.plan.display import default_num_buckets
 from loaderkit.plan.fields import dataset_spec
+from loaderkit.plan.plan import Setting
 from loaderkit.plan.preset import PresetSpec
 from loaderkit.registry import Registry, RegistryEntry
 
 __all__ = [
+    "PRESET_OPTIONS",
+    "PresetOption",
     "causal_lm_pretraining",
     "describe",
     "get",
@@ -57,6 +61,7 @@ __all__ = [
     "instruction_tuning",
     "masked_lm",
     "names",
+    "preset_controls",
     "register",
     "registry",
     "seq2seq",
@@ -83,6 +88,91 @@ class _PresetRegistry(Registry[Preset]):
 
 registry: Registry[Preset] = _PresetRegistry("preset", entry_point_group="loaderkit.presets")
 """The registry of presets, by name (``registry.describe()`` lists them with a summary)."""
+
+
+# -- what each option decides -------------------------------------------------------------------
+
+
+@attrs.frozen
+class PresetOption:
+    """What a preset option decides: the plan ``sections`` it sets, and a ``hint`` to change it.
+
+    The hint is how to pass the option, read after "pass" (``"checks=False for no checks"``).
+    """
+
+    sections: tuple[Setting, ...]
+    hint: str = ""
+
+
+_COLLATOR = PresetOption(("collator",))
+
+PRESET_OPTIONS: Mapping[str, PresetOption] = MappingProxyType(
+    {
+        "name": PresetOption(()),  # the dataset's binding name: not a setting
+        "batch_size": PresetOption(("batch", "bucketing")),  # under a budget: max_batch_size
+        "max_tokens": PresetOption(
+            ("batch", "bucketing"), "max_tokens=N for a token budget (None: a fixed batch_size)"
+        ),
+        "drop_last": PresetOption(("batch",)),
+        "bucketing": PresetOption(("bucketing",), "bucketing=False for random batches"),
+        "shuffle": PresetOption(("order",), "shuffle=False to read in order"),
+        "seed": PresetOption(("order",)),
+        "checks": PresetOption(("checks",), "checks=False for no checks"),
+        "finite": PresetOption(("checks",), "finite=() for no checks"),
+        "image_key": PresetOption(
+            ("collator", "checks"), "image_key=None for (image, label) tuples"
+        ),
+        "max_length": PresetOption(("collator", "checks")),
+        "max_target_length": _COLLATOR,
+        "pad_token_id": _COLLATOR,
+        "pad_to_multiple_of": _COLLATOR,
+        "overflow": _COLLATOR,
+        "shift_labels": _COLLATOR,
+        "attention_mask": _COLLATOR,
+        "mask_token_id": _COLLATOR,
+        "vocab_size": _COLLATOR,
+        "mlm_probability": _COLLATOR,
+        "special_token_ids": _COLLATOR,
+        "decoder_start_token_id": _COLLATOR,
+        "normalize": _COLLATOR,
+        "to_rgb": _COLLATOR,
+        "layout": _COLLATOR,
+        "normalize_on_device": _COLLATOR,
+    }
+)
+"""Which plan sections each preset option decides, for every preset (built-in or registered:
+an option of the same name means the same). Errors about a section a preset set name the
+options behind it (``PresetSpec.note``); an option not listed here is simply not named."""
+
+
+def _shown(value: object) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else f"<{type(value).__name__}>"
+
+
+def preset_controls(values: Mapping[str, object]) -> tuple[tuple[str, str], ...]:
+    """``(section, "options a=1, b=2; pass hint, or hint")`` for the options in ``values``.
+
+    ``values`` are a preset call's options with the defaults filled in; the sections and
+    hints come from :data:`PRESET_OPTIONS`.
+    """
+    shown: dict[str, list[str]] = {}
+    hints: dict[str, list[str]] = {}
+    for option, value in values.items():
+        declared = PRESET_OPTIONS.get(option)
+        if declared is None:
+            continue
+        for section in declared.sections:
+            shown.setdefault(section, []).append(f"{option}={_shown(value)}")
+            if declared.hint:
+                hints.setdefault(section, []).append(declared.hint)
+    out = []
+    for where, listed in shown.items():
+        text = f"{'option' if len(listed) == 1 else 'options'} {', '.join(listed)}"
+        if where in hints:
+            text += f"; pass {', or '.join(hints[where])}"
+        out.append((where, text))
+    return tuple(out)
 
 
 # -- recording -----------------------------------------------------------------------------------
@@ -153,11 +243,15 @@ def _recording(
                 f"{type(builder).__name__}); return the builder, without .compile()"
             )
         shown = [_dataset_arg(dataset), *(f"{k}={v!r}" for k, v in options.items())]
+        given = signature.bind(dataset, **options)
+        given.apply_defaults()
+        values = {k: v for k, v in given.arguments.items() if k != first.name}
         record = PresetSpec(
             name,
             FrozenMap({k: _plain(v) for k, v in options.items()}),
             head=f"{prefix}({', '.join(shown)})",
-            calls=tuple(builder._repr_calls()),
+            calls=tuple(builder._section_calls()),
+            controls=preset_controls(values),
         )
         return attrs.evolve(builder, preset=record)
 

@@ -29,15 +29,28 @@ split. Classes are the sorted distinct labels.
 
 from __future__ import annotations
 
+from typing import Literal, get_args
+
 import numpy as np
 import numpy.typing as npt
 
 from loaderkit.order.feistel import FeistelPermutation
 from loaderkit.order.keys import derive_key
 
-__all__ = ["PARTS", "allocate", "decimal_ratio", "part_size", "split_parts", "split_sizes"]
+__all__ = [
+    "PARTS",
+    "SplitName",
+    "allocate",
+    "decimal_ratio",
+    "part_size",
+    "split_parts",
+    "split_sizes",
+]
 
-PARTS = ("train", "val", "test")
+SplitName = Literal["train", "val", "test"]
+"""A part of a split, as ``LoaderPlan.build(split=...)`` takes it."""
+
+PARTS: tuple[SplitName, ...] = get_args(SplitName)
 """The names of the parts of a split, as ``LoaderPlan.build(split=...)`` takes them."""
 
 _I64 = npt.NDArray[np.int64]

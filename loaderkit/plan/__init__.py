@@ -4,7 +4,7 @@
 holds are in :mod:`loaderkit.plan.specs`.
 """
 
-from loaderkit.plan.plan import SCHEMA_VERSION, LoaderPlan
+from loaderkit.plan.plan import SCHEMA_VERSION, SETTINGS, LoaderPlan, Setting
 from loaderkit.plan.specs import (
     DEFAULT_SEED,
     BatchSpec,
@@ -18,11 +18,13 @@ from loaderkit.plan.specs import (
 __all__ = [
     "DEFAULT_SEED",
     "SCHEMA_VERSION",
+    "SETTINGS",
     "BatchSpec",
     "CallableSpec",
     "DatasetSpec",
     "DistributedSpec",
     "LoaderPlan",
     "OrderSpec",
+    "Setting",
     "WorkersSpec",
 ]

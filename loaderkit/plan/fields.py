@@ -12,7 +12,7 @@ import inspect
 import os
 import re
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, TypeVar, cast
+from typing import Any, TypeVar, cast, get_args
 
 import attrs
 
@@ -61,6 +61,7 @@ from loaderkit.plan.specs import (
     LengthSource,
     MaxLengthSpec,
     MixtureSpec,
+    Modality,
     OrderSpec,
     SplitSpec,
     WeightsSpec,
@@ -237,7 +238,13 @@ def int_schedule(
 def batch_schedule_spec(
     batch_size: object, drop_last: object = False, by: object = "epoch"
 ) -> tuple[BatchSpec, object | None]:
-    """The batch spec of ``with_batch_size`` (maybe progressive) and a function to bind."""
+    """The batch spec of ``with_batch_size`` (maybe progressive) and a function to bind.
+
+    ``None`` is no fixed batch size: the default (``BatchSpec().batch_size``), which a token
+    budget replaces by as many samples as it holds.
+    """
+    if batch_size is None:
+        batch_size = BatchSpec().batch_size
     fixed, table, fn, live = int_schedule(
         "batch.batch_size", batch_size, "batch_size_fn", batch_size_value
     )
@@ -367,7 +374,7 @@ def _label(fn: object) -> str:
     return f"{module}.{qualname}"
 
 
-MODALITIES = ("text", "vision", "audio", "multimodal", "tabular")
+MODALITIES: tuple[Modality, ...] = get_args(Modality)
 """What ``with_task(modality=...)`` and ``with_collator("auto")`` choose collators for."""
 
 _TEXT_COLUMNS = ("input_ids",)
@@ -810,7 +817,8 @@ def distributed_spec(
             raise PlanError.single(
                 "distributed.enabled",
                 f"is False but world_size={world_size!r}, rank={rank!r}, even_batches="
-                f"{even_batches!r} were given; drop them or enable sharding",
+                f"{even_batches!r} were given; drop them (.with_distributed(enabled=False)) or "
+                f"enable sharding",
             )
         return DistributedSpec()
     size = (
@@ -1354,7 +1362,8 @@ def error_policy_spec(
         raise PlanError.single(
             "error_policy",
             "max_errors, max_error_rate and per only apply to policy='skip' (with 'raise' "
-            "the first bad sample stops the loader); drop them or use 'skip'",
+            "the first bad sample stops the loader); drop them (.with_error_policy('raise')) or "
+            "use 'skip'",
         )
     return ErrorPolicySpec(chosen, count, rate, scope)
 
@@ -1383,7 +1392,7 @@ def cache_spec(
     if chosen == "memory" and folder is not None:
         raise PlanError.single(
             "cache.path",
-            f"a memory cache keeps no folder (got {folder!r}); drop path, or use "
+            f"a memory cache keeps no folder (got {folder!r}); drop path (.with_cache()), or use "
             f"with_cache('disk', path={folder!r})",
         )
     limit = None

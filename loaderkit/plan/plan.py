@@ -5,7 +5,7 @@ from __future__ import annotations
 import functools
 import os
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal, get_args
 
 import attrs
 
@@ -37,8 +37,9 @@ if TYPE_CHECKING:
     from loaderkit.build.autotune import AutotuneResult
     from loaderkit.build.loader import CheckReport, Loader
     from loaderkit.builder import DataLoaderBuilder
+    from loaderkit.order.split import SplitName
 
-__all__ = ["PLAN_SECTIONS", "SCHEMA_VERSION", "LoaderPlan"]
+__all__ = ["PLAN_SECTIONS", "SCHEMA_VERSION", "SETTINGS", "LoaderPlan", "Setting"]
 
 SCHEMA_VERSION = 1
 """The version of the plan file format this loaderkit writes and reads."""
@@ -228,7 +229,7 @@ class LoaderPlan:
         with self.build() as loader:
             return loader.check()
 
-    def build(self, split: str = "train") -> Loader:
+    def build(self, split: SplitName = "train") -> Loader:
         """Make the loader this plan describes (imports torch).
 
         With a split (``with_split``), ``split`` is the part to read: ``"train"`` (the
@@ -306,3 +307,34 @@ PLAN_SECTIONS: tuple[str, ...] = tuple(
     f.name for f in attrs.fields(LoaderPlan) if f.name != "bindings"
 )
 """The data sections of a plan, in order (the builder holds one private field per section)."""
+
+Setting = Literal[
+    "batch",
+    "order",
+    "collator",
+    "transform",
+    "workers",
+    "device",
+    "distributed",
+    "bucketing",
+    "sampling_weights",
+    "curriculum",
+    "max_length",
+    "split",
+    "checks",
+    "error_policy",
+    "cache",
+]
+"""A section ``DataLoaderBuilder.without`` puts back to its default: every data section but
+the source (``dataset``, ``mixture``: replace it with ``with_dataset``) and the ``preset``
+record (not a setting)."""
+
+SETTINGS: tuple[Setting, ...] = get_args(Setting)
+"""The names :data:`Setting` accepts, at run time (read from the type, so they cannot drift)."""
+
+_SOURCES = ("dataset", "mixture", "preset")
+if set(SETTINGS) | set(_SOURCES) != set(PLAN_SECTIONS) or set(SETTINGS) & set(_SOURCES):
+    raise AssertionError(  # pragma: no cover - a section added to LoaderPlan but not here
+        f"Setting must name every section of LoaderPlan but {_SOURCES}: "
+        f"{sorted(set(PLAN_SECTIONS) - set(_SOURCES) - set(SETTINGS))} missing"
+    )

@@ -224,8 +224,10 @@ def _bucketing_problems(
             Problem(
                 "batch.batch_size",
                 f"with a token budget (max_tokens={spec.max_tokens}) the batch size varies (got "
-                f"batch_size={batch.batch_size}); drop with_batch_size, or cap samples per batch "
-                f"with with_bucketing(..., max_batch_size={batch.batch_size})",
+                f"batch_size={batch.batch_size}); drop the fixed size with "
+                f".with_batch_size(None), or cap samples per batch with "
+                f".with_bucketing(..., max_batch_size={batch.batch_size})",
+                related=("bucketing",),
             )
         )
     if spec.max_tokens is None and spec.max_batch_size is not None:
@@ -268,6 +270,7 @@ def _budget_padding_problems(
                 f"beyond max_tokens={spec.max_tokens} (cost={spec.cost}; "
                 f"{padding.describe()}); raise max_tokens, or lower the collator's max_length "
                 f"or pad_to_multiple_of",
+                related=("collator",),
             )
         )
     if isinstance(padding, PackedRows) and max_length is not None:
@@ -276,7 +279,9 @@ def _budget_padding_problems(
                 "max_length",
                 f"a sequence-length schedule narrows the packed rows, so a batch fills more "
                 f"rows than the token budget (max_tokens={spec.max_tokens}) was cut for; drop "
-                f"with_max_length, or the token budget (a fixed batch size)",
+                f"the schedule with .without('max_length'), or the token budget with "
+                f".with_bucketing(...) without max_tokens",
+                related=("bucketing", "collator"),
             )
         )
     return problems
@@ -299,6 +304,7 @@ def _batch_schedule_problems(
                 "batch.batch_size",
                 "a batch-size schedule cannot be combined with with_bucketing yet; use a fixed "
                 "batch size (or a token budget, which sizes batches itself)",
+                related=("bucketing",),
             )
         )
     if curriculum is not None and curriculum.by == "step":
@@ -353,6 +359,7 @@ def _max_length_problems(
                         "max_length",
                         f"collator {collator.name!r} has no max_length to apply a "
                         f"sequence-length schedule to; use one that does ({', '.join(able)})",
+                        related=("collator",),
                     )
                 )
     elif (
@@ -421,7 +428,8 @@ def _mixture_problems(
                 Problem(
                     "mixture",
                     f"cannot be combined with {label} yet; weight the sources with "
-                    f"with_mixture(..., weights=...) instead, or use one dataset",
+                    f"with_mixture(..., weights=...) instead (and .without({label[5:]!r})), or "
+                    f"use one dataset",
                 )
             )
     if mixture.stratified and mixture.mode != "weighted":
@@ -441,7 +449,8 @@ def _mixture_bucketing_problems(mixture: MixtureSpec) -> list[Problem]:
                 "mode='sequential' cannot be combined with with_bucketing: its batches never "
                 "straddle sources and come source after source, which regrouping the epoch by "
                 "length would undo; use mode='round_robin' (every sample of every source "
-                "once) or 'weighted', or drop with_bucketing",
+                "once) or 'weighted', or drop the bucketing with .without('bucketing')",
+                related=("bucketing",),
             )
         )
     if mixture.stratified:
@@ -450,8 +459,10 @@ def _mixture_bucketing_problems(mixture: MixtureSpec) -> list[Problem]:
                 "mixture.stratified",
                 "stratified=True cannot be combined with with_bucketing: stratification sets "
                 "each batch's per-source counts, and bucketing regroups the epoch's samples by "
-                "length into other batches; drop stratified=True (the weighted draws still "
-                "follow the weights over the epoch), or drop with_bucketing",
+                "length into other batches; pass stratified=False to with_mixture (the weighted "
+                "draws still follow the weights over the epoch), or drop the bucketing with "
+                ".without('bucketing')",
+                related=("bucketing",),
             )
         )
     if mixture.mode == "weighted" and mixture.by == "step" and (mixture.fn or mixture.schedule):
@@ -461,7 +472,9 @@ def _mixture_bucketing_problems(mixture: MixtureSpec) -> list[Problem]:
                 "a per-step weight schedule cannot be combined with with_bucketing: the "
                 "weights change from batch to batch, and bucketing regroups the whole epoch "
                 "by length, so no batch would follow its step's weights; use by='epoch' "
-                "(weights that change per epoch) or fixed weights, or drop with_bucketing",
+                "(weights that change per epoch) or fixed weights, or drop the bucketing with "
+                ".without('bucketing')",
+                related=("bucketing",),
             )
         )
     return problems
@@ -587,7 +600,7 @@ def _split_problems(
                 "batch.drop_last",
                 f"with batch_size {batch.batch_size} and the train part's {train // world} "
                 f"samples per rank, drop_last=True leaves 0 batches per epoch; lower "
-                f"batch_size or set drop_last=False",
+                f"batch_size or keep the partial batch: .with_batch_size({batch.batch_size})",
             )
         )
     if distributed.enabled and not distributed.even_batches and not uneven(dataset):
@@ -619,7 +632,8 @@ def _cache_problems(
             Problem(
                 "cache",
                 f"dataset {dataset.binding!r} is an iterable (streamed) source, and the cache "
-                f"keeps samples by index; drop with_cache, or pass a map-style dataset",
+                f"keeps samples by index; drop it with .without('cache'), or pass a map-style "
+                f"dataset",
             )
         )
     if cache.stage == "transformed":
@@ -732,8 +746,8 @@ def plan_problems(
                 Problem(
                     "batch.drop_last",
                     f"with batch_size {batch.batch_size} and {per_rank} samples per rank, "
-                    f"drop_last=True leaves 0 batches per epoch; lower batch_size or set "
-                    f"drop_last=False",
+                    f"drop_last=True leaves 0 batches per epoch; lower batch_size or keep the "
+                    f"partial batch: .with_batch_size({batch.batch_size})",
                 )
             )
 
@@ -743,7 +757,8 @@ def plan_problems(
                 "order.shuffle",
                 f"cannot shuffle the iterable dataset {dataset.binding!r} by index (got "
                 f"shuffle=True); shuffle it through a buffer with "
-                f"with_shuffle(buffer_size=...), drop with_shuffle() or pass a map-style dataset",
+                f"with_shuffle(buffer_size=...), read it in order with .with_shuffle(False), or "
+                f"pass a map-style dataset",
             )
         )
     if order.buffer_size is not None and dataset is not None and not dataset.iterable:
@@ -752,7 +767,7 @@ def plan_problems(
                 "order.buffer_size",
                 f"a shuffle buffer is for iterable (streamed) datasets, and "
                 f"{dataset.binding!r} is a {dataset.kind} dataset shuffled by index; drop "
-                f"buffer_size",
+                f"buffer_size: .with_shuffle()",
             )
         )
 
@@ -762,15 +777,15 @@ def plan_problems(
                 Problem(
                     "workers.prefetch_factor",
                     f"must be unset when num_workers == 0 (got {workers.prefetch_factor}); set "
-                    f"num_workers >= 1 or drop prefetch_factor",
+                    f"num_workers >= 1, or drop it: .with_workers(0)",
                 )
             )
         if workers.persistent:
             problems.append(
                 Problem(
                     "workers.persistent",
-                    "must be unset when num_workers == 0 (got True); set num_workers >= 1 or "
-                    "drop persistent",
+                    "must be unset when num_workers == 0 (got True); set num_workers >= 1, or "
+                    "drop it: .with_workers(0)",
                 )
             )
         if workers.start_method is not None:
@@ -778,7 +793,7 @@ def plan_problems(
                 Problem(
                     "workers.start_method",
                     f"must be unset when num_workers == 0 (got {workers.start_method!r}); set "
-                    f"num_workers >= 1 or drop start_method",
+                    f"num_workers >= 1, or drop it: .with_workers(0)",
                 )
             )
         if workers.timeout:
@@ -786,7 +801,7 @@ def plan_problems(
                 Problem(
                     "workers.timeout",
                     f"only applies to worker processes, and num_workers == 0 (got "
-                    f"{workers.timeout:g}); set num_workers >= 1 or drop timeout",
+                    f"{workers.timeout:g}); set num_workers >= 1, or drop it: .with_workers(0)",
                 )
             )
     elif workers.timeout is not None and workers.timeout < 0:
@@ -904,7 +919,8 @@ def plan_problems(
             problems.append(
                 Problem(
                     "curriculum",
-                    "cannot be combined with with_sampling_weights yet; choose one of them",
+                    "cannot be combined with with_sampling_weights yet; choose one of them: "
+                    ".without('sampling_weights') or .without('curriculum')",
                 )
             )
         if bucketing is not None and curriculum.by == "step":
@@ -914,8 +930,9 @@ def plan_problems(
                     "a per-step curriculum cannot be combined with with_bucketing: it draws "
                     "each batch from the eligible samples of its own step, while bucketing "
                     "regroups a whole epoch's samples by length; use with_curriculum(..., "
-                    "by='epoch') (the eligible samples of each epoch are bucketed), or drop "
-                    "with_bucketing",
+                    "by='epoch') (the eligible samples of each epoch are bucketed), or drop the "
+                    "bucketing with .without('bucketing')",
+                    related=("bucketing",),
                 )
             )
 
@@ -943,7 +960,10 @@ def plan_problems(
 
     if checks is not None and not checks.kinds:
         problems.append(
-            Problem("checks", "holds no check; give with_checks at least one, or drop it")
+            Problem(
+                "checks",
+                "holds no check; give with_checks at least one, or drop it with .without('checks')",
+            )
         )
 
     names: dict[str, str] = {}

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Mapping, Sequence
-from typing import Literal
+from typing import Literal, get_args
 
 import attrs
 
@@ -34,22 +34,34 @@ __all__ = [
     "SKIPPED_RECORDS_KEPT",
     "START_METHODS",
     "BatchSpec",
+    "BucketCost",
     "BucketingSpec",
     "BudgetScope",
     "CacheSpec",
+    "CacheStage",
+    "CacheStorage",
     "CallableSpec",
     "ChecksSpec",
     "ClassCheck",
+    "CudaIndex",
+    "CurriculumSchedule",
     "CurriculumSpec",
     "DatasetSpec",
+    "Device",
+    "DeviceName",
     "DistributedSpec",
+    "ErrorPolicy",
     "ErrorPolicySpec",
     "LabelPadCheck",
     "LengthSource",
     "MaxLengthSpec",
+    "MixtureMode",
     "MixtureSpec",
+    "Modality",
     "OrderSpec",
+    "ScheduleUnit",
     "SplitSpec",
+    "StartMethod",
     "WeightsSpec",
     "WorkersSpec",
     "describe_dataset",
@@ -58,8 +70,23 @@ __all__ = [
 DEFAULT_SEED = 0
 """The seed of a plan that never called ``with_seed``: unseeded plans are reproducible too."""
 
-START_METHODS = ("fork", "spawn", "forkserver")
-DEVICES = ("auto", "cpu", "cuda", "mps")
+StartMethod = Literal["fork", "spawn", "forkserver"]
+"""A multiprocessing start method for workers (``with_workers(start_method=...)``)."""
+START_METHODS: tuple[StartMethod, ...] = get_args(StartMethod)
+
+DeviceName = Literal["auto", "cpu", "cuda", "mps"]
+"""A device kind ``with_device`` takes (besides ``"cuda:N"``, see :data:`Device`)."""
+DEVICES: tuple[DeviceName, ...] = get_args(DeviceName)
+
+CudaIndex = Literal[
+    "cuda:0", "cuda:1", "cuda:2", "cuda:3", "cuda:4", "cuda:5", "cuda:6", "cuda:7",
+    "cuda:8", "cuda:9", "cuda:10", "cuda:11", "cuda:12", "cuda:13", "cuda:14", "cuda:15",
+]  # fmt: skip
+"""``"cuda:N"`` for the first 16 devices, spelled for type checkers; at run time
+``with_device`` takes any index up to ``LIMITS.device_index``."""
+
+Device = DeviceName | CudaIndex
+"""What ``with_device`` takes: a :data:`DeviceName` or ``"cuda:N"``."""
 
 DATASET_KINDS = {
     "torch_map": "map-style dataset",
@@ -174,7 +201,9 @@ class BatchSpec:
         return bool(self.schedule) or self.fn is not None
 
 
-BUCKET_COSTS = ("linear", "quadratic")
+BucketCost = Literal["linear", "quadratic"]
+"""How a token budget counts a padded batch: ``rows x width`` or ``rows x width**2``."""
+BUCKET_COSTS: tuple[BucketCost, ...] = get_args(BucketCost)
 
 
 @attrs.frozen
@@ -225,8 +254,13 @@ class WeightsSpec:
     num_samples: int | None = None
 
 
-SCHEDULES = ("linear", "root", "discrete")
-CURRICULUM_UNITS = ("epoch", "step")
+CurriculumSchedule = Literal["linear", "root", "discrete"]
+"""A named competence schedule of ``with_curriculum``."""
+SCHEDULES: tuple[CurriculumSchedule, ...] = get_args(CurriculumSchedule)
+
+ScheduleUnit = Literal["epoch", "step"]
+"""What a schedule's ``t`` counts (``by=`` of progressive settings): epochs or steps."""
+CURRICULUM_UNITS: tuple[ScheduleUnit, ...] = get_args(ScheduleUnit)
 
 
 @attrs.frozen
@@ -247,12 +281,14 @@ class CurriculumSpec:
     steps: tuple[tuple[float, float], ...] = ()
 
 
-ERROR_POLICIES = ("raise", "skip")
+ErrorPolicy = Literal["raise", "skip"]
+"""What ``with_error_policy`` does with a sample that fails to load."""
+ERROR_POLICIES: tuple[ErrorPolicy, ...] = get_args(ErrorPolicy)
 
 BudgetScope = Literal["epoch", "run"]
 """What the skip budget counts: the samples of the current epoch, or of the whole run."""
 
-BUDGET_SCOPES: tuple[BudgetScope, ...] = ("epoch", "run")
+BUDGET_SCOPES: tuple[BudgetScope, ...] = get_args(BudgetScope)
 
 SKIPPED_RECORDS_KEPT = 1_000
 """``loader.skipped`` keeps the records of the last this many dropped samples; the counts in
@@ -279,8 +315,13 @@ class ErrorPolicySpec:
     per: BudgetScope = "epoch"
 
 
-CACHE_STORAGES = ("memory", "disk")
-CACHE_STAGES = ("fetched", "transformed")
+CacheStorage = Literal["memory", "disk"]
+"""Where ``with_cache`` keeps samples."""
+CACHE_STORAGES: tuple[CacheStorage, ...] = get_args(CacheStorage)
+
+CacheStage = Literal["fetched", "transformed"]
+"""Which samples ``with_cache`` keeps: before or after the transform."""
+CACHE_STAGES: tuple[CacheStage, ...] = get_args(CacheStage)
 
 
 @attrs.frozen
@@ -366,7 +407,12 @@ class ChecksSpec:
         return tuple(kind for kind in CHECK_KINDS if getattr(self, kind))
 
 
-MIXTURE_MODES = ("weighted", "sequential", "round_robin", "max_size_cycle", "min_size")
+Modality = Literal["text", "vision", "audio", "multimodal", "tabular"]
+"""What ``with_task`` collates for."""
+
+MixtureMode = Literal["weighted", "sequential", "round_robin", "max_size_cycle", "min_size"]
+"""How ``with_mixture`` draws from its sources."""
+MIXTURE_MODES: tuple[MixtureMode, ...] = get_args(MixtureMode)
 
 MIXTURE_BINDING = "mixture"
 """The binding name a mixture's combined dataset shows under (no object is bound to it)."""

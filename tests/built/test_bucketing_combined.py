@@ -377,7 +377,7 @@ def test_combinations_bucketing_cannot_follow_are_refused_with_a_reason(make, pa
     assert err.value.paths == (path,)
     message = err.value.problems[0].message
     assert words in message
-    assert "drop with_bucketing" in message  # and a fix
+    assert "drop the bucketing with .without('bucketing')" in message  # and the one call
 
 
 @pytest.mark.parametrize(

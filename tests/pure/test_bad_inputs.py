@@ -192,7 +192,7 @@ def test_messages_name_the_value_and_the_fix():
         OK.with_workers(0, prefetch_factor=2).compile()
     assert str(err.value) == (
         "workers.prefetch_factor: must be unset when num_workers == 0 (got 2); set "
-        "num_workers >= 1 or drop prefetch_factor"
+        "num_workers >= 1, or drop it: .with_workers(0)"
     )
     with pytest.raises(PlanError, match=r"did you mean 'default'\?"):
         OK.with_collator("defualt")
