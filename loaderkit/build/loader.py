@@ -43,7 +43,7 @@ from loaderkit.build.schedules import Schedule
 from loaderkit.build.skips import SKIPPED_RECORDS_KEPT, SkipCounts, over_budget
 from loaderkit.build.sources import MixtureSource, Source, make_source
 from loaderkit.build.split import split_part
-from loaderkit.checks import BatchChecker, CheckReport, check_loader
+from loaderkit.checks import CheckReport, batch_checker, check_loader
 from loaderkit.collators import collators
 from loaderkit.errors import DataError, NotBuiltYetError, PlanError, ResumeError, WorkerError
 from loaderkit.order.batches import EpochBatches
@@ -1386,9 +1386,7 @@ class Loader:
         self.pin_memory = wants_pinning(plan.workers.pin_memory, self.device)
         collate = _resolve_callable(plan, plan.collator, "collator")
         self._on_device: Callable[[Any], Any] | None = getattr(collate, "on_device", None)
-        self.batch_checks = (
-            None if plan.checks is None else BatchChecker(plan.checks, plan.collator.describe())
-        )
+        self.batch_checks = batch_checker(plan)
         """The plan's batch contract (``with_checks``), run on delivered batches."""
         transform = (
             None if plan.transform is None else _resolve_callable(plan, plan.transform, "transform")

@@ -82,7 +82,7 @@ from loaderkit.build.loader import (
     resolve_world,
 )
 from loaderkit.build.skips import SkipCounts
-from loaderkit.checks import BatchChecker, CheckReport
+from loaderkit.checks import CheckReport, batch_checker
 from loaderkit.collators.base import BatchContext
 from loaderkit.errors import (
     DataError,
@@ -1081,9 +1081,7 @@ class StreamLoader(Loader):
         self._transform = (
             None if plan.transform is None else _resolve_callable(plan, plan.transform, "transform")
         )
-        self.batch_checks = (
-            None if plan.checks is None else BatchChecker(plan.checks, plan.collator.describe())
-        )
+        self.batch_checks = batch_checker(plan)
         self._epoch = 0
         self._delivered = 0
         self._worker_batches = [0] * self.producers

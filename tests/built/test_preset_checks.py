@@ -1,7 +1,7 @@
 """A batch check a preset set names the preset and its options when it fails.
 
 The loader makes its checker with ``loaderkit.checks.batch_checker(plan)``; these tests build
-the loader and install that checker the way the loader does, then read the first batch.
+the loader and read its first batch.
 """
 
 from __future__ import annotations
@@ -23,7 +23,6 @@ NOTE = (
 
 def _first_batch_error(builder: DataLoaderBuilder) -> str:
     with builder.compile().build() as loader:
-        loader.batch_checks = batch_checker(loader.plan)
         with pytest.raises(DataError) as err:
             next(iter(loader))
     return str(err.value)
