@@ -22,9 +22,8 @@ NOTE = (
 
 
 def _first_batch_error(builder: DataLoaderBuilder) -> str:
-    with builder.compile().build() as loader:
-        with pytest.raises(DataError) as err:
-            next(iter(loader))
+    with builder.compile().build() as loader, pytest.raises(DataError) as err:
+        next(iter(loader))
     return str(err.value)
 
 
