@@ -362,6 +362,7 @@ _LEAK_SCRIPT = textwrap.dedent(
 )
 
 
+@pytest.mark.slow  # test_loader_lifecycle.py's 50 abandoned loaders cover it in the default run
 def test_fifty_loaders_leave_no_fd_or_process_behind(tmp_path):
     if not os.path.isdir("/proc"):
         pytest.skip("needs /proc to count file descriptors and child processes")

@@ -10,6 +10,7 @@ import textwrap
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import datasets
 import pytest
@@ -83,9 +84,30 @@ _OUTCOME = {
 }
 
 
-@pytest.mark.parametrize("how", ["normal", "break", "error", "data-error"])
-@pytest.mark.parametrize(("workers", "persistent"), [(0, False), (2, False), (2, True)])
-@pytest.mark.parametrize("kind", ["torch", "hf"])
+def _exit_cases() -> list[Any]:
+    """Every (source, workers, persistent, how); a spread of them in the default run.
+
+    Each case is a fresh interpreter (several seconds on 2 cores): the default run keeps every
+    way of leaving with persistent workers, and the other pools and sources once each; the
+    whole matrix runs with ``-m slow``.
+    """
+    default = {
+        *(("torch", 2, True, how) for how in _OUTCOME),
+        ("torch", 2, False, "break"),
+        ("torch", 0, False, "error"),
+        ("hf", 2, False, "data-error"),
+    }
+    cases = []
+    for kind in ("torch", "hf"):
+        for workers, persistent in ((0, False), (2, False), (2, True)):
+            for how in _OUTCOME:
+                case = (kind, workers, persistent, how)
+                marks = () if case in default else (pytest.mark.slow,)
+                cases.append(pytest.param(*case, marks=marks))
+    return cases
+
+
+@pytest.mark.parametrize(("kind", "workers", "persistent", "how"), _exit_cases())
 def test_no_child_process_outlives_a_stream_loader(
     tmp_path: Path, kind: str, workers: int, persistent: bool, how: str
 ) -> None:
