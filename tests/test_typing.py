@@ -11,9 +11,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import mypy.api as mypy_api  # the test extra installs mypy: never skipped
 import pytest
-
-mypy_api = pytest.importorskip("mypy.api")
 
 HERE = Path(__file__).parent / "typing"
 FILES = [HERE / "usage.py", HERE / "typos.py"]
