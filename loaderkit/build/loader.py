@@ -1841,9 +1841,9 @@ class Loader:
         pass started. O(1), the dataset lengths checked included (a dataset whose length
         changed since ``compile()`` raises :class:`~loaderkit.PlanError`; nothing moves).
         """
-        epoch, _ = self.next_pass
+        epoch, start = self.next_pass
         self._lengths(f"at the start of a pass (epoch {epoch})")
-        self._epoch, self._delivered = self.next_pass
+        self._epoch, self._delivered = epoch, start
         self._pending = "next"
         self._generation += 1
         self._moves += 1

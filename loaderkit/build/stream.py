@@ -78,7 +78,9 @@ from loaderkit.build.loader import (
     _check_state_shape,
     _identity,
     _max_lengths,
+    _Raised,
     _resolve_callable,
+    _shutdown_pool,
     resolve_world,
 )
 from loaderkit.build.skips import SkipCounts
@@ -913,12 +915,6 @@ def _with_last(items: Iterator[_Item]) -> Iterator[tuple[_Item, bool]]:
         yield previous, True
 
 
-class _Failed(NamedTuple):
-    """A batch that failed, passed along the pass's generators as a value (not raised)."""
-
-    error: DataError
-
-
 class _StreamPass:
     """One pass over a stream, as an iterator object rather than a generator.
 
@@ -961,7 +957,7 @@ class _StreamPass:
         except BaseException:
             self._batches = None
             raise
-        if isinstance(out, _Failed):
+        if isinstance(out, _Raised):
             loader._interrupted(self._moves)  # unless this pass goes on
             raise out.error
         self._went_on()
@@ -969,9 +965,7 @@ class _StreamPass:
 
     def _went_on(self) -> None:
         """After a failed batch, the pass went on: the next ``iter()`` is a new pass again."""
-        loader = self._loader
-        if loader._pending == "resume" and loader._moves == self._moves:
-            loader._pending = "next"
+        self._loader._resumed(self._moves)
 
     def close(self) -> None:
         """End the pass; if it is the loader's current one, stop its workers now."""
@@ -1397,7 +1391,7 @@ class StreamLoader(Loader):
     ) -> Iterator[Any]:
         """The batches of one pass: ``epoch`` after ``delivered`` batches.
 
-        Failed batches come as :class:`_Failed` values: a generator that raised is finished.
+        Failed batches come as :class:`_Raised` values: a generator that raised is finished.
         """
         sent: collections.deque[tuple[_Item, bool]] = collections.deque()
 
@@ -1417,7 +1411,7 @@ class StreamLoader(Loader):
                         collator=item.collator,
                     )
                     error.__cause__ = item.cause
-                    yield _Failed(error)
+                    yield _Raised(error)
                 else:
                     yield _NO_BATCH if item.dropped else item.batch
 
@@ -1460,7 +1454,7 @@ class StreamLoader(Loader):
             item, last = sent.popleft()
             self._superseded(generation)
             index = self._delivered
-            if isinstance(batch, _Failed):
+            if isinstance(batch, _Raised):
                 if item.consumed:  # its place in the shard is used up: count it as delivered
                     self._count(item, last)
                 yield batch
@@ -1469,7 +1463,7 @@ class StreamLoader(Loader):
                 records = tuple(r._replace(batch_index=index) for r in item.skipped)
                 fetched = Fetched(None if item.dropped else batch, records, item.requested)
                 batch = self._account(fetched)  # raises once the budget is spent
-            failed: _Failed | None = None
+            failed: _Raised | None = None
             if batch is not _NO_BATCH:
                 if finish is not None:
                     batch = finish(batch)
@@ -1477,7 +1471,7 @@ class StreamLoader(Loader):
                     try:
                         checks.run(batch, epoch, index, _positions(item.positions))
                     except DataError as error:
-                        failed = _Failed(error)
+                        failed = _Raised(error)
             self._count(item, last)
             if failed is not None:
                 yield failed
@@ -1500,9 +1494,7 @@ class StreamLoader(Loader):
         self._generation += 1
         iterator = self._iterator
         self._iterator = None
-        shutdown = getattr(iterator, "_shutdown_workers", None)
-        if shutdown is not None:
-            shutdown()
+        _shutdown_pool(iterator)  # within about a second, stuck workers terminated
 
     # -- state ------------------------------------------------------------------------------
 
