@@ -70,16 +70,8 @@ class SkipCounts:
         return self.epoch_skipped, self.epoch_read, self.epoch_by_type
 
     def to_state(self) -> dict[str, Any]:
-        """The JSON-serializable ``state["skips"]``."""
-        return {
-            "skipped": self.skipped,
-            "read": self.read,
-            "by_type": dict(self.by_type),
-            "epoch": self.epoch,
-            "epoch_skipped": self.epoch_skipped,
-            "epoch_read": self.epoch_read,
-            "epoch_by_type": dict(self.epoch_by_type),
-        }
+        """The JSON-serializable ``state["skips"]``: every field, by name."""
+        return attrs.asdict(self)
 
     @classmethod
     def from_state(cls, value: object) -> SkipCounts:
@@ -97,15 +89,10 @@ class SkipCounts:
                 f"returned, or drop the 'skips' key to count from zero"
             )
         assert isinstance(value, Mapping)
-        return cls(
-            skipped=value["skipped"],
-            read=value["read"],
-            by_type=dict(value["by_type"]),
-            epoch=value["epoch"],
-            epoch_skipped=value["epoch_skipped"],
-            epoch_read=value["epoch_read"],
-            epoch_by_type=dict(value["epoch_by_type"]),
-        )
+        fields: dict[str, Any] = {
+            key: dict(item) if isinstance(item, Mapping) else item for key, item in value.items()
+        }
+        return cls(**fields)
 
 
 def _count(value: object) -> bool:
@@ -114,7 +101,7 @@ def _count(value: object) -> bool:
 
 def _state_problem(value: object) -> str:
     """What is wrong with a saved ``state["skips"]`` ('' if nothing)."""
-    keys = (*_COUNTS, "by_type", "epoch", "epoch_by_type")
+    keys = tuple(field.name for field in attrs.fields(SkipCounts))
     if not isinstance(value, Mapping) or set(value) != set(keys):
         return f"must be a dict with the keys {', '.join(keys)}"
     if not all(_count(value[key]) for key in _COUNTS):
