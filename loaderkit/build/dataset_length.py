@@ -17,6 +17,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from loaderkit.errors import PlanError
+from loaderkit.plan.specs import column_rows
 
 if TYPE_CHECKING:
     from loaderkit.plan.plan import LoaderPlan
@@ -30,14 +31,6 @@ _FIX = (
 )
 
 
-def _rows(column: object) -> int:
-    """The rows of one column: the first dimension of an array, else ``len()``."""
-    shape = getattr(column, "shape", None)
-    if isinstance(shape, tuple) and shape:
-        return int(shape[0])
-    return len(column)  # type: ignore[arg-type]
-
-
 class _Bound:
     """One bound dataset whose length the plan holds, and where that length sits in it."""
 
@@ -47,7 +40,6 @@ class _Bound:
         self.what = what  # "dataset 'train'" or "mixture source 'b'"
         self.planned = spec.length
         self.data = data
-        self.type_name = type(data).__name__
         self.columns: tuple[tuple[str, Any], ...] | None = None
         """``(label, column)`` of a dict or tuple of columns (each must keep its rows)."""
         if spec.kind == "columns" and isinstance(data, Mapping):
@@ -67,7 +59,7 @@ class _Bound:
 
     def _compare(self, obj: object, part: str, unit: str, when: str) -> PlanError | None:
         try:
-            current = _rows(obj) if part else len(obj)  # type: ignore[arg-type]
+            current = column_rows(obj) if part else len(obj)  # type: ignore[arg-type]
         except Exception as exc:  # noqa: BLE001 - no __len__ any more, a failing one, non-int
             error = PlanError.single(
                 self.path,

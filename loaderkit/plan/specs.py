@@ -64,6 +64,7 @@ __all__ = [
     "StartMethod",
     "WeightsSpec",
     "WorkersSpec",
+    "column_rows",
     "describe_dataset",
 ]
 
@@ -501,16 +502,24 @@ def _type_name(obj: object) -> str:
     return f"{cls.__module__}.{cls.__qualname__}"
 
 
-def _length_of(path: str, column: object) -> int:
+def column_rows(column: object) -> int:
+    """The rows of one column: the first dimension of an array or tensor, else ``len()``.
+
+    Raises what ``len()`` raises (a 0-d array has no rows: ``TypeError``).
+    """
     shape = getattr(column, "shape", None)
-    if isinstance(shape, tuple):
-        if not shape:
-            raise PlanError.single(
-                path, "is a 0-d array/tensor; columns need a first (sample) dimension"
-            )
+    if isinstance(shape, tuple) and shape:
         return int(shape[0])
+    return len(column)  # type: ignore[arg-type]
+
+
+def _length_of(path: str, column: object) -> int:
+    if getattr(column, "shape", None) == ():
+        raise PlanError.single(
+            path, "is a 0-d array/tensor; columns need a first (sample) dimension"
+        )
     try:
-        return len(column)  # type: ignore[arg-type]
+        return column_rows(column)
     except TypeError:
         raise PlanTypeError.single(
             path,
