@@ -164,13 +164,26 @@ class HFSource(Source):
         return self._formatted_batch(indices)
 
     def list_dtypes(self) -> dict[str, torch.dtype]:
-        """The Arrow dtype of each list-of-numbers column HF formats as Python lists."""
-        return _hf_list_dtypes(self.data)
+        """The Arrow dtype of each list-of-numbers column HF formats as Python lists.
+
+        Read once per state of the dataset (its format, features, table), not per batch.
+        """
+        plan = self._state_plan()
+        if plan.list_dtypes is None:
+            plan.list_dtypes = _hf_list_dtypes(self.data)
+        return plan.list_dtypes
+
+    def _state_plan(self) -> _HFPlan:
+        """The Arrow plan of the dataset's current state (made again when it changed)."""
+        plan = self._plan
+        if plan is None or not plan.describes(self.data):
+            plan = self._plan = _HFPlan(self.data)
+        return plan
 
     def _formatted_batch(self, indices: Indices) -> dict[str, Any]:
         """The batch through HF's formatted ``ds[list]``, collated column by column."""
         columns = self.data[indices.tolist()]
-        dtypes = _hf_list_dtypes(self.data)
+        dtypes = self.list_dtypes()
         n = len(indices)
         out = {}
         for key, value in columns.items():
@@ -187,9 +200,7 @@ class HFSource(Source):
 
     def _arrow_batch(self, indices: Indices) -> dict[str, Any] | None:
         """The batch read from the Arrow table, or ``None`` where that is not exact."""
-        plan = self._plan
-        if plan is None or not plan.describes(self.data):
-            plan = self._plan = _HFPlan(self.data)
+        plan = self._state_plan()
         if plan.columns is None or len(indices) == 0:
             return None
         if int(indices.min()) < 0 or int(indices.max()) >= plan.length:
@@ -283,6 +294,8 @@ class _HFPlan:
     def __init__(self, ds: Any) -> None:
         self.columns: tuple[_HFColumn, ...] | None = None
         self.format: tuple[Any, ...] | None = None
+        self.list_dtypes: dict[str, torch.dtype] | None = None
+        """The state's list column dtypes (:func:`_hf_list_dtypes`), read on first use."""
         try:
             self.data, self.indices, self.features = ds._data, ds._indices, ds._info.features
             self.format = _hf_format(ds)
