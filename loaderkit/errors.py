@@ -253,15 +253,18 @@ def data_error(
     return error
 
 
+def _survives_pickle(value: object) -> bool:
+    """Whether ``value`` survives a pickle round trip (what crossing processes needs)."""
+    try:
+        pickle.loads(pickle.dumps(value))
+    except Exception:  # noqa: BLE001 - whatever pickle refuses is not sent
+        return False
+    return True
+
+
 def portable_type(kind: type[BaseException] | None) -> type[BaseException] | None:
     """``kind`` if pickle can name it (a class defined at a module's top level), else ``None``."""
-    if kind is None:
-        return None
-    try:
-        pickle.loads(pickle.dumps(kind))
-    except Exception:  # noqa: BLE001 - a local class, a deleted module: not sent
-        return None
-    return kind
+    return kind if kind is not None and _survives_pickle(kind) else None
 
 
 def portable_exception(exc: BaseException | None) -> BaseException | None:
@@ -270,13 +273,7 @@ def portable_exception(exc: BaseException | None) -> BaseException | None:
     An exception whose ``__init__`` needs other arguments than its ``args`` (a common user
     pattern) cannot be unpickled; it is then left out rather than breaking the transfer.
     """
-    if exc is None:
-        return None
-    try:
-        pickle.loads(pickle.dumps(exc))
-    except Exception:  # noqa: BLE001 - whatever pickle refuses is not sent
-        return None
-    return exc
+    return exc if exc is not None and _survives_pickle(exc) else None
 
 
 def _rebuild_data_error(
