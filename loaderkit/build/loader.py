@@ -68,15 +68,10 @@ from loaderkit.order.mixture import mixture_batches, mixture_num_batches, source
 from loaderkit.order.padding import BatchPadding
 from loaderkit.order.shard import ShardLayout
 from loaderkit.order.weighted import weighted_batches
-from loaderkit.plan.display import (
-    bucket_padding,
-    bucket_plan,
-    budget_split,
-    diff_dicts,
-    loader_html,
-)
+from loaderkit.plan.display import bucket_plan, budget_split, diff_dicts, loader_html
 from loaderkit.plan.fields import batch_size_value, max_length_value, source_weights
 from loaderkit.plan.fingerprint import compute_elastic_fingerprint
+from loaderkit.plan.padding_rule import bucket_padding
 from loaderkit.plan.workers import resolve_workers
 from loaderkit.transforms import transforms
 

@@ -57,6 +57,7 @@ import json
 from typing import TYPE_CHECKING, Any
 
 from loaderkit._checks import thaw_value
+from loaderkit.plan.padding_rule import bucket_padding, registry_padding
 
 if TYPE_CHECKING:
     from loaderkit.plan.plan import LoaderPlan
@@ -128,7 +129,6 @@ def stream_fields(plan: LoaderPlan) -> dict[str, Any]:
     if plan.order.buffer_size is not None:  # absent otherwise: older fingerprints are unchanged
         data["order"]["buffer_size"] = plan.order.buffer_size
     if plan.bucketing is not None:
-        from loaderkit.plan.display import bucket_padding, registry_padding
         from loaderkit.plan.serde import bucketing_to_dict
 
         data["bucketing"] = bucketing_to_dict(plan.bucketing)

@@ -20,6 +20,7 @@ from loaderkit.collators import collators
 from loaderkit.errors import PlanError, Problem
 from loaderkit.order.padding import PackedRows
 from loaderkit.order.split import split_sizes
+from loaderkit.plan.padding_rule import registry_padding
 from loaderkit.plan.specs import (
     BatchSpec,
     BucketingSpec,
@@ -254,7 +255,6 @@ def _budget_padding_problems(
     if spec.max_tokens is None or collator.source != "registry":
         return []
     from loaderkit.order.bucketing import oversize_sample
-    from loaderkit.plan.display import registry_padding
 
     padding = None
     with contextlib.suppress(PlanError, PluginNotImportedError):  # reported by the collator
