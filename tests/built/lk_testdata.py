@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 
 import numpy as np
 import torch
@@ -93,3 +94,16 @@ class LoggedDataset(IndexDataset):
                 with open(os.path.join(self.log_dir, name)) as log:
                     out.extend(int(line) for line in log)
         return out
+
+
+def worker_block(n: int) -> Iterator[int]:
+    """torch's documented self-splitting pattern: this worker's contiguous block of 0 .. n-1.
+
+    The whole range in the main process; with workers, worker ``i`` of ``k`` yields
+    ``[i * ceil(n / k), (i + 1) * ceil(n / k))`` (cut at ``n``).
+    """
+    info = torch.utils.data.get_worker_info()
+    if info is None:
+        return iter(range(n))
+    per = -(-n // info.num_workers)
+    return iter(range(info.id * per, min(n, (info.id + 1) * per)))

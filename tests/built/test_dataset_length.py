@@ -11,6 +11,7 @@ import pytest
 import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from lk_testdata import worker_block
 from torch.utils.data import IterableDataset
 
 from loaderkit import DataLoaderBuilder, PlanError, ResumeError
@@ -213,11 +214,7 @@ class CountedOwnBlocks(Counted):
     splits_by_worker = True
 
     def __iter__(self) -> Iterator[int]:
-        info = torch.utils.data.get_worker_info()
-        if info is None:
-            return iter(range(self.n))
-        per = -(-self.n // info.num_workers)
-        return iter(range(info.id * per, min(self.n, (info.id + 1) * per)))
+        return worker_block(self.n)
 
 
 class CountedSharded(Counted):

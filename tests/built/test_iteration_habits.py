@@ -18,6 +18,7 @@ import pytest
 import torch
 from hypothesis import given
 from hypothesis import strategies as st
+from lk_testdata import worker_block
 from torch.utils.data import Dataset, IterableDataset
 
 from loaderkit import DataLoaderBuilder, LoaderPlan, PlanError
@@ -485,11 +486,7 @@ class SelfSplit(IterableDataset[int]):
             self.splits_by_worker = flag
 
     def __iter__(self) -> Iterator[int]:
-        info = torch.utils.data.get_worker_info()
-        if info is None:
-            return iter(range(self.n))
-        per = -(-self.n // info.num_workers)
-        return iter(range(info.id * per, min(self.n, (info.id + 1) * per)))
+        return worker_block(self.n)
 
 
 def split_plan(data: IterableDataset[int], workers: int, **distributed: int) -> LoaderPlan:

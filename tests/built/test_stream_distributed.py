@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from lk_testdata import worker_block
 from torch.utils.data import IterableDataset
 
 LENGTHS = (17, 9, 1)
@@ -41,11 +42,7 @@ class OwnBlocks(IterableDataset[int]):
         self.n = n
 
     def __iter__(self) -> Iterator[int]:
-        info = torch.utils.data.get_worker_info()
-        if info is None:
-            return iter(range(self.n))
-        per = -(-self.n // info.num_workers)
-        return iter(range(info.id * per, min(self.n, (info.id + 1) * per)))
+        return worker_block(self.n)
 
 
 def _rank_main(out: Path) -> None:  # pragma: no cover - runs under torchrun
