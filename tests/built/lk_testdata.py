@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import textwrap
 from collections.abc import Iterator
 
 import numpy as np
@@ -107,3 +108,31 @@ def worker_block(n: int) -> Iterator[int]:
         return iter(range(n))
     per = -(-n // info.num_workers)
     return iter(range(info.id * per, min(n, (info.id + 1) * per)))
+
+
+PROC_PROBES = textwrap.dedent(
+    """
+    import os
+
+
+    def children():
+        \"\"\"This process's child processes, from /proc/self/task/*/children.\"\"\"
+        found = []
+        for tid in os.listdir("/proc/self/task"):
+            try:
+                with open(f"/proc/self/task/{tid}/children") as f:
+                    found += [int(pid) for pid in f.read().split()]
+            except OSError:  # a thread that ended meanwhile
+                pass
+        return sorted(found)
+
+
+    def threads():
+        return len(os.listdir("/proc/self/task"))
+
+
+    def fds():
+        return len(os.listdir("/proc/self/fd"))
+    """
+)
+"""Probes of this process's children, threads and fds, prepended to scripts run in a subprocess."""

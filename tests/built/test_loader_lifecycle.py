@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 import torch
+from lk_testdata import PROC_PROBES
 from torch.utils.data import Dataset
 
 from loaderkit import DataError, DataLoaderBuilder, LoaderPlan, WorkerError
@@ -29,38 +30,11 @@ needs_proc = pytest.mark.skipif(
     not os.path.isdir("/proc/self/task"), reason="needs /proc to list children, threads, fds"
 )
 
-_PROBES = textwrap.dedent(
-    """
-    import os
-
-
-    def children():
-        \"\"\"This process's child processes, from /proc/self/task/*/children.\"\"\"
-        found = []
-        for tid in os.listdir("/proc/self/task"):
-            try:
-                with open(f"/proc/self/task/{tid}/children") as f:
-                    found += [int(pid) for pid in f.read().split()]
-            except OSError:  # a thread that ended meanwhile
-                pass
-        return sorted(found)
-
-
-    def threads():
-        return len(os.listdir("/proc/self/task"))
-
-
-    def fds():
-        return len(os.listdir("/proc/self/fd"))
-    """
-)
-"""Prepended to the scripts below, which run in a subprocess of their own."""
-
 
 def run_script(tmp_path: Path, body: str, timeout: float) -> tuple[Any, str]:
-    """Run ``_PROBES + body`` in a fresh interpreter: (its last stdout line as JSON, stderr)."""
+    """Run ``PROC_PROBES + body`` in a fresh interpreter: (its last stdout line as JSON, stderr)."""
     script = tmp_path / "script.py"
-    script.write_text(_PROBES + textwrap.dedent(body))
+    script.write_text(PROC_PROBES + textwrap.dedent(body))
     result = subprocess.run(
         [sys.executable, "-W", "ignore::UserWarning", str(script)],
         capture_output=True,

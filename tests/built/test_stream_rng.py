@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 import pytest
 import torch
+from lk_testdata import PROC_PROBES
 from torch.utils.data import IterableDataset
 
 from loaderkit import DataError, DataLoaderBuilder
@@ -148,15 +149,9 @@ class Numbers(IterableDataset[int]):
 
 _DROP_SCRIPT = textwrap.dedent(
     """
-    import gc, glob, json, sys, time
+    import gc, json, sys, time
     import torch
     from loaderkit import DataLoaderBuilder
-
-    def children():
-        out = []
-        for path in glob.glob("/proc/self/task/*/children"):
-            out += open(path).read().split()
-        return out
 
     class Stream(torch.utils.data.IterableDataset):
         def __iter__(self):
@@ -186,7 +181,7 @@ _DROP_SCRIPT = textwrap.dedent(
 @pytest.mark.parametrize("how", ["close", "drop-iterator", "drop-all"])
 def test_dropping_a_stream_mid_pass_stops_its_workers_at_once(tmp_path: Path, how: str) -> None:
     script = tmp_path / "drop.py"
-    script.write_text(_DROP_SCRIPT)
+    script.write_text(PROC_PROBES + _DROP_SCRIPT)
     result = subprocess.run(
         [sys.executable, str(script), how], capture_output=True, text=True, timeout=60, check=False
     )
