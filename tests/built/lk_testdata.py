@@ -116,7 +116,7 @@ PROC_PROBES = textwrap.dedent(
 
 
     def children():
-        \"\"\"This process's child processes, from /proc/self/task/*/children.\"\"\"
+        \"\"\"This process's live child processes (zombies excluded), from /proc.\"\"\"
         found = []
         for tid in os.listdir("/proc/self/task"):
             try:
@@ -124,7 +124,16 @@ PROC_PROBES = textwrap.dedent(
                     found += [int(pid) for pid in f.read().split()]
             except OSError:  # a thread that ended meanwhile
                 pass
-        return sorted(found)
+        live = []
+        for pid in found:
+            try:
+                with open(f"/proc/{pid}/stat") as f:
+                    state = f.read().rsplit(")", 1)[1].split()[0]
+            except OSError:  # reaped meanwhile
+                continue
+            if state != "Z":
+                live.append(pid)
+        return sorted(live)
 
 
     def threads():

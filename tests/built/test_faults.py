@@ -12,6 +12,7 @@ import time
 
 import pytest
 import torch
+from lk_testdata import PROC_PROBES
 
 import loaderkit as lk
 from loaderkit import DataError, DataLoaderBuilder, LoaderPlan, PlanError, WorkerError
@@ -238,27 +239,6 @@ def test_the_loader_recovers_after_a_worker_died():
 
 # -- every exit path leaves no child process ------------------------------------------------------
 
-_CHILDREN = textwrap.dedent(
-    """
-    import os
-
-
-    def children():
-        \"\"\"This process's live child processes (zombies excluded), read from /proc.\"\"\"
-        me, found = str(os.getpid()), []
-        for pid in os.listdir("/proc"):
-            if pid.isdigit():
-                try:
-                    with open(f"/proc/{pid}/stat") as f:
-                        fields = f.read().rsplit(")", 1)[1].split()
-                except OSError:
-                    continue
-                if fields[1] == me and fields[0] != "Z":
-                    found.append(int(pid))
-        return found
-    """
-)
-"""Prepended to the scripts below, which run in a subprocess of their own."""
 
 _EXIT_SCRIPT = textwrap.dedent(
     """
@@ -307,7 +287,7 @@ def test_no_child_process_outlives_the_loader(tmp_path, workers, persistent, how
     if not os.path.isdir("/proc"):
         pytest.skip("needs /proc to list child processes")
     script = tmp_path / "exits.py"
-    script.write_text(_CHILDREN + _EXIT_SCRIPT)
+    script.write_text(PROC_PROBES + _EXIT_SCRIPT)
     result = subprocess.run(
         [sys.executable, str(script), str(workers), "1" if persistent else "0", how],
         capture_output=True,
@@ -367,7 +347,7 @@ def test_fifty_loaders_leave_no_fd_or_process_behind(tmp_path):
     if not os.path.isdir("/proc"):
         pytest.skip("needs /proc to count file descriptors and child processes")
     script = tmp_path / "leaks.py"
-    script.write_text(_CHILDREN + _LEAK_SCRIPT)
+    script.write_text(PROC_PROBES + _LEAK_SCRIPT)
     result = subprocess.run(
         [sys.executable, str(script)], capture_output=True, text=True, timeout=200, check=False
     )
@@ -433,7 +413,7 @@ def test_deleting_a_loader_with_a_stuck_worker_does_not_hang(tmp_path):
     if not os.path.isdir("/proc"):
         pytest.skip("needs /proc to list child processes")
     script = tmp_path / "stuck.py"
-    script.write_text(_CHILDREN + _STUCK_SCRIPT)
+    script.write_text(PROC_PROBES + _STUCK_SCRIPT)
     result = subprocess.run(
         [sys.executable, str(script)], capture_output=True, text=True, timeout=120, check=False
     )

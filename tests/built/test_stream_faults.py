@@ -15,7 +15,7 @@ from typing import Any
 import datasets
 import pytest
 import torch
-from test_faults import _CHILDREN  # the /proc child-process lister the fault scripts share
+from lk_testdata import PROC_PROBES
 from torch.utils.data import IterableDataset
 
 from loaderkit import DataLoaderBuilder, WorkerError
@@ -114,7 +114,7 @@ def test_no_child_process_outlives_a_stream_loader(
     if not os.path.isdir("/proc"):
         pytest.skip("needs /proc to list child processes")
     script = tmp_path / "stream_exits.py"
-    script.write_text(_CHILDREN + _STREAM_EXIT_SCRIPT)
+    script.write_text(PROC_PROBES + _STREAM_EXIT_SCRIPT)
     args = [kind, str(workers), "1" if persistent else "0", how]
     result = subprocess.run(
         [sys.executable, str(script), *args],
