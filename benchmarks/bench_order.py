@@ -1,6 +1,6 @@
 """Benchmark of the order engine: amortized cost per index, per batch, and from nothing.
 
-Everything goes through the calls the loader makes (``loaderkit.build.loader._Planner``): one
+Everything goes through the calls the loader makes (``loaderkit.runtime.loader._Planner``): one
 ``EpochOrder`` per epoch, then ``ShardLayout.indices(order, b)`` per batch, which reads the
 order from chunks of ``CHUNK`` positions computed in bulk and cached in the ``EpochOrder``.
 

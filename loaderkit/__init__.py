@@ -30,10 +30,10 @@ __version__ = "0.1.0"
 
 
 def __getattr__(name: str) -> object:
-    # Loader lives in the build layer, which imports torch: export it lazily so that
+    # Loader lives in the runtime layer, which imports torch: export it lazily so that
     # `import loaderkit` (and everything plans do) stays free of torch
     if name == "Loader":
-        from loaderkit.build.loader import Loader
+        from loaderkit.runtime.loader import Loader
 
         return Loader
     raise AttributeError(f"module 'loaderkit' has no attribute {name!r}")

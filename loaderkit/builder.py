@@ -70,8 +70,8 @@ from loaderkit.plan.specs import (
 )
 
 if TYPE_CHECKING:
-    from loaderkit.build.loader import Loader
     from loaderkit.order.split import SplitName
+    from loaderkit.runtime.loader import Loader
 
 __all__ = ["DataLoaderBuilder", "MixtureWeights", "PerSample"]
 

@@ -24,8 +24,8 @@ from loaderkit.errors import DataError
 from loaderkit.plan.specs import ChecksSpec, ClassCheck, LabelPadCheck
 
 if TYPE_CHECKING:
-    from loaderkit.build.loader import Loader
     from loaderkit.plan.plan import LoaderPlan
+    from loaderkit.runtime.loader import Loader
 
 __all__ = ["BatchChecker", "CheckReport", "batch_checker", "check_loader"]
 

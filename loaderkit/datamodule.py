@@ -21,7 +21,7 @@ from loaderkit.order.split import SplitName, split_sizes
 from loaderkit.plan.plan import LoaderPlan
 
 if TYPE_CHECKING:
-    from loaderkit.build.loader import Loader
+    from loaderkit.runtime.loader import Loader
 
 __all__ = ["DATAMODULE_STATE_VERSION", "DataModule", "EvalLoader"]
 

@@ -32,12 +32,12 @@ from rich.console import Console
 from rich.progress import Progress
 from rich.table import Table
 
-from loaderkit.build.autotune import endless_batches, with_worker_settings
-from loaderkit.build.device import move_to, pin, resolve_device, wants_pinning
-from loaderkit.build.fetch import BatchFetcher
 from loaderkit.cli.demo import progress_bar
 from loaderkit.cli.digest import batch_samples
 from loaderkit.plan.workers import usable_cpus
+from loaderkit.runtime.autotune import endless_batches, with_worker_settings
+from loaderkit.runtime.device import move_to, pin, resolve_device, wants_pinning
+from loaderkit.runtime.fetch import BatchFetcher
 
 if TYPE_CHECKING:
     from loaderkit.plan import LoaderPlan

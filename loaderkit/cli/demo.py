@@ -33,8 +33,8 @@ from loaderkit.cli.app import EXIT_OK, CliError
 from loaderkit.cli.digest import batch_digest, batch_samples, batch_tokens, stream_digest
 
 if TYPE_CHECKING:
-    from loaderkit.build.loader import Loader
     from loaderkit.plan import LoaderPlan
+    from loaderkit.runtime.loader import Loader
 
 __all__ = ["RunStats", "demo_plan", "progress_bar", "run_demo"]
 

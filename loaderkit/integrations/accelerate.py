@@ -33,14 +33,14 @@ from typing import TYPE_CHECKING, Any
 from loaderkit.integrations._lookahead import LookaheadLoader
 
 if TYPE_CHECKING:
-    from loaderkit.build.loader import Loader
+    from loaderkit.runtime.loader import Loader
 
 __all__ = ["AcceleratedLoader", "SkippedLoader", "skip_first_batches"]
 
 
 def _base(loader: Any) -> Loader:
     """The loaderkit loader under ``loader`` (an :class:`AcceleratedLoader` or a view)."""
-    from loaderkit.build.loader import Loader
+    from loaderkit.runtime.loader import Loader
 
     inner = loader
     while isinstance(inner, AcceleratedLoader | SkippedLoader):
@@ -134,7 +134,7 @@ class SkippedLoader:
         """Batches skipped at the start of the pass."""
 
     def __iter__(self) -> Iterator[Any]:
-        from loaderkit.build.stream import StreamLoader
+        from loaderkit.runtime.stream import StreamLoader
 
         base = _base(self.loader)
         if self.skip == 0:

@@ -57,7 +57,7 @@ def for_lightning(loader: Any) -> Any:
     streamed one, which Lightning reads one batch ahead, is wrapped so that checkpoints
     resume exactly.
     """
-    from loaderkit.build.stream import StreamLoader
+    from loaderkit.runtime.stream import StreamLoader
 
     if isinstance(loader, StreamLoader):
         return LightningStreamLoader(loader)

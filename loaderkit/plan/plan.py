@@ -34,10 +34,10 @@ from loaderkit.plan.specs import (
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-    from loaderkit.build.autotune import AutotuneResult
-    from loaderkit.build.loader import CheckReport, Loader
     from loaderkit.builder import DataLoaderBuilder
     from loaderkit.order.split import SplitName
+    from loaderkit.runtime.autotune import AutotuneResult
+    from loaderkit.runtime.loader import CheckReport, Loader
 
 __all__ = ["PLAN_SECTIONS", "SCHEMA_VERSION", "SETTINGS", "LoaderPlan", "Setting"]
 
@@ -235,7 +235,7 @@ class LoaderPlan:
         With a split (``with_split``), ``split`` is the part to read: ``"train"`` (the
         default), ``"val"`` or ``"test"``; the loader's state records it.
         """
-        from loaderkit.build.loader import build_loader
+        from loaderkit.runtime.loader import build_loader
 
         return build_loader(self, split=split)
 
@@ -261,7 +261,7 @@ class LoaderPlan:
         ``print(report)`` shows every setting tried and why the search stopped. Imports
         torch and builds loaders (see ``docs/autotune.md``).
         """
-        from loaderkit.build.autotune import autotune
+        from loaderkit.runtime.autotune import autotune
 
         return autotune(
             self,

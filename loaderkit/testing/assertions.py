@@ -23,8 +23,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from loaderkit.build.loader import Loader
     from loaderkit.plan.plan import LoaderPlan
+    from loaderkit.runtime.loader import Loader
 
 __all__ = [
     "assert_batches_equal",

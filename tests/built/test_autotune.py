@@ -12,7 +12,7 @@ from lk_testdata import IndexDataset
 from torch.utils.data import IterableDataset
 
 from loaderkit import DataLoaderBuilder, LoaderPlan, PlanError
-from loaderkit.build.autotune import AutotuneReport, AutotuneResult
+from loaderkit.runtime.autotune import AutotuneReport, AutotuneResult
 from loaderkit.testing import assert_batches_equal, collect
 
 pytestmark = pytest.mark.timeout(180)

@@ -18,7 +18,6 @@ import torch
 from click.testing import CliRunner, Result
 
 from loaderkit import DataError, LoaderPlan, PlanError, ResumeError, WorkerError
-from loaderkit.build.loader import Loader
 from loaderkit.cli import EXIT_FAILED, EXIT_OK, EXIT_USAGE, CliError, cli
 from loaderkit.cli.app import describe_failure, one_line
 from loaderkit.cli.bench import measure_split, measure_workers
@@ -32,6 +31,7 @@ from loaderkit.demo import (
     demo_text,
     ensure_registered,
 )
+from loaderkit.runtime.loader import Loader
 
 pytestmark = pytest.mark.timeout(240)
 

@@ -19,9 +19,9 @@ from hypothesis import strategies as st
 from torch.utils.data import default_collate as torch_collate
 
 from loaderkit import DataError, DataLoaderBuilder
-from loaderkit.build.sources import make_source
 from loaderkit.collators import collators, default_collate
 from loaderkit.plan.specs import describe_dataset
+from loaderkit.runtime.sources import make_source
 from loaderkit.testing import batches_differ
 
 datasets = pytest.importorskip("datasets")

@@ -12,8 +12,8 @@ import torch
 from torch.utils.data import IterableDataset
 
 from loaderkit import DataLoaderBuilder
-from loaderkit.build.stream import StreamLoader, buffer_shuffle
 from loaderkit.errors import DataError, PlanError, ResumeError
+from loaderkit.runtime.stream import StreamLoader, buffer_shuffle
 
 pytestmark = pytest.mark.timeout(240)
 

@@ -214,4 +214,4 @@ def test_loader_is_exported_lazily():
     out = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True
     )
-    assert "loaderkit.build.loader.Loader" in out.stdout
+    assert "loaderkit.runtime.loader.Loader" in out.stdout

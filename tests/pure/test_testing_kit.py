@@ -181,7 +181,7 @@ def test_assert_reproducible_names_the_first_differing_batch() -> None:
 
 
 def test_assert_reproducible_notices_epochs_in_one_order(monkeypatch: pytest.MonkeyPatch) -> None:
-    from loaderkit.build.loader import Loader
+    from loaderkit.runtime.loader import Loader
 
     real = Loader.batch_indices
 

@@ -1,7 +1,7 @@
 """``StreamLoader``: the loader of an iterable (streamed) source.
 
 A stream has no length and no random access, so its batches cannot be planned in the main
-process the way :class:`~loaderkit.build.loader.Loader` plans them. Instead every producer (a
+process the way :class:`~loaderkit.runtime.loader.Loader` plans them. Instead every producer (a
 worker process, or the main process with ``num_workers=0``) reads its own *shard* of the
 stream, shuffles it through a keyed buffer when asked, and makes whole batches; the main
 process delivers the producers' batches round-robin (worker 0, 1, ..., skipping producers that
@@ -46,7 +46,7 @@ samples again but neither transforming nor collating them: O(samples delivered).
 
 Skip policy: an element failing in the transform is dropped from its batch (a batch is still
 the next ``batch_size`` elements of the producer's shard, so it is delivered smaller) and
-recorded by position through the same accounting as :class:`~loaderkit.build.loader.Loader`
+recorded by position through the same accounting as :class:`~loaderkit.runtime.loader.Loader`
 (``Fetched`` records, ``skipped``, the error budget). An error raised by the source's own
 iterator ends it and cannot be skipped.
 """
@@ -67,23 +67,6 @@ import numpy as np
 import torch
 from torch.utils.data import DataLoader, IterableDataset
 
-from loaderkit.build.device import deliver, resolve_device, wants_pinning
-from loaderkit.build.fetch import Fetched, Skipped, WorkerSeeder
-from loaderkit.build.loader import (
-    _NO_BATCH,
-    STATE_VERSION,
-    Loader,
-    _base_seed_generator,
-    _batch_sizes,
-    _check_state_shape,
-    _identity,
-    _max_lengths,
-    _Raised,
-    _resolve_callable,
-    _shutdown_pool,
-    resolve_world,
-)
-from loaderkit.build.skips import SkipCounts
 from loaderkit.checks import CheckReport, batch_checker
 from loaderkit.collators.base import BatchContext
 from loaderkit.errors import (
@@ -98,6 +81,23 @@ from loaderkit.errors import (
 )
 from loaderkit.order.keys import derive_key, sample_rng
 from loaderkit.plan.workers import resolve_workers
+from loaderkit.runtime.device import deliver, resolve_device, wants_pinning
+from loaderkit.runtime.fetch import Fetched, Skipped, WorkerSeeder
+from loaderkit.runtime.loader import (
+    _NO_BATCH,
+    STATE_VERSION,
+    Loader,
+    _base_seed_generator,
+    _batch_sizes,
+    _check_state_shape,
+    _identity,
+    _max_lengths,
+    _Raised,
+    _resolve_callable,
+    _shutdown_pool,
+    resolve_world,
+)
+from loaderkit.runtime.skips import SkipCounts
 
 if TYPE_CHECKING:
     from loaderkit.plan.plan import LoaderPlan
@@ -983,7 +983,7 @@ class _StreamPass:
 class StreamLoader(Loader):
     """The loader of an iterable source: an iterable of batches that knows its position.
 
-    The same surface as :class:`~loaderkit.build.loader.Loader` where a stream allows it:
+    The same surface as :class:`~loaderkit.runtime.loader.Loader` where a stream allows it:
     the same iteration rule (each ``iter()`` a new pass, the next epoch unless ``set_epoch`` or
     ``load_state_dict`` said otherwise), ``set_epoch``, ``state_dict`` /
     ``load_state_dict`` (O(1) for a stateful source read without a buffer shuffle, else a
@@ -1011,7 +1011,7 @@ class StreamLoader(Loader):
         self._cache = None  # a stream has no sample cache: cache_stats is None
         self.lengths_cost = self.sampler_cost = ""
         self.skipped: list[Skipped] = []
-        """The last :data:`~loaderkit.build.skips.SKIPPED_RECORDS_KEPT` elements the ``skip``
+        """The last :data:`~loaderkit.runtime.skips.SKIPPED_RECORDS_KEPT` elements the ``skip``
         policy dropped, in order (stream position, epoch, batch, worker, exception type,
         message); :attr:`skip_counts` has the exact totals."""
         self._skip_counts = SkipCounts()
@@ -1086,7 +1086,7 @@ class StreamLoader(Loader):
         self._generation = 0
         self._moves = 0
         self._pending: Literal["set", "resume", "next"] = "set"
-        """What the next ``iter()`` starts (see :class:`~loaderkit.build.loader.Loader`)."""
+        """What the next ``iter()`` starts (see :class:`~loaderkit.runtime.loader.Loader`)."""
         self._iterator: Any = None
         self._told_epoch: int | None = None
 
@@ -1221,7 +1221,7 @@ class StreamLoader(Loader):
     def set_epoch(self, epoch: int) -> None:
         """Make the next pass epoch ``epoch`` (an int >= 0), from its first batch.
 
-        The rule of :meth:`Loader.set_epoch <loaderkit.build.loader.Loader.set_epoch>`: a
+        The rule of :meth:`Loader.set_epoch <loaderkit.runtime.loader.Loader.set_epoch>`: a
         loaded, not yet started resume of this very epoch is kept. The dataset hears of the
         epoch (``dataset.set_epoch(epoch)``, when it defines one: an HF ``IterableDataset``
         reshuffles its shards) before the epoch's first sample is read, and the buffer shuffle
@@ -1351,7 +1351,7 @@ class StreamLoader(Loader):
             yield item
 
     def _start_pass(self) -> tuple[int, int]:
-        """Apply the iteration rule (see :class:`~loaderkit.build.loader.Loader`)."""
+        """Apply the iteration rule (see :class:`~loaderkit.runtime.loader.Loader`)."""
         if self._pending == "next":
             self._move(self._epoch + 1, 0, [0] * self.producers, 0, [None] * self.producers)
         elif self._pending == "set":
@@ -1363,7 +1363,7 @@ class StreamLoader(Loader):
         return self._epoch, self._delivered
 
     def __iter__(self) -> Iterator[Any]:
-        """A new pass (the rule of :class:`~loaderkit.build.loader.Loader`).
+        """A new pass (the rule of :class:`~loaderkit.runtime.loader.Loader`).
 
         It starts at its first ``next()``: an iterator never advanced has no effect. A resumed
         pass whose state was taken after the epoch's last batch delivers nothing. A batch that
@@ -1538,7 +1538,7 @@ class StreamLoader(Loader):
         """Make the next pass continue exactly where ``state`` was taken.
 
         The rule of :meth:`Loader.load_state_dict
-        <loaderkit.build.loader.Loader.load_state_dict>`: the next ``iter()`` resumes (an
+        <loaderkit.runtime.loader.Loader.load_state_dict>`: the next ``iter()`` resumes (an
         empty pass for a state taken after the epoch's last batch, ``pass_complete``; a state
         without that key, from an earlier loaderkit, is read as not complete: its
         ``(epoch + 1, 0)`` end-of-epoch states start the next epoch, as they did).

@@ -6,7 +6,7 @@ SQLite file as SQLite pragmas and attributes. A cache folder may come from anywh
 another user, a damaged disk), so loaderkit opens it through :class:`DataDisk`, which never
 unpickles, reads and removes only value files named the way ``diskcache`` names them (regular
 files, no symbolic link on the way), and hands back anything else as an empty value (a
-corrupt entry for :mod:`loaderkit.build.cache_format`). Before the first use in a run,
+corrupt entry for :mod:`loaderkit.runtime.cache_format`). Before the first use in a run,
 :func:`check_folder` refuses a SQLite file that cannot be read, holds other tables, triggers
 or views than ``diskcache`` creates, or settings it does not know.
 """

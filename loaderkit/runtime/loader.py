@@ -2,7 +2,7 @@
 
 Each iteration is a pass over an epoch (which one follows the rule in :class:`Loader`), and
 the loader knows its position, (epoch, batches delivered). The batch order is computed in the
-main process, one :class:`~loaderkit.build.fetch.BatchRequest` at a time, and every batch is a
+main process, one :class:`~loaderkit.runtime.fetch.BatchRequest` at a time, and every batch is a
 pure function of its request, so batches are identical for any number of workers and a resume
 is O(1): the state is the position, and the next request is computed directly.
 """
@@ -26,23 +26,6 @@ import torch
 from torch.utils.data import DataLoader, Dataset, Sampler
 from torch.utils.data._utils import signal_handling
 
-from loaderkit.build.cache import CachedSource, CacheStats, open_cache
-from loaderkit.build.dataset_length import LengthCheck
-from loaderkit.build.device import deliver, resolve_device, wants_pinning
-from loaderkit.build.fetch import (
-    BatchFetcher,
-    BatchRequest,
-    Failure,
-    Fetched,
-    Skipped,
-    WorkerSeeder,
-    failure_from,
-)
-from loaderkit.build.lengths import mixture_lengths, sample_lengths, sample_weights
-from loaderkit.build.schedules import Schedule
-from loaderkit.build.skips import SKIPPED_RECORDS_KEPT, SkipCounts, over_budget
-from loaderkit.build.sources import MixtureSource, Source, make_source
-from loaderkit.build.split import split_part
 from loaderkit.checks import CheckReport, batch_checker, check_loader
 from loaderkit.collators import collators
 from loaderkit.errors import DataError, NotBuiltYetError, PlanError, ResumeError, WorkerError
@@ -73,6 +56,23 @@ from loaderkit.plan.fields import batch_size_value, max_length_value, source_wei
 from loaderkit.plan.fingerprint import compute_elastic_fingerprint
 from loaderkit.plan.padding_rule import bucket_padding
 from loaderkit.plan.workers import resolve_workers
+from loaderkit.runtime.cache import CachedSource, CacheStats, open_cache
+from loaderkit.runtime.dataset_length import LengthCheck
+from loaderkit.runtime.device import deliver, resolve_device, wants_pinning
+from loaderkit.runtime.fetch import (
+    BatchFetcher,
+    BatchRequest,
+    Failure,
+    Fetched,
+    Skipped,
+    WorkerSeeder,
+    failure_from,
+)
+from loaderkit.runtime.lengths import mixture_lengths, sample_lengths, sample_weights
+from loaderkit.runtime.schedules import Schedule
+from loaderkit.runtime.skips import SKIPPED_RECORDS_KEPT, SkipCounts, over_budget
+from loaderkit.runtime.sources import MixtureSource, Source, make_source
+from loaderkit.runtime.split import split_part
 from loaderkit.transforms import transforms
 
 if TYPE_CHECKING:
@@ -1409,7 +1409,7 @@ class Loader:
             else None,
         )
         self.skipped: list[Skipped] = []
-        """The last :data:`~loaderkit.build.skips.SKIPPED_RECORDS_KEPT` samples the ``skip``
+        """The last :data:`~loaderkit.runtime.skips.SKIPPED_RECORDS_KEPT` samples the ``skip``
         policy dropped, in order (index, epoch, batch, worker, exception type, message);
         :attr:`skip_counts` has the exact totals."""
         self._skip_counts = SkipCounts()
@@ -2136,10 +2136,10 @@ class Loader:
 def build_loader(plan: LoaderPlan, *, split: str = "train") -> Loader:
     """Make the :class:`Loader` for ``plan`` (for ``split``, the part of its split).
 
-    An iterable (streamed) dataset gets a :class:`~loaderkit.build.stream.StreamLoader`.
+    An iterable (streamed) dataset gets a :class:`~loaderkit.runtime.stream.StreamLoader`.
     """
     if plan.dataset.iterable and plan.bindings is not None:
-        from loaderkit.build.stream import StreamLoader  # it builds on this module
+        from loaderkit.runtime.stream import StreamLoader  # it builds on this module
 
         return StreamLoader(plan)
     return Loader(plan, split=split)

@@ -14,9 +14,9 @@ from typing import Any
 
 import attrs
 
-from loaderkit.build.fetch import Skipped
 from loaderkit.errors import DataError, ResumeError
 from loaderkit.plan.specs import SKIPPED_RECORDS_KEPT, ErrorPolicySpec
+from loaderkit.runtime.fetch import Skipped
 
 __all__ = ["RATE_FROM", "SKIPPED_RECORDS_KEPT", "SkipCounts", "over_budget"]
 

@@ -16,11 +16,11 @@ import numpy as np
 import numpy.typing as npt
 import torch
 
-from loaderkit.build.cache import Cache, CachedSource, CacheUnusableError
-from loaderkit.build.sources import MixtureSource, Source
 from loaderkit.collators.base import BatchContext
 from loaderkit.errors import DataError, data_error, portable_exception, portable_type
 from loaderkit.order.keys import sample_rng, worker_seed
+from loaderkit.runtime.cache import Cache, CachedSource, CacheUnusableError
+from loaderkit.runtime.sources import MixtureSource, Source
 
 __all__ = ["BatchFetcher", "BatchRequest", "Failure", "Fetched", "Skipped", "WorkerSeeder"]
 
@@ -123,7 +123,7 @@ class BatchFetcher:
         self.skip = skip
         self.cache = cache
         """The ``"transformed"`` stage of ``with_cache`` (the ``"fetched"`` stage is a
-        :class:`~loaderkit.build.cache.CachedSource`)."""
+        :class:`~loaderkit.runtime.cache.CachedSource`)."""
         self.collate = collate
         self.uses_context = bool(getattr(collate, "uses_context", False))
         self.collator_name = collator_name

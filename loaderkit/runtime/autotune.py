@@ -42,8 +42,8 @@ from loaderkit.plan.specs import WorkersSpec
 from loaderkit.plan.workers import resolve_auto_workers, resolve_workers
 
 if TYPE_CHECKING:
-    from loaderkit.build.loader import Loader
     from loaderkit.plan.plan import LoaderPlan
+    from loaderkit.runtime.loader import Loader
 
 __all__ = ["AutotuneReport", "AutotuneResult", "AutotuneTrial", "autotune"]
 
