@@ -77,12 +77,14 @@ import numpy as np
 try:
     from loaderkit.order import EpochOrder
     from loaderkit.order.batches import EpochBatches
-    from loaderkit.order.bucketing import bucket_ids, bucketed_batches, padding_stats
+    from loaderkit.order.bucketing import bucket_ids, bucketed_batches
+    from loaderkit.order.token_budget import padding_stats
 except ImportError:  # running from a checkout without an install
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
     from loaderkit.order import EpochOrder
     from loaderkit.order.batches import EpochBatches
-    from loaderkit.order.bucketing import bucket_ids, bucketed_batches, padding_stats
+    from loaderkit.order.bucketing import bucket_ids, bucketed_batches
+    from loaderkit.order.token_budget import padding_stats
 
 N, MIN_LEN, MAX_LEN, BATCH = 20_000, 16, 512, 64
 NUM_BUCKETS = N // (4 * BATCH)

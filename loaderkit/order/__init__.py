@@ -25,7 +25,6 @@ from loaderkit.order.bucketing import (
     bucket_ids,
     bucketed_batches,
     bucketed_sequence_batches,
-    padding_stats,
 )
 from loaderkit.order.curriculum import (
     competence,
@@ -40,6 +39,7 @@ from loaderkit.order.feistel import FeistelPermutation
 from loaderkit.order.keys import batch_rng, derive_key, sample_rng, sample_seed, worker_seed
 from loaderkit.order.mixture import mixture_batches, mixture_num_batches, source_of
 from loaderkit.order.shard import ShardLayout
+from loaderkit.order.token_budget import padding_stats
 from loaderkit.order.weighted import uniform_draws, weighted_batches, weighted_sample
 
 __all__ = [

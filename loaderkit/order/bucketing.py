@@ -134,24 +134,29 @@ from loaderkit.order.batches import EpochBatches, index_dtype
 from loaderkit.order.epoch import CHUNK as ORDER_CHUNK
 from loaderkit.order.feistel import FeistelPermutation
 from loaderkit.order.keys import _as_int, derive_key
-from loaderkit.order.padding import NO_PADDING, BatchPadding, PackedRows, PaddedLength, padded_costs
+from loaderkit.order.padding import BatchPadding
+from loaderkit.order.token_budget import (
+    MAX_BUDGET,
+    check_budget,
+    check_cost,
+    check_lengths,
+    check_padding,
+    check_sequence_budget,
+    cut_budget,
+    int_array,
+    length_dtype,
+    optional_int,
+)
 
 __all__ = [
     "CHUNK",
     "COMPONENT_BATCHES",
     "COMPONENT_ORDER",
     "COMPONENT_SEQUENCE_BATCHES",
-    "COSTS",
     "bucket_ids",
     "bucketed_batches",
     "bucketed_sequence_batches",
-    "oversize_message",
-    "oversize_sample",
-    "padding_stats",
 ]
-
-#: The cost models of a token budget (see the module docstring).
-COSTS = ("linear", "quadratic")
 
 #: Key path component of the order within buckets (step 2). Part of the order contract.
 COMPONENT_ORDER = "bucketing"
@@ -165,60 +170,12 @@ COMPONENT_SEQUENCE_BATCHES = "bucketing-sequence-batches"
 #: changes the speed and the memory held, never the batches).
 CHUNK = 2 * ORDER_CHUNK
 
-#: Token budgets must be below this (they are int64).
-MAX_BUDGET = 2**63
-
-#: Lengths must be below this (so that ``length**2`` fits in an int64).
-MAX_LENGTH = 2**31
-
 _I64 = npt.NDArray[np.int64]
 _I32 = npt.NDArray[np.int32]
 _Int = npt.NDArray[Any]
 
-_FIRST_WINDOW = 64
-
 # bucket_ids ranks lengths below this by a counting sort (one cursor per length value)
 _COUNTING_SORT_LIMIT = 2**16
-
-
-# -- argument checks ---------------------------------------------------------------------------
-
-
-def _int_array(name: str, values: object) -> _Int:
-    """``values`` as a 1-d integer numpy array (not bool), without copying when possible."""
-    arr = np.asarray(values)
-    if arr.ndim != 1 or arr.dtype == np.bool_ or not np.issubdtype(arr.dtype, np.integer):
-        raise TypeError(
-            f"{name} must be a 1-d array of integers, got an array of dtype {arr.dtype} and "
-            f"shape {arr.shape}; pass numpy.asarray({name}, dtype=numpy.int64)"
-        )
-    return arr
-
-
-def _check_lengths(lengths: object) -> _Int:
-    """Validate sample lengths: a 1-d integer array with values in ``[0, 2**31)``."""
-    arr = _int_array("lengths", lengths)
-    if arr.size:
-        low, high = int(arr.min()), int(arr.max())
-        if low < 0 or high >= MAX_LENGTH:
-            bad = int(np.argmax(arr < 0)) if low < 0 else int(np.argmax(arr >= MAX_LENGTH))
-            raise ValueError(
-                f"lengths must lie in [0, 2**31), but sample {bad} has length {int(arr[bad])}; "
-                f"pass the number of tokens of every sample"
-            )
-    return arr
-
-
-def _check_cost(cost: object) -> bool:
-    """Validate the cost model; return whether it is quadratic."""
-    if cost not in COSTS:
-        raise ValueError(f"cost must be one of {COSTS}, got {cost!r}")
-    return cost == "quadratic"
-
-
-def _optional_int(name: str, value: object) -> int | None:
-    """``None`` or an int ``>= 1``."""
-    return None if value is None else _as_int(name, value, minimum=1)
 
 
 # -- 1. buckets -------------------------------------------------------------------------------
@@ -259,7 +216,7 @@ def bucket_ids(lengths: npt.NDArray[np.integer[Any]], num_buckets: int) -> _I32:
         TypeError / ValueError: an argument has the wrong type or range.
 
     """
-    arr = _check_lengths(lengths)
+    arr = check_lengths(lengths)
     buckets = _as_int("num_buckets", num_buckets, minimum=1)
     n = int(arr.size)
     if buckets >= 2**31:
@@ -299,7 +256,7 @@ def _identity(lo: int, hi: int) -> _I64:
 
 def _bucket_keys(ids: object, n: int) -> tuple[_Int, int]:
     """Validate bucket ids; return them (remapped to ``[0, K)`` if sparse) and ``K``."""
-    arr = _int_array("bucket_ids", ids)
+    arr = int_array("bucket_ids", ids)
     if arr.size != n:
         raise ValueError(
             f"bucket_ids must have one entry per sample (len(lengths) = {n}), got {arr.size}; "
@@ -367,233 +324,6 @@ def _sorted_chunks(
         yield samples, positions
 
 
-# -- 3. cutting -------------------------------------------------------------------------------
-
-
-def _length_dtype(high: int) -> type[np.unsignedinteger[Any]]:
-    """The smallest unsigned dtype that holds lengths up to ``high``."""
-    if high < 2**8:
-        return np.uint8
-    if high < 2**16:
-        return np.uint16
-    return np.uint32
-
-
-def _isqrt(value: int) -> int:
-    """``floor(sqrt(value))`` for ``0 <= value < 2**63``, exactly."""
-    root = int(value**0.5)
-    while root * root > value:
-        root -= 1
-    while (root + 1) * (root + 1) <= value:
-        root += 1
-    return root
-
-
-def _check_padding(padding: object) -> BatchPadding:
-    """Validate the padding rule (``None``: padded to the longest sample)."""
-    if padding is None:
-        return NO_PADDING
-    if not isinstance(padding, PaddedLength | PackedRows):
-        raise TypeError(
-            f"padding must be a loaderkit.order.padding.PaddedLength or PackedRows (what a "
-            f"collator's padded_length() returns), got {type(padding).__name__} {padding!r}"
-        )
-    return padding
-
-
-def _longest_fitting(budget: int, quadratic: bool, padding: BatchPadding) -> int | None:
-    """The longest length that alone fits the budget (``None``: every length; 0: none)."""
-    if isinstance(padding, PackedRows):
-        row = padding.row_length
-        rows = budget // (row * row if quadratic else row)
-        if rows == 0:
-            return 0
-        return rows * row if padding.split else None
-    limit = _isqrt(budget) if quadratic else budget  # the widest row that fits alone
-    multiple = padding.multiple or 1
-    if padding.max_length is not None:
-        widest = -(-padding.max_length // multiple) * multiple  # the width of a cut row
-        if widest <= limit:
-            return None
-        if padding.fixed:
-            return 0
-    return limit // multiple * multiple
-
-
-def oversize_sample(
-    lengths: npt.NDArray[np.integer[Any]],
-    max_tokens: int,
-    cost: str = "linear",
-    padding: BatchPadding | None = None,
-) -> tuple[int, int] | None:
-    """``(index, longest allowed length)`` of the first sample that alone exceeds the budget.
-
-    ``None`` when every sample fits. A sample alone is a batch of one, padded by ``padding``
-    (``None``: to its own length): it fits when its padded cost is ``<= max_tokens``. The
-    longest allowed length is ``max_tokens`` (linear) or ``isqrt(max_tokens)`` (quadratic)
-    rounded down to the padding's multiple; 0 when no sample fits (the padding alone exceeds
-    the budget). A length of 0 costs like 1.
-    """
-    quadratic = _check_cost(cost)
-    limit = _longest_fitting(max_tokens, quadratic, _check_padding(padding))
-    if limit is None or lengths.size == 0 or max(int(lengths.max()), 1) <= limit:
-        return None
-    return int(np.argmax(np.maximum(lengths, 1) > limit)), limit
-
-
-def oversize_message(
-    sample: int,
-    length: int,
-    max_tokens: int,
-    cost: str,
-    padding: BatchPadding | None,
-    limit: int,
-) -> str:
-    """What the error of a sample that alone exceeds the budget says (and how to fix it)."""
-    rule = _check_padding(padding)
-    quadratic = _check_cost(cost)
-    if isinstance(rule, PackedRows):
-        rows = int(rule.rows_alone(np.array([length]))[0])
-        unit = rule.row_length * rule.row_length if quadratic else rule.row_length
-        alone = f"{rows} row(s) of {rule.row_length} = {rows * unit}"
-    else:
-        width = int(rule.width(np.array([max(length, 1)]))[0])
-        alone = f"{width}² = {width * width}" if quadratic else f"{width}"
-        if not rule.exact:
-            alone = f"{alone} ({rule.describe()})"
-    fix = (
-        f"filter out samples longer than {limit}"
-        if limit
-        else "lower the collator's max_length or pad_to_multiple_of"
-    )
-    return (
-        f"sample {sample} has length {length}: alone it costs {alone} > max_tokens={max_tokens} "
-        f"(cost={cost}, padded tokens); no batch can hold it. Raise max_tokens, truncate the "
-        f"sequences (the collator's max_length), or {fix}"
-    )
-
-
-def _check_budget(lengths: _Int, budget: int, quadratic: bool, padding: BatchPadding) -> None:
-    """Raise if a sample alone costs more than the budget (names the smallest such index)."""
-    cost = "quadratic" if quadratic else "linear"
-    found = oversize_sample(lengths, budget, cost, padding)
-    if found is None:
-        return
-    bad, limit = found
-    raise ValueError(oversize_message(bad, int(lengths[bad]), budget, cost, padding, limit))
-
-
-def _check_sequence_budget(
-    lengths: _Int, sequence: _Int, budget: int, quadratic: bool, padding: BatchPadding
-) -> None:
-    """Raise if a sample *of the sequence* alone costs more than the budget (smallest index).
-
-    Samples of the dataset the sequence does not hold are not checked: they are not batched.
-    """
-    cost = "quadratic" if quadratic else "linear"
-    found = oversize_sample(lengths, budget, cost, padding)
-    if found is None:  # the usual case: one pass over the lengths, none over the sequence
-        return
-    limit = found[1]
-    bad: int | None = None
-    for lo in range(0, int(sequence.size), CHUNK):
-        chunk = sequence[lo : lo + CHUNK]
-        over = chunk[np.maximum(lengths[chunk], 1) > limit]
-        if over.size:
-            smallest = int(over.min())
-            bad = smallest if bad is None else min(bad, smallest)
-    if bad is not None:
-        raise ValueError(oversize_message(bad, int(lengths[bad]), budget, cost, padding, limit))
-
-
-def _cut_budget(
-    ordered: _Int, budget: int, quadratic: bool, cap: int | None, padding: BatchPadding
-) -> tuple[_I64, bool]:
-    """The greedy cut of step 3: batch start offsets (plus ``n``), and if the last batch is full.
-
-    ``ordered`` holds ``max(length, 1)`` in the order of ``s``; every value fits the budget
-    alone (checked before).
-    """
-    if isinstance(padding, PackedRows):
-        return _cut_packed(ordered, budget, quadratic, cap, padding)
-    pad = None if padding.exact else padding.width
-    n = int(ordered.size)
-    limit = n if cap is None else cap
-    top = np.int64(budget)
-    steps = np.arange(1, _FIRST_WINDOW + 1, dtype=np.int64)  # candidate counts 1, 2, 3, ...
-    starts = np.empty(1024, dtype=np.int64)  # batch start offsets, grown by doubling
-    batches = 0
-    guess = _FIRST_WINDOW
-    p = 0
-    count = 0
-    while p < n:
-        if batches == starts.size:
-            starts = np.concatenate((starts, np.empty_like(starts)))
-        starts[batches] = p
-        batches += 1
-        width = min(guess, limit, n - p)
-        while True:
-            if width > steps.size:
-                steps = np.arange(1, 2 * width + 1, dtype=np.int64)
-            unit = np.maximum.accumulate(ordered[p : p + width], dtype=np.int64)
-            if pad is not None:  # the padded width of each prefix (non-decreasing too)
-                unit = pad(unit)
-            if quadratic:
-                unit *= unit
-            allowed = np.floor_divide(top, unit, out=unit)  # non-increasing in the count
-            count = int(np.count_nonzero(allowed >= steps[:width]))  # a prefix fits, then none
-            if count < width:
-                break
-            # all fit: widen up to what the first sample allows (allowed[0] >= width)
-            bound = min(int(allowed[0]), limit, n - p)
-            if width == bound:
-                break
-            width = min(4 * width, bound)
-        p += count
-        guess = count + (count >> 1) + 8
-    offsets = np.empty(batches + 1, dtype=np.int64)
-    offsets[:-1] = starts[:batches]
-    offsets[-1] = n
-    return offsets, cap is not None and count == cap
-
-
-def _cut_packed(
-    ordered: _Int, budget: int, quadratic: bool, cap: int | None, padding: PackedRows
-) -> tuple[_I64, bool]:
-    """The greedy cut of step 3 for packed rows: next-fit, sample by sample (a Python loop).
-
-    A batch closes before the sample that would make it fill more than ``budget // row cost``
-    rows, or hold more than ``cap`` samples.
-    """
-    row = padding.row_length
-    most = budget // (row * row if quadratic else row)  # >= 1: checked before
-    starts = [0]
-    rows, used, count = 0, row, 0
-    for p, length in enumerate(ordered.tolist()):
-        if count and cap is not None and count == cap:
-            starts.append(p)
-            rows, used, count = 0, row, 0
-        r, u = rows, used
-        for piece in padding.segments(length) if length > row else (length,):
-            if u + piece > row:
-                r, u = r + 1, 0
-            u += piece
-        if count and r > most:  # it opens a row the budget has no room for: a new batch
-            starts.append(p)
-            r, u = 0, row
-            for piece in padding.segments(length):
-                if u + piece > row:
-                    r, u = r + 1, 0
-                u += piece
-            count = 0
-        rows, used = r, u
-        count += 1
-    offsets = np.asarray([*starts, int(ordered.size)], dtype=np.int64)
-    if ordered.size == 0:
-        offsets = np.zeros(1, dtype=np.int64)
-    return offsets, cap is not None and count == cap
-
-
 # -- 4. the final layout ----------------------------------------------------------------------
 
 
@@ -630,14 +360,14 @@ class _Batching:
         drop_last: object,
         padding: object = None,
     ) -> None:
-        self.padding = _check_padding(padding)
+        self.padding = check_padding(padding)
         self.seed = _as_int("seed", seed)
         self.epoch = _as_int("epoch", epoch)
-        self.size = _optional_int("batch_size", batch_size)
-        self.budget = _optional_int("max_tokens", max_tokens)
+        self.size = optional_int("batch_size", batch_size)
+        self.budget = optional_int("max_tokens", max_tokens)
         if self.budget is not None and self.budget >= MAX_BUDGET:
             raise ValueError(f"max_tokens must be < 2**63, got {self.budget}")
-        self.quadratic = _check_cost(cost)
+        self.quadratic = check_cost(cost)
         if not isinstance(drop_last, (bool, np.bool_)):
             raise TypeError(
                 f"drop_last must be a bool, got {type(drop_last).__name__} {drop_last!r}"
@@ -672,11 +402,11 @@ def _layout(
         cut = np.arange(count + 1, dtype=np.int64) * size
         cut[-1] = min(int(cut[-1]), total)
     else:
-        ordered = np.empty(total, dtype=_length_dtype(int(lengths.max())))
+        ordered = np.empty(total, dtype=length_dtype(int(lengths.max())))
         for samples, positions in _sorted_chunks(order, total, keys, buckets, counts):
             ordered[positions] = lengths[samples]
         np.maximum(ordered, 1, out=ordered)
-        cut, last_full = _cut_budget(ordered, budget, how.quadratic, size, how.padding)
+        cut, last_full = cut_budget(ordered, budget, how.quadratic, size, how.padding)
         del ordered
         if how.drop_last and not last_full:
             cut = cut[:-1]
@@ -739,19 +469,19 @@ def bucketed_batches(
             and ``max_tokens`` are ``None``, or a sample alone exceeds the token budget.
 
     """
-    arr = _check_lengths(lengths)
+    arr = check_lengths(lengths)
     n = int(arr.size)
     keys, buckets = _bucket_keys(bucket_ids, n)
     how = _Batching(seed, epoch, batch_size, max_tokens, cost, drop_last, padding)
     if how.budget is not None:
-        _check_budget(arr, how.budget, how.quadratic, how.padding)
+        check_budget(arr, how.budget, how.quadratic, how.padding)
     perm = FeistelPermutation(n, derive_key(how.seed, COMPONENT_ORDER, how.epoch))
     return _layout(perm.slice, n, keys, buckets, None, arr, how, COMPONENT_BATCHES, index_dtype(n))
 
 
 def _check_sequence(sequence: object, n: int) -> _Int:
     """Validate an epoch's sequence: a 1-d integer array of sample indices in ``[0, n)``."""
-    arr = _int_array("sequence", sequence)
+    arr = int_array("sequence", sequence)
     if arr.size:
         low, high = int(arr.min()), int(arr.max())
         if low < 0 or high >= n:
@@ -820,13 +550,13 @@ def bucketed_sequence_batches(
             are ``None``, or a sample of the sequence alone exceeds the token budget.
 
     """
-    arr = _check_lengths(lengths)
+    arr = check_lengths(lengths)
     n = int(arr.size)
     keys, buckets = _bucket_keys(bucket_ids, n)
     seq = _check_sequence(sequence, n)
     how = _Batching(seed, epoch, batch_size, max_tokens, cost, drop_last, padding)
     if how.budget is not None:
-        _check_sequence_budget(arr, seq, how.budget, how.quadratic, how.padding)
+        check_sequence_budget(arr, seq, how.budget, how.quadratic, how.padding)
     total = int(seq.size)
     counts = _sequence_counts(seq, keys, buckets) if total else None
 
@@ -843,96 +573,3 @@ def _frozen(indices: npt.NDArray[Any], offsets: _I64) -> EpochBatches:
     indices.flags.writeable = False
     offsets.flags.writeable = False
     return EpochBatches(indices, offsets)
-
-
-# -- statistics -------------------------------------------------------------------------------
-
-
-def padding_stats(
-    lengths: npt.NDArray[np.integer[Any]],
-    batches: EpochBatches,
-    *,
-    max_tokens: int | None = None,
-    cost: str = "linear",
-    padding: BatchPadding | None = None,
-    max_batch_size: int | None = None,
-) -> dict[str, float]:
-    """How much padding a batching wastes, and how well it fills a token budget.
-
-    ``padding`` is how the collator pads a batch (``None``: to its longest sample), as for
-    :func:`bucketed_batches`. Keys (all floats):
-
-    - ``num_batches``, ``num_samples``;
-    - ``real_tokens``: the sum of the lengths of the batched samples (as cut by the padding's
-      ``max_length``, if any);
-    - ``padded_tokens``: the sum over batches of the padded tensor's tokens (``size * max_len``
-      when batches are padded to their longest sample);
-    - ``waste``: ``1 - real_tokens / padded_tokens`` (0 when nothing is padded);
-    - ``batch_size_min``, ``batch_size_median``, ``batch_size_max``, ``batch_size_mean``;
-    - with ``max_tokens``: ``utilization``, the real cost over the budget of all batches
-      (``real_tokens / (num_batches * max_tokens)`` for ``"linear"``, ``sum(length**2) /
-      (num_batches * max_tokens)`` for ``"quadratic"``); ``fill``, the same with the padded
-      cost (how full the budget is, padding included); ``max_batch_cost`` and
-      ``mean_batch_cost`` in the units of the cost model (lengths taken as at least 1, as in
-      :func:`bucketed_batches`); with ``max_batch_size`` too: ``capped``, the fraction of
-      batches that hold exactly ``max_batch_size`` samples (closed by the cap, not the budget).
-
-    Empty batches count in the batch sizes and cost nothing.
-    """
-    rule = _check_padding(padding)
-    cap = _optional_int("max_batch_size", max_batch_size)
-    arr = _check_lengths(lengths)
-    quadratic = _check_cost(cost)
-    budget = _optional_int("max_tokens", max_tokens)
-    indices = batches.indices
-    if indices.size and int(indices.max()) >= arr.size:
-        raise ValueError(
-            f"the batches hold sample {int(indices.max())} but lengths has only {arr.size} "
-            f"entries; pass the lengths of the dataset the batches were built for"
-        )
-    sizes = batches.sizes()
-    count = int(sizes.size)
-    batched = arr[indices].astype(np.int64)
-    kept = batched
-    if isinstance(rule, PaddedLength) and rule.max_length is not None:
-        kept = np.minimum(batched, rule.max_length)
-    elif isinstance(rule, PackedRows) and not rule.split:
-        kept = np.minimum(batched, rule.row_length)
-    real = float(kept.sum())
-    if isinstance(rule, PackedRows):
-        padded = float(padded_costs(batched, batches.offsets, rule)[1].sum())
-    else:
-        longest = _batch_max(batched, batches.offsets)
-        padded = float((sizes * np.where(sizes > 0, rule.width(longest), 0)).sum())
-    stats = {
-        "num_batches": float(count),
-        "num_samples": float(indices.size),
-        "real_tokens": real,
-        "padded_tokens": padded,
-        "waste": 1.0 - real / padded if padded > 0 else 0.0,
-        "batch_size_min": float(sizes.min()) if count else 0.0,
-        "batch_size_median": float(np.median(sizes)) if count else 0.0,
-        "batch_size_max": float(sizes.max()) if count else 0.0,
-        "batch_size_mean": float(sizes.mean()) if count else 0.0,
-    }
-    if budget is not None:
-        costs = padded_costs(batched, batches.offsets, rule, quadratic=quadratic)[1]
-        total = float(count * budget)
-        real_cost = float(kept.astype(np.float64) @ kept) if quadratic else real
-        stats["utilization"] = real_cost / total if count else 0.0
-        stats["fill"] = float(costs.sum()) / total if count else 0.0
-        stats["max_batch_cost"] = float(costs.max()) if count else 0.0
-        stats["mean_batch_cost"] = float(costs.mean()) if count else 0.0
-        if cap is not None:
-            stats["capped"] = float(np.count_nonzero(sizes == cap)) / count if count else 0.0
-    return stats
-
-
-def _batch_max(values: _I64, offsets: _I64) -> _I64:
-    """The maximum of every batch's values (0 for an empty batch)."""
-    count = int(offsets.size) - 1
-    out = np.zeros(count, dtype=np.int64)
-    nonempty = np.flatnonzero(offsets[1:] > offsets[:-1])
-    if nonempty.size:
-        out[nonempty] = np.maximum.reduceat(values, offsets[nonempty])
-    return out

@@ -400,7 +400,7 @@ def budget_limits(spec: BucketingSpec, padding: BatchPadding | None) -> str:
 def budget_split(spec: BucketingSpec, stats: Mapping[str, float]) -> str:
     """The measured split of an epoch's batches between the budget and the cap.
 
-    ``stats`` is :func:`~loaderkit.order.bucketing.padding_stats` of the epoch's batches with
+    ``stats`` is :func:`~loaderkit.order.token_budget.padding_stats` of the epoch's batches with
     ``max_tokens``, the padding rule and ``max_batch_size``.
     """
     assert spec.max_tokens is not None

@@ -254,7 +254,7 @@ def _budget_padding_problems(
     """
     if spec.max_tokens is None or collator.source != "registry":
         return []
-    from loaderkit.order.bucketing import oversize_sample
+    from loaderkit.order.token_budget import oversize_sample
 
     padding = None
     with contextlib.suppress(PlanError, PluginNotImportedError):  # reported by the collator

@@ -34,10 +34,8 @@ from loaderkit.order.bucketing import (
     bucket_ids,
     bucketed_batches,
     bucketed_sequence_batches,
-    oversize_message,
-    oversize_sample,
-    padding_stats,
 )
+from loaderkit.order.token_budget import oversize_message, oversize_sample, padding_stats
 from loaderkit.order.curriculum import (
     competence,
     curriculum_epoch_batches,

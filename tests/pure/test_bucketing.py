@@ -12,7 +12,8 @@ from hypothesis import strategies as st
 
 from loaderkit.order import EpochOrder, FeistelPermutation, derive_key
 from loaderkit.order.batches import EpochBatches
-from loaderkit.order.bucketing import bucket_ids, bucketed_batches, padding_stats
+from loaderkit.order.bucketing import bucket_ids, bucketed_batches
+from loaderkit.order.token_budget import padding_stats
 
 FAST = settings(deadline=None)
 SEEDS = st.integers(min_value=0, max_value=2**64)

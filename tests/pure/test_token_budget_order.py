@@ -9,15 +9,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from loaderkit.order.bucketing import (
-    _cut_budget,
-    bucket_ids,
-    bucketed_batches,
-    bucketed_sequence_batches,
-    oversize_sample,
-    padding_stats,
-)
+from loaderkit.order.bucketing import bucket_ids, bucketed_batches, bucketed_sequence_batches
 from loaderkit.order.padding import NO_PADDING, PackedRows, PaddedLength, padded_costs
+from loaderkit.order.token_budget import cut_budget, oversize_sample, padding_stats
 
 
 def _width(rule: PaddedLength, longest: int) -> int:
@@ -102,7 +96,7 @@ def test_the_cut_is_the_greedy_over_padded_costs(lengths, budget, cap, rule, qua
     ordered = np.maximum(np.asarray(lengths, dtype=np.int64), 1)
     if oversize_sample(ordered, budget, "quadratic" if quadratic else "linear", rule):
         return  # refused before any cut (tested below)
-    offsets, last_full = _cut_budget(ordered.astype(np.uint32), budget, quadratic, cap, rule)
+    offsets, last_full = cut_budget(ordered.astype(np.uint32), budget, quadratic, cap, rule)
     expected = _reference_cut(ordered.tolist(), budget, quadratic, cap, rule)
     assert offsets.tolist() == expected
     for lo, hi in itertools.pairwise(expected):
