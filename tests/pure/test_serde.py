@@ -24,11 +24,40 @@ def test_from_dict_of_to_dict_is_the_same_plan(plan):
 @given(plan=plans())
 @pytest.mark.parametrize("suffix", [".json", ".toml"])
 def test_files_round_trip(tmp_path, suffix, plan):
+    if plan.cache is not None and plan.cache.path is not None:
+        # a file names folders inside its own (a relative path is read against the file's
+        # folder): keep the disk cache there
+        cache = plan.cache
+        plan = (
+            plan.to_builder()
+            .with_cache(
+                "disk", stage=cache.stage, path=tmp_path / "cache", max_bytes=cache.max_bytes
+            )
+            .compile()
+        )
+    if suffix == ".toml" and _none_option(plan):
+        return  # a known bug: see test_a_collator_option_of_none_saves_as_toml
     path = tmp_path / f"plan{suffix}"
     plan.save(path)
     again = LoaderPlan.load(path, bindings=plan.bindings)
     assert again == plan
     assert again.fingerprint == plan.fingerprint
+
+
+def _none_option(plan: LoaderPlan) -> bool:
+    return None in dict(plan.collator.options).values()
+
+
+@pytest.mark.xfail(
+    strict=True,
+    raises=TypeError,
+    reason="bug: TOML has no null, and save() passes a None option to tomli_w (a raw "
+    "TypeError); JSON keeps it",
+)
+def test_a_collator_option_of_none_saves_as_toml(tmp_path):
+    plan = DataLoaderBuilder().with_dataset([0]).with_collator("vision", normalize=None).compile()
+    plan.save(tmp_path / "plan.toml")
+    assert LoaderPlan.load(tmp_path / "plan.toml", bindings=plan.bindings) == plan
 
 
 def _plan() -> LoaderPlan:
