@@ -545,7 +545,10 @@ def _without_calls(n: int, junk: bool) -> st.SearchStrategy[BuilderCall]:
 
     names: st.SearchStrategy[Any] = st.sampled_from(SETTINGS)
     if junk:
-        names = names | st.sampled_from(["dataset", "mixture", "preset", "chekcs"]) | _junk()
+        # not "": without("") raises a problem with an empty path, a known bug (see
+        # test_without_an_empty_name_gives_a_problem_with_a_path in tests/pure/test_without.py)
+        others = _junk().filter(lambda v: v != "")
+        names = names | st.sampled_from(["dataset", "mixture", "preset", "chekcs"]) | others
     return _call("without", st.lists(names, min_size=1, max_size=3).map(tuple))
 
 
