@@ -9,11 +9,36 @@ from hypothesis import strategies as st
 
 import loaderkit as lk
 from loaderkit import DataLoaderBuilder, LoaderPlan
-from loaderkit.testing.strategies import apply_calls, builder_calls, sample_transform
+from loaderkit.testing.strategies import (
+    BUILDER_CALLS,
+    apply_calls,
+    builder_calls,
+    sample_transform,
+    section_calls,
+)
 
 
 def _snapshot(builder: DataLoaderBuilder) -> tuple[object, ...]:
     return (attrs.astuple(builder, recurse=False), dict(builder._bound), repr(builder))
+
+
+def test_the_strategies_draw_every_chain_method_of_the_builder():
+    # a new with_* without a strategy in BUILDER_CALLS fails here
+    methods = {m for m in dir(DataLoaderBuilder) if m.startswith("with_")}
+    assert set(BUILDER_CALLS) == methods | {"without"}
+    assert all(callable(getattr(DataLoaderBuilder, m)) for m in BUILDER_CALLS)
+
+
+@pytest.mark.parametrize("method", sorted(BUILDER_CALLS))
+@given(data=st.data(), length=st.integers(1, 40))
+def test_the_drawn_arguments_of_every_method_are_accepted(method, data, length):
+    """Valid arguments (``junk=False``): the call succeeds; compile may still refuse."""
+    name, args, kwargs = data.draw(section_calls(length=length)[method])
+    assert name == method
+    start = DataLoaderBuilder().with_dataset(list(range(length)))
+    builder = getattr(start, method)(*args, **kwargs)
+    assert isinstance(builder, DataLoaderBuilder)
+    assert repr(builder).startswith("DataLoaderBuilder()")
 
 
 @given(builder_calls())

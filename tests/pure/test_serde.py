@@ -3,17 +3,26 @@
 from __future__ import annotations
 
 import json
+import tempfile
+from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, event, given, settings
+from hypothesis import strategies as st
 
 import loaderkit as lk
 from loaderkit import DataLoaderBuilder, LoaderPlan, PlanError
+from loaderkit.plan.serde import SECTIONS
 from loaderkit.testing import plans
+from loaderkit.testing.strategies import BUILDER_CALLS
 
 
 @given(plans())
 def test_from_dict_of_to_dict_is_the_same_plan(plan):
+    data, default = plan.to_dict(), DataLoaderBuilder().with_dataset([0]).compile().to_dict()
+    for section in SECTIONS:  # `pytest --hypothesis-show-statistics` shows which were drawn
+        if section in data and data[section] != default.get(section):
+            event(f"section {section} set")
     again = LoaderPlan.from_dict(plan.to_dict(), bindings=plan.bindings)
     assert again == plan
     assert again.fingerprint == plan.fingerprint
@@ -24,11 +33,79 @@ def test_from_dict_of_to_dict_is_the_same_plan(plan):
 @given(plan=plans())
 @pytest.mark.parametrize("suffix", [".json", ".toml"])
 def test_files_round_trip(tmp_path, suffix, plan):
+    if plan.cache is not None and plan.cache.path is not None:
+        # a file names folders inside its own (a relative path is read against the file's
+        # folder): keep the disk cache there
+        cache = plan.cache
+        plan = (
+            plan.to_builder()
+            .with_cache(
+                "disk", stage=cache.stage, path=tmp_path / "cache", max_bytes=cache.max_bytes
+            )
+            .compile()
+        )
+    if suffix == ".toml" and _none_option(plan):
+        return  # a known bug: see test_a_collator_option_of_none_saves_as_toml
     path = tmp_path / f"plan{suffix}"
     plan.save(path)
     again = LoaderPlan.load(path, bindings=plan.bindings)
     assert again == plan
     assert again.fingerprint == plan.fingerprint
+
+
+def _assert_round_trips(plan: LoaderPlan, folder: Path) -> None:
+    """``from_dict(to_dict())`` and a save and load as JSON and TOML give the same plan."""
+    again = LoaderPlan.from_dict(plan.to_dict(), bindings=plan.bindings)
+    assert again == plan
+    assert again.fingerprint == plan.fingerprint
+    assert again.to_dict() == plan.to_dict()
+    if plan.cache is not None and plan.cache.path is not None:  # inside the files' folder
+        cache = plan.cache
+        plan = (
+            plan.to_builder()
+            .with_cache("disk", stage=cache.stage, path=folder / "cache", max_bytes=cache.max_bytes)
+            .compile()
+        )
+    for suffix in (".json", ".toml"):
+        if suffix == ".toml" and _none_option(plan):
+            continue  # a known bug: see test_a_collator_option_of_none_saves_as_toml
+        path = folder / f"plan{suffix}"
+        plan.save(path)
+        loaded = LoaderPlan.load(path, bindings=plan.bindings)
+        assert loaded == plan
+        assert loaded.fingerprint == plan.fingerprint
+
+
+def _none_option(plan: LoaderPlan) -> bool:
+    return None in dict(plan.collator.options).values()
+
+
+@pytest.mark.xfail(
+    strict=True,
+    raises=TypeError,
+    reason="bug: TOML has no null, and save() passes a None option to tomli_w (a raw "
+    "TypeError); JSON keeps it",
+)
+def test_a_collator_option_of_none_saves_as_toml(tmp_path):
+    plan = DataLoaderBuilder().with_dataset([0]).with_collator("vision", normalize=None).compile()
+    plan.save(tmp_path / "plan.toml")
+    assert LoaderPlan.load(tmp_path / "plan.toml", bindings=plan.bindings) == plan
+
+
+# the calls that end each drawn chain: with_max_length needs a collator that has a max_length
+ENDING = {m: (m,) for m in BUILDER_CALLS if m != "without"}
+ENDING["with_max_length"] = ("with_collator", "with_max_length")
+ENDING["without"] = ("with_cache", "with_checks", "without")
+
+
+@pytest.mark.parametrize("method", sorted(ENDING))
+@settings(suppress_health_check=[HealthCheck.filter_too_much, HealthCheck.too_slow])
+@given(data=st.data())
+def test_every_section_round_trips_through_dicts_and_files(method, data):
+    """The round trips with each ``with_*`` method (and ``without``) called in every chain."""
+    plan = data.draw(plans(include=ENDING[method]), label="plan")
+    with tempfile.TemporaryDirectory() as folder:
+        _assert_round_trips(plan, Path(folder))
 
 
 def _plan() -> LoaderPlan:
