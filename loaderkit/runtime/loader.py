@@ -27,36 +27,17 @@ from torch.utils.data import DataLoader, Dataset, Sampler
 from torch.utils.data._utils import signal_handling
 
 from loaderkit.checks import CheckReport, batch_checker, check_loader
-from loaderkit.collators import collators
 from loaderkit.errors import DataError, NotBuiltYetError, PlanError, ResumeError, WorkerError
-from loaderkit.order.batches import EpochBatches
 from loaderkit.order.bucketing import (
-    bucket_ids,
-    bucketed_batches,
-    bucketed_sequence_batches,
-    oversize_message,
-    oversize_sample,
     padding_stats,
 )
-from loaderkit.order.curriculum import (
-    competence,
-    curriculum_epoch_batches,
-    curriculum_step_batches,
-    difficulty_order,
-    eligible_count,
-)
-from loaderkit.order.epoch import EpochOrder
 from loaderkit.order.keys import derive_key
-from loaderkit.order.mixture import mixture_batches, mixture_num_batches, source_of
-from loaderkit.order.padding import BatchPadding
-from loaderkit.order.shard import ShardLayout
-from loaderkit.order.weighted import weighted_batches
-from loaderkit.plan.display import bucket_plan, budget_split, diff_dicts, loader_html
-from loaderkit.plan.fields import batch_size_value, max_length_value, source_weights
+from loaderkit.plan.display import budget_split, diff_dicts, loader_html
+from loaderkit.plan.fields import batch_size_value, max_length_value
 from loaderkit.plan.fingerprint import compute_elastic_fingerprint
-from loaderkit.plan.padding_rule import bucket_padding
 from loaderkit.plan.workers import resolve_workers
 from loaderkit.runtime.cache import CachedSource, CacheStats, open_cache
+from loaderkit.runtime.callables import resolve_callable
 from loaderkit.runtime.dataset_length import LengthCheck
 from loaderkit.runtime.device import deliver, resolve_device, wants_pinning
 from loaderkit.runtime.fetch import (
@@ -68,23 +49,26 @@ from loaderkit.runtime.fetch import (
     WorkerSeeder,
     failure_from,
 )
-from loaderkit.runtime.lengths import mixture_lengths, sample_lengths, sample_weights
+from loaderkit.runtime.planners import (
+    BucketPlanner,
+    CurriculumPlanner,
+    ListPlanner,
+    MixturePlanner,
+    Planner,
+    PlannerContext,
+    StepSizedPlanner,
+    WeightedPlanner,
+    select_planner,
+)
 from loaderkit.runtime.schedules import Schedule
 from loaderkit.runtime.skips import SKIPPED_RECORDS_KEPT, SkipCounts, over_budget
 from loaderkit.runtime.sources import MixtureSource, Source, make_source
 from loaderkit.runtime.split import split_part
-from loaderkit.transforms import transforms
 
 if TYPE_CHECKING:
     from loaderkit.plan.plan import LoaderPlan
     from loaderkit.plan.specs import (
-        BatchSpec,
-        BucketingSpec,
-        CallableSpec,
-        CurriculumSpec,
         DistributedSpec,
-        MixtureSpec,
-        WeightsSpec,
     )
 
 __all__ = ["STATE_VERSION", "CheckReport", "Loader", "build_loader", "resolve_world"]
@@ -206,7 +190,7 @@ def _check_state_shape(
 def _batch_sizes(plan: LoaderPlan) -> Schedule[int]:
     """The batch size as a function of the epoch or step."""
     b = plan.batch
-    fn = None if b.fn is None else _resolve_callable(plan, b.fn, "batch.batch_size")
+    fn = None if b.fn is None else resolve_callable(plan, b.fn, "batch.batch_size")
     return Schedule(
         "batch.batch_size",
         b.by,
@@ -222,624 +206,13 @@ def _max_lengths(plan: LoaderPlan) -> Schedule[int] | None:
     m = plan.max_length
     if m is None:
         return None
-    fn = None if m.fn is None else _resolve_callable(plan, m.fn, "max_length")
+    fn = None if m.fn is None else resolve_callable(plan, m.fn, "max_length")
     return Schedule(
         "max_length", m.by, fixed=m.value, table=m.schedule, fn=fn, check=max_length_value
     )
 
 
-def _resolve_callable(plan: LoaderPlan, spec: CallableSpec, kind: str) -> Callable[..., Any]:
-    if spec.source == "registry":
-        if kind == "collator":
-            collate: Callable[..., Any] = collators.get(spec.name).factory(**dict(spec.options))
-            return collate
-        return transforms.get(spec.name).factory
-    assert plan.bindings is not None
-    obj = plan.bindings[spec.name]
-    if not callable(obj):
-        raise PlanError.single(kind, f"the object bound to {spec.name!r} is not callable ({obj!r})")
-    return obj
-
-
-class _Planner:
-    """Fixed-size batches of one rank: requests computed directly from (epoch, batch).
-
-    The batch size may follow a per-epoch schedule: each epoch has its own layout.
-    """
-
-    def __init__(
-        self,
-        n: int,
-        seed: int,
-        shuffle: bool,
-        layout: Callable[[int], ShardLayout],
-    ) -> None:
-        self.n = n
-        self.seed = seed
-        self.shuffle = shuffle
-        self.layout_for = layout
-        self._layout: tuple[int, ShardLayout] | None = None
-        self._order: EpochOrder | None = None
-
-    def layout(self, epoch: int) -> ShardLayout:
-        cached = self._layout
-        if cached is None or cached[0] != epoch:
-            cached = self._layout = (epoch, self.layout_for(epoch))
-        return cached[1]
-
-    def order(self, epoch: int) -> EpochOrder:
-        order = self._order
-        if order is None or order.epoch != epoch:  # keep one: epochs are visited in turn
-            order = self._order = EpochOrder(self.n, self.seed, epoch, self.shuffle)
-        return order
-
-    def num_batches(self, epoch: int) -> int:
-        return len(self.layout(epoch))
-
-    def repeated(self, epoch: int) -> int:
-        """Samples all ranks deliver a second time in ``epoch`` to even out the ranks."""
-        return self.layout(epoch).repeated
-
-    def indices(self, epoch: int, batch_index: int) -> npt.NDArray[np.int64]:
-        cached = self._order
-        order = cached if cached is not None and cached.epoch == epoch else None
-        if order is None:  # another epoch: do not evict the order iteration is using
-            order = EpochOrder(self.n, self.seed, epoch, self.shuffle)
-        return self.layout(epoch).indices(order, batch_index)
-
-    def requests(self, epoch: int, start: int) -> Iterator[BatchRequest]:
-        order = self.order(epoch)
-        layout = self.layout(epoch)
-        for b in range(start, len(layout)):
-            yield BatchRequest(epoch, b, layout.indices(order, b))
-
-
-class _StepSizedPlanner:
-    """Batches whose size follows a per-step schedule, over the plain epoch order.
-
-    Step ``t`` counts the batches a rank delivered since training started (epochs before
-    included). The global batch of step ``t`` holds ``size(t) x world_size`` consecutive
-    positions of the epoch order, rank ``r`` taking the ``r``-th slice of ``size(t)``; the
-    tail follows the fixed-size rules (dropped with ``drop_last``; with even batches,
-    completed by wrapping around to the start of the epoch order; else ranks past the end get
-    nothing).
-    """
-
-    def __init__(
-        self,
-        n: int,
-        seed: int,
-        shuffle: bool,
-        sizes: Schedule[int],
-        world_size: int,
-        rank: int,
-        drop_last: bool,
-        even: bool,
-    ) -> None:
-        self.n = n
-        self.seed = seed
-        self.shuffle = shuffle
-        self.sizes = sizes
-        self.world_size = world_size
-        self.rank = rank
-        self.drop_last = drop_last
-        self.even = even
-        self._starts: list[int] = [0]  # first step of each epoch walked so far
-        self._epoch: tuple[int, EpochBatches] | None = None
-
-    def _walk(self, epoch: int) -> list[tuple[int, int]]:
-        """(start position, size) of this rank's batches in ``epoch`` (before wrapping)."""
-        t = self.first_step(epoch)
-        n, world, rank = self.n, self.world_size, self.rank
-        out: list[tuple[int, int]] = []
-        used = 0
-        while used < n:
-            size = self.sizes(t)
-            whole = size * world
-            if used + whole > n:  # the tail
-                if self.drop_last:
-                    break
-                if self.even and world > 1:
-                    out.append((used + rank * size, size))
-                else:
-                    start = used + rank * size
-                    if start < n:
-                        out.append((start, min(size, n - start)))
-                break
-            out.append((used + rank * size, size))
-            used += whole
-            t += 1
-        return out
-
-    def _steps(self, epoch: int) -> int:
-        """Steps of ``epoch`` (the same on every rank, as rank 0 counts them)."""
-        n, world = self.n, self.world_size
-        t = self._starts[epoch]
-        steps, used = 0, 0
-        while used < n:
-            whole = self.sizes(t + steps) * world
-            if used + whole > n and self.drop_last:
-                break
-            steps += 1
-            used += whole
-        return steps
-
-    def first_step(self, epoch: int) -> int:
-        """Batches delivered per rank before ``epoch`` (each epoch walked once, cached)."""
-        starts = self._starts
-        while len(starts) <= epoch:
-            starts.append(starts[-1] + self._steps(len(starts) - 1))
-        return starts[epoch]
-
-    def batches(self, epoch: int) -> EpochBatches:
-        cached = self._epoch
-        if cached is None or cached[0] != epoch:
-            plan = self._walk(epoch)
-            order = EpochOrder(self.n, self.seed, epoch, self.shuffle)
-            sizes = np.asarray([size for _, size in plan], dtype=np.int64)
-            offsets = np.zeros(len(plan) + 1, dtype=np.int64)
-            np.cumsum(sizes, out=offsets[1:])
-            positions = np.concatenate(
-                [np.arange(a, a + k, dtype=np.int64) for a, k in plan]
-                or [np.empty(0, dtype=np.int64)]
-            )
-            indices = order.at(positions % max(self.n, 1)) if positions.size else positions
-            cached = self._epoch = (epoch, EpochBatches(indices.astype(np.int64), offsets))
-        return cached[1]
-
-    def num_batches(self, epoch: int) -> int:
-        return len(self.batches(epoch))
-
-    def repeated(self, epoch: int) -> int:
-        """Samples all ranks deliver a second time in ``epoch`` (the wrapped tail)."""
-        if not self.even or self.drop_last or self.world_size == 1:
-            return 0
-        plan = self._walk(epoch)
-        if not plan:
-            return 0
-        start, size = plan[-1]
-        tail_start = start - self.rank * size  # the last global batch's first position
-        return max(tail_start + size * self.world_size - self.n, 0)
-
-    def indices(self, epoch: int, batch_index: int) -> npt.NDArray[np.int64]:
-        return self.batches(epoch).batch(batch_index)
-
-    def requests(self, epoch: int, start: int) -> Iterator[BatchRequest]:
-        batches = self.batches(epoch)
-        for b in range(start, len(batches)):
-            yield BatchRequest(epoch, b, batches.batch(b))
-
-
-class _ListPlanner:
-    """Epochs made as a list of *global* batches (bucketing, weights, curricula, mixtures).
-
-    The epoch's global batches (``world_size x`` the per-rank size, see :meth:`global_size`)
-    are computed once per epoch (O(n), vectorized) and kept; this rank holds its slice of
-    each (:meth:`EpochBatches.split`), so the ranks' ``s``-th batches make global batch
-    ``s`` whatever the world size. Planners whose global batches have no fixed size (token
-    budgets) deal whole batches to ranks round-robin instead (``elastic = False``).
-    """
-
-    elastic = True
-
-    def __init__(
-        self,
-        seed: int,
-        world_size: int,
-        rank: int,
-        even: bool,
-        sizes: Schedule[int],
-        drop_last: bool = False,
-    ) -> None:
-        self.seed = seed
-        self.world_size = world_size
-        self.rank = rank
-        self.even = even
-        self.sizes = sizes
-        self.drop_last = drop_last
-        self._epoch: tuple[int, EpochBatches] | None = None
-
-    def global_size(self, epoch: int) -> int:
-        """Samples in a global batch of ``epoch``: the per-rank size times the world size."""
-        return self.sizes(epoch) * self.world_size
-
-    def global_batches(self, epoch: int) -> EpochBatches:
-        raise NotImplementedError
-
-    def segments(self, epoch: int, batches: EpochBatches) -> npt.NDArray[np.int64] | None:
-        """Where a partial global batch is completed from (``None``: the epoch's start)."""
-        return None
-
-    def split_drop_last(self) -> bool:
-        """Whether :meth:`EpochBatches.split` drops partial global batches."""
-        return self.drop_last
-
-    def batches(self, epoch: int) -> EpochBatches:
-        cached = self._epoch
-        if cached is None or cached[0] != epoch:
-            mine = self.global_batches(epoch)
-            if self.world_size > 1 and self.elastic:
-                mine = mine.split(
-                    self.world_size,
-                    self.rank,
-                    self.sizes(epoch),
-                    even=self.even,
-                    drop_last=self.split_drop_last(),
-                    segment_starts=self.segments(epoch, mine),
-                )
-            elif self.world_size > 1:
-                mine = mine.shard(
-                    self.world_size, self.rank, even=self.even, wrap=not self.drop_last
-                )
-            cached = self._epoch = (epoch, mine)
-        return cached[1]
-
-    def repeated(self, epoch: int) -> int:
-        """Samples all ranks deliver a second time in ``epoch`` to even out the ranks."""
-        return self.batches(epoch).repeated_samples
-
-    def num_batches(self, epoch: int) -> int:
-        return len(self.batches(epoch))
-
-    def indices(self, epoch: int, batch_index: int) -> npt.NDArray[np.int64]:
-        return self.batches(epoch).batch(batch_index)
-
-    def requests(self, epoch: int, start: int) -> Iterator[BatchRequest]:
-        batches = self.batches(epoch)
-        for b in range(start, len(batches)):
-            yield BatchRequest(epoch, b, batches.batch(b))
-
-
-class _BucketPlanner(_ListPlanner):
-    """Length-bucketed batches of one rank.
-
-    Alone, an epoch is every sample once (:func:`bucketed_batches`). With a ``source`` (a
-    weighted, curriculum or mixture planner) the epoch is that planner's sequence of samples
-    grouped into buckets (:func:`bucketed_sequence_batches`).
-    """
-
-    def __init__(
-        self,
-        lengths: npt.NDArray[np.int64],
-        spec: BucketingSpec,
-        batch: BatchSpec,
-        seed: int,
-        world_size: int,
-        rank: int,
-        even: bool,
-        sizes: Schedule[int],
-        source: _SequencePlanner | None = None,
-        padding: BatchPadding | None = None,
-    ) -> None:
-        super().__init__(seed, world_size, rank, even, sizes, batch.drop_last)
-        self.lengths = lengths
-        self.spec = spec
-        self.source = source
-        self.padding = padding
-        """How the collator pads a batch: a token budget bounds the padded tensor."""
-        self.elastic = spec.max_tokens is None  # budgets are per rank: deal whole batches
-        n = len(lengths)
-        self.num_buckets, size = bucket_plan(spec, batch, n, world_size)
-        found = None
-        if spec.max_tokens is not None:
-            # samples no epoch can draw (weight 0) may exceed the budget: they are never batched
-            reachable = None if source is None else source.reachable()
-            checked = lengths if reachable is None else np.where(reachable, lengths, 0)
-            found = oversize_sample(checked, spec.max_tokens, spec.cost, padding)
-        if found is not None:  # fail at build, naming the sample, not at some epoch's first batch
-            bad, limit = found
-            raise DataError(
-                oversize_message(
-                    bad, int(lengths[bad]), spec.max_tokens or 0, spec.cost, padding, limit
-                ),
-                sample_index=bad,
-            )
-        self.bucket_ids = bucket_ids(lengths, self.num_buckets)
-        self.batch_size = size
-
-    def global_batches(self, epoch: int) -> EpochBatches:
-        size = self.batch_size
-        if self.elastic and size is not None:
-            size *= self.world_size
-        if self.source is None:
-            return bucketed_batches(
-                self.lengths,
-                bucket_ids=self.bucket_ids,
-                seed=self.seed,
-                epoch=epoch,
-                batch_size=size,
-                max_tokens=self.spec.max_tokens,
-                cost=self.spec.cost,
-                drop_last=self.drop_last,
-                padding=self.padding,
-            )
-        return bucketed_sequence_batches(
-            self.source.sequence(epoch),
-            self.lengths,
-            bucket_ids=self.bucket_ids,
-            seed=self.seed,
-            epoch=epoch,
-            batch_size=size,
-            max_tokens=self.spec.max_tokens,
-            cost=self.spec.cost,
-            drop_last=self.drop_last,
-            padding=self.padding,
-        )
-
-
-class _WeightedPlanner(_ListPlanner):
-    """Batches of weighted draws (with or without replacement), keyed by (seed, epoch)."""
-
-    def __init__(
-        self,
-        weights: npt.NDArray[np.float64],
-        spec: WeightsSpec,
-        batch: BatchSpec,
-        seed: int,
-        world_size: int,
-        rank: int,
-        even: bool,
-        sizes: Schedule[int],
-    ) -> None:
-        super().__init__(seed, world_size, rank, even, sizes, batch.drop_last)
-        self.weights = weights
-        self.spec = spec
-        self.batch = batch
-
-    def _batches(self, epoch: int, batch_size: int, drop_last: bool) -> EpochBatches:
-        try:
-            return weighted_batches(
-                self.weights,
-                seed=self.seed,
-                epoch=epoch,
-                batch_size=batch_size,
-                num_samples=self.spec.num_samples,
-                replacement=self.spec.replacement,
-                drop_last=drop_last,
-            )
-        except (TypeError, ValueError) as exc:
-            raise PlanError.single("sampling_weights", str(exc)) from exc
-
-    def global_batches(self, epoch: int) -> EpochBatches:
-        return self._batches(epoch, self.global_size(epoch), self.batch.drop_last)
-
-    def sequence(self, epoch: int) -> npt.NDArray[Any]:
-        """The epoch's draws in order, before batching (the batch size does not change them)."""
-        whole = max(self.spec.num_samples or 0, len(self.weights), 1)  # one batch of all
-        return self._batches(epoch, whole, False).indices
-
-    def reachable(self) -> npt.NDArray[np.bool_] | None:
-        """The samples an epoch can draw: those of positive weight."""
-        positive: npt.NDArray[np.bool_] = self.weights > 0
-        return positive
-
-
-class _CurriculumPlanner(_ListPlanner):
-    """Easiest-first batches: the eligible set follows the competence of the epoch or step."""
-
-    def __init__(
-        self,
-        difficulty: npt.NDArray[np.float64],
-        spec: CurriculumSpec,
-        schedule: Callable[[int], Any] | None,
-        batch: BatchSpec,
-        seed: int,
-        world_size: int,
-        rank: int,
-        even: bool,
-        sizes: Schedule[int],
-    ) -> None:
-        super().__init__(seed, world_size, rank, even, sizes, batch.drop_last)
-        self.order = difficulty_order(difficulty)
-        self.spec = spec
-        self.schedule = schedule
-        self.batch = batch
-        n = len(difficulty)
-        g = batch.batch_size * world_size  # a step is a global batch
-        self.steps_per_epoch = n // g if batch.drop_last else -(-n // g)
-
-    def competence(self, t: int) -> float:
-        spec = self.spec
-        if self.schedule is not None:
-            value = self.schedule(t)
-            if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value <= 1:
-                raise PlanError.single(
-                    "curriculum.schedule",
-                    f"the schedule returned {value!r} for {spec.by} {t}; it must return a "
-                    f"competence in (0, 1]",
-                )
-            return float(value)
-        return competence(
-            spec.schedule,
-            t,
-            horizon=spec.horizon or 1.0,
-            start=spec.start,
-            degree=spec.degree,
-            steps=spec.steps,
-        )
-
-    def global_batches(self, epoch: int) -> EpochBatches:
-        b = self.global_size(epoch)
-        if self.spec.by == "epoch":
-            return curriculum_epoch_batches(
-                self.order,
-                self.competence(epoch),
-                seed=self.seed,
-                epoch=epoch,
-                batch_size=b,
-                drop_last=self.batch.drop_last,
-            )
-        first = epoch * self.steps_per_epoch
-        levels = [self.competence(first + s) for s in range(self.steps_per_epoch)]
-        return curriculum_step_batches(
-            self.order, levels, seed=self.seed, first_step=first, batch_size=b
-        )
-
-    def sequence(self, epoch: int) -> npt.NDArray[Any]:
-        """The epoch's eligible samples in their shuffled order (a per-epoch curriculum)."""
-        assert self.spec.by == "epoch"
-        return curriculum_epoch_batches(
-            self.order,
-            self.competence(epoch),
-            seed=self.seed,
-            epoch=epoch,
-            batch_size=max(len(self.order), 1),  # one batch: the sequence is the same
-            drop_last=False,
-        ).indices
-
-    def reachable(self) -> npt.NDArray[np.bool_] | None:
-        """Every sample may become eligible."""
-        return None
-
-    def segments(self, epoch: int, batches: EpochBatches) -> npt.NDArray[np.int64] | None:
-        """By step, each step's batch is its own segment.
-
-        A step's batch is smaller than a global batch while few samples are eligible; it is
-        completed from its own samples.
-        """
-        if self.spec.by == "step":
-            return np.arange(len(batches), dtype=np.int64)
-        return None
-
-    def split_drop_last(self) -> bool:
-        """By step, batches are short only while few samples are eligible: never dropped."""
-        return self.drop_last and self.spec.by == "epoch"
-
-    def eligible(self, epoch: int) -> int:
-        """How many samples are eligible at the start of ``epoch``."""
-        t = epoch if self.spec.by == "epoch" else epoch * self.steps_per_epoch
-        return eligible_count(len(self.order), self.competence(t))
-
-
-class _MixturePlanner(_ListPlanner):
-    """Batches drawn from several sources; weights may follow a schedule of epoch or step."""
-
-    def __init__(
-        self,
-        spec: MixtureSpec,
-        weights_fn: Callable[[int], Any] | None,
-        batch: BatchSpec,
-        shuffle: bool,
-        seed: int,
-        world_size: int,
-        rank: int,
-        even: bool,
-        sizes: Schedule[int],
-    ) -> None:
-        super().__init__(seed, world_size, rank, even, sizes, batch.drop_last)
-        self.spec = spec
-        self.weights_fn = weights_fn
-        self.batch = batch
-        self.shuffle = shuffle
-        self._starts = [0]  # first step of each epoch counted so far
-
-    def per_epoch(self, epoch: int) -> int:
-        """Batches in ``epoch`` before sharding (they follow the epoch's batch size)."""
-        spec = self.spec
-        return mixture_num_batches(
-            spec.sizes,
-            mode=spec.mode,
-            batch_size=self.global_size(epoch),
-            num_samples=spec.num_samples,
-            drop_last=self.batch.drop_last,
-        )
-
-    def first_step(self, epoch: int) -> int:
-        """Global batches of the epochs before ``epoch``: the step the weights see first."""
-        starts = self._starts
-        while len(starts) <= epoch:
-            starts.append(starts[-1] + self.per_epoch(len(starts) - 1))
-        return starts[epoch]
-
-    def weights_at(self, t: int) -> tuple[float, ...] | None:
-        """The source weights at epoch or step ``t`` (``None``: proportional to sizes)."""
-        spec = self.spec
-        if self.weights_fn is not None:
-            value = self.weights_fn(t)
-            try:
-                return source_weights("mixture.weights", value, spec.names)
-            except PlanError as exc:
-                raise PlanError.single(
-                    "mixture.weights",
-                    f"the weight function returned {value!r} for {spec.by} {t}: "
-                    f"{exc.problems[0].message}",
-                ) from None
-        for until, weights in spec.schedule:
-            if t < until:
-                return weights
-        if spec.schedule:
-            return spec.schedule[-1][1]
-        return spec.weights
-
-    def sequence(self, epoch: int) -> npt.NDArray[Any]:
-        """The epoch's global indices in order, before batching.
-
-        For the modes bucketing accepts (weighted with weights fixed for the epoch and not
-        stratified, round_robin, max_size_cycle, min_size) the batch size does not change
-        them: one batch of all positions gives the sequence.
-        """
-        spec = self.spec
-        assert spec.mode != "sequential"
-        assert not spec.stratified
-        weights = None
-        if spec.mode == "weighted":
-            assert spec.by == "epoch" or (spec.fn is None and not spec.schedule)
-            weights = self.weights_at(epoch)
-        whole = max(len(spec.sizes) * max(spec.sizes), spec.num_samples or 0, 1)
-        return mixture_batches(
-            spec.sizes,
-            names=spec.names,
-            mode=spec.mode,
-            seed=self.seed,
-            epoch=epoch,
-            batch_size=whole,
-            shuffle=self.shuffle,
-            weights=weights,
-            num_samples=spec.num_samples if spec.mode == "weighted" else None,
-            drop_last=False,
-        ).indices
-
-    def reachable(self) -> npt.NDArray[np.bool_] | None:
-        """Every sample of every source may be used."""
-        return None
-
-    def segments(self, epoch: int, batches: EpochBatches) -> npt.NDArray[np.int64] | None:
-        """Sequentially, a source's partial last batch is completed from that source."""
-        if self.spec.mode != "sequential" or len(batches) == 0:
-            return None
-        firsts = batches.indices[batches.offsets[:-1]]
-        source = source_of(firsts, self.spec.sizes)
-        return np.flatnonzero(np.diff(source, prepend=-1) != 0).astype(np.int64)
-
-    def global_batches(self, epoch: int) -> EpochBatches:
-        spec = self.spec
-        weights: Any = None
-        if spec.mode == "weighted":
-            if spec.by == "step" and (spec.fn is not None or spec.schedule):
-                first, count = self.first_step(epoch), self.per_epoch(epoch)
-                weights = np.array(
-                    [self.weights_at(first + j) for j in range(count)], dtype=np.float64
-                ).reshape(count, len(spec.sources))
-            else:
-                weights = self.weights_at(epoch)
-        return mixture_batches(
-            spec.sizes,
-            names=spec.names,
-            mode=spec.mode,
-            seed=self.seed,
-            epoch=epoch,
-            batch_size=self.global_size(epoch),
-            shuffle=self.shuffle,
-            weights=weights,
-            num_samples=spec.num_samples if spec.mode == "weighted" else None,
-            stratified=spec.stratified,
-            drop_last=self.batch.drop_last,
-        )
-
-
-_AnyPlanner = _Planner | _StepSizedPlanner | _ListPlanner
 _Pending = Literal["set", "resume", "next"]
-_SequencePlanner = _WeightedPlanner | _CurriculumPlanner | _MixturePlanner
 
 
 class _Requests:
@@ -854,7 +227,7 @@ class _Requests:
 
     def __init__(
         self,
-        planner: _AnyPlanner,
+        planner: Planner,
         part: npt.NDArray[Any] | None,
         max_lengths: Schedule[int] | None,
     ) -> None:
@@ -875,7 +248,7 @@ class _Requests:
     def first_step(self, epoch: int) -> int:
         """Batches this rank delivers in the epochs before ``epoch`` (each counted once)."""
         planner = self.planner
-        if isinstance(planner, _StepSizedPlanner):
+        if isinstance(planner, StepSizedPlanner):
             return planner.first_step(epoch)
         starts = self._epoch_starts
         while len(starts) <= epoch:
@@ -1342,49 +715,24 @@ class Loader:
             n = len(self._part)
         self.batch_sizes = _batch_sizes(plan)
         self._max_lengths = _max_lengths(plan)
-        self._planner: _AnyPlanner
-        self.lengths_cost = ""
-        self.sampler: _SequencePlanner | None = None
-        self.sampler_cost = ""
-        listed = self._list_planner(plan)
-        if listed is not None:
-            self._planner, self.lengths_cost = listed
-        elif plan.batch.by == "step" and plan.batch.scheduled:
-            self._planner = _StepSizedPlanner(
-                n,
-                plan.order.seed,
-                plan.order.shuffle,
-                self.batch_sizes,
-                self.world_size,
-                self.rank,
-                plan.batch.drop_last,
-                plan.distributed.even_batches,
-            )
-        else:
-            sizes, world, rank = self.batch_sizes, self.world_size, self.rank
-            batch, even = plan.batch, plan.distributed.even_batches
-
-            def layout(epoch: int) -> ShardLayout:
-                return ShardLayout(n, sizes(epoch), world, rank, batch.drop_last, even)
-
-            self._planner = _Planner(n, plan.order.seed, plan.order.shuffle, layout)
-        if plan.batch.drop_last and self._planner.num_batches(0) == 0 and listed is None:
-            raise PlanError.single(
-                "batch.drop_last",
-                f"with batch_size {plan.batch.batch_size} on {self.world_size} ranks and {n} "
-                f"samples, drop_last=True leaves 0 batches per epoch; lower batch_size or set "
-                f"drop_last=False",
-            )
+        context = PlannerContext(plan, n, self._part, self.world_size, self.rank, self.batch_sizes)
+        selected = select_planner(context)
+        self._planner: Planner = selected.planner
+        self.lengths_cost = selected.cost
+        """What reading the planner's per-sample values (lengths, weights) cost."""
+        self.sampler: ListPlanner | None = selected.sampler
+        """With bucketing combined with another sampler: that sampler's planner."""
+        self.sampler_cost = selected.sampler_cost
         self._request_plan = _Requests(self._planner, self._part, self._max_lengths)
         self.workers = resolve_workers(plan.workers)
         """The worker settings this loader runs with (``"auto"`` resolved on this machine)."""
         self.pin_memory = wants_pinning(plan.workers.pin_memory, self.device)
-        collate = _resolve_callable(plan, plan.collator, "collator")
+        collate = resolve_callable(plan, plan.collator, "collator")
         self._on_device: Callable[[Any], Any] | None = getattr(collate, "on_device", None)
         self.batch_checks = batch_checker(plan)
         """The plan's batch contract (``with_checks``), run on delivered batches."""
         transform = (
-            None if plan.transform is None else _resolve_callable(plan, plan.transform, "transform")
+            None if plan.transform is None else resolve_callable(plan, plan.transform, "transform")
         )
         self._cache = (
             None
@@ -1459,92 +807,6 @@ class Loader:
             return make_source(plan.bindings[plan.dataset.binding], plan.dataset)
         parts = [make_source(plan.bindings[s.binding], s) for s in mixture.sources]
         return MixtureSource(parts, mixture.names, mixture.sizes)
-
-    def _list_planner(self, plan: LoaderPlan) -> tuple[_ListPlanner, str] | None:
-        """The planner for bucketing, weights, a curriculum or a mixture, with what it cost.
-
-        ``None`` for plain fixed-size batches. Bucketing combined with another sampler groups
-        that sampler's epoch (its planner, kept in :attr:`sampler`) into length buckets; the
-        cost is then the lengths' and the sampler's values' in :attr:`sampler_cost`.
-        """
-        assert plan.bindings is not None
-        if plan.bucketing is None:
-            return self._sampler_planner(plan, check_empty=True)
-        shard = self._shard(plan)
-        if plan.mixture is not None:
-            lengths, cost = mixture_lengths(plan.bucketing.length, plan.mixture, plan.bindings)
-        else:
-            lengths, cost = sample_lengths(plan.bucketing.length, plan.dataset, plan.bindings)
-            lengths = self._in_part(lengths)
-        sampler = self._sampler_planner(plan, check_empty=False)
-        source: _SequencePlanner | None = None
-        if sampler is not None:
-            planner, self.sampler_cost = sampler
-            assert isinstance(planner, _WeightedPlanner | _CurriculumPlanner | _MixturePlanner)
-            source = self.sampler = planner
-        padding = bucket_padding(plan)
-        bucketed = _BucketPlanner(
-            lengths, plan.bucketing, plan.batch, *shard, source=source, padding=padding
-        )
-        if plan.mixture is not None and bucketed.num_batches(0) == 0:
-            raise PlanError.single(
-                "batch.drop_last",
-                f"with batch_size {plan.batch.batch_size} on {self.world_size} ranks, the "
-                f"mixture's bucketed epoch leaves 0 batches per rank; lower batch_size or set "
-                f"drop_last=False",
-            )
-        return bucketed, cost
-
-    def _in_part(self, values: npt.NDArray[Any]) -> npt.NDArray[Any]:
-        """Per-sample values of the whole dataset cut to the split's part, in position order."""
-        return values if self._part is None else values[self._part]
-
-    def _shard(self, plan: LoaderPlan) -> tuple[int, int, int, bool, Schedule[int]]:
-        """The planners' arguments that deal an epoch's batches to this rank."""
-        return (
-            plan.order.seed,
-            self.world_size,
-            self.rank,
-            plan.distributed.even_batches,
-            self.batch_sizes,
-        )
-
-    def _sampler_planner(
-        self, plan: LoaderPlan, *, check_empty: bool
-    ) -> tuple[_ListPlanner, str] | None:
-        """The planner for weights, a curriculum or a mixture, with what its values cost."""
-        assert plan.bindings is not None
-        shard = self._shard(plan)
-        if plan.sampling_weights is not None:
-            weights, cost = sample_weights(
-                plan.sampling_weights.source, plan.dataset, plan.bindings
-            )
-            weights = self._in_part(weights)
-            return _WeightedPlanner(weights, plan.sampling_weights, plan.batch, *shard), cost
-        if plan.curriculum is not None:
-            difficulty, cost = sample_weights(
-                plan.curriculum.difficulty, plan.dataset, plan.bindings, "curriculum.difficulty"
-            )
-            difficulty = self._in_part(difficulty)
-            fn = plan.curriculum.fn
-            schedule = None if fn is None else _resolve_callable(plan, fn, "curriculum.schedule")
-            planner = _CurriculumPlanner(difficulty, plan.curriculum, schedule, plan.batch, *shard)
-            return planner, cost
-        if plan.mixture is not None:
-            fn = plan.mixture.fn
-            weights_fn = None if fn is None else _resolve_callable(plan, fn, "mixture.weights")
-            mixed = _MixturePlanner(
-                plan.mixture, weights_fn, plan.batch, plan.order.shuffle, *shard
-            )
-            if check_empty and mixed.num_batches(0) == 0:
-                raise PlanError.single(
-                    "batch.drop_last",
-                    f"with batch_size {plan.batch.batch_size} on {self.world_size} ranks, the "
-                    f"mixture's epoch leaves 0 batches per rank; lower batch_size or set "
-                    f"drop_last=False",
-                )
-            return mixed, ""
-        return None
 
     # -- position ---------------------------------------------------------------------------
 
@@ -2090,14 +1352,14 @@ class Loader:
                 f"even them out (wrap-around)"
             )
         sampler = planner if self.sampler is None else self.sampler
-        if isinstance(sampler, _CurriculumPlanner):
+        if isinstance(sampler, CurriculumPlanner):
             cost = self.lengths_cost if self.sampler is None else self.sampler_cost
             lines.append(
                 f"  curriculum  difficulties: {cost}; epoch {self._epoch}: "
                 f"{sampler.eligible(self._epoch):,} of {len(sampler.order):,} samples eligible, "
                 f"{planner.num_batches(self._epoch):,} batches on this rank"
             )
-        if isinstance(planner, _BucketPlanner):
+        if isinstance(planner, BucketPlanner):
             spec = planner.spec
             mine = planner.batches(self._epoch)
             stats = padding_stats(
@@ -2112,9 +1374,9 @@ class Loader:
             grouped = ""
             if self.sampler is not None:  # what the combined sampler chose for this rank
                 what = {
-                    _WeightedPlanner: "weighted draws",
-                    _CurriculumPlanner: "eligible samples",
-                    _MixturePlanner: "mixture samples",
+                    WeightedPlanner: "weighted draws",
+                    CurriculumPlanner: "eligible samples",
+                    MixturePlanner: "mixture samples",
                 }[type(self.sampler)]
                 grouped = f"{mine.num_samples:,} {what} in "
             line = (
@@ -2124,7 +1386,7 @@ class Loader:
             )
             if "utilization" in stats:
                 line += f", budget used {stats['utilization']:.1%}; {budget_split(spec, stats)}"
-            if isinstance(self.sampler, _WeightedPlanner):
+            if isinstance(self.sampler, WeightedPlanner):
                 line += f"; weights: {self.sampler_cost}"
             lines.append(line)
         return "\n".join(lines)

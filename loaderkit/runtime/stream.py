@@ -81,6 +81,7 @@ from loaderkit.errors import (
 )
 from loaderkit.order.keys import derive_key, sample_rng
 from loaderkit.plan.workers import resolve_workers
+from loaderkit.runtime.callables import resolve_callable
 from loaderkit.runtime.device import deliver, resolve_device, wants_pinning
 from loaderkit.runtime.fetch import Fetched, Skipped, WorkerSeeder
 from loaderkit.runtime.loader import (
@@ -93,7 +94,6 @@ from loaderkit.runtime.loader import (
     _identity,
     _max_lengths,
     _Raised,
-    _resolve_callable,
     _shutdown_pool,
     resolve_world,
 )
@@ -1069,11 +1069,11 @@ class StreamLoader(Loader):
         self.resume_native, self.resume_replays_because = self._resume_mode(plan, data)
         """Whether a resume loads each producer's saved source state (O(1)) instead of
         replaying the stream, and if not, why not."""
-        collate = _resolve_callable(plan, plan.collator, "collator")
+        collate = resolve_callable(plan, plan.collator, "collator")
         self._collate = collate
         self._on_device: Callable[[Any], Any] | None = getattr(collate, "on_device", None)
         self._transform = (
-            None if plan.transform is None else _resolve_callable(plan, plan.transform, "transform")
+            None if plan.transform is None else resolve_callable(plan, plan.transform, "transform")
         )
         self.batch_checks = batch_checker(plan)
         self._epoch = 0
