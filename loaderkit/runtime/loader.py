@@ -11,29 +11,20 @@ from __future__ import annotations
 
 import collections
 import copy
-import functools
 import logging
-import os
-import re
-import signal
-import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Literal, NamedTuple
+from collections.abc import Callable, Iterator, Mapping
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 import numpy.typing as npt
-import torch
 from torch.utils.data import DataLoader, Dataset, Sampler
-from torch.utils.data._utils import signal_handling
 
 from loaderkit.checks import CheckReport, batch_checker, check_loader
 from loaderkit.errors import DataError, NotBuiltYetError, PlanError, ResumeError, WorkerError
 from loaderkit.order.bucketing import (
     padding_stats,
 )
-from loaderkit.order.keys import derive_key
 from loaderkit.plan.display import budget_split, diff_dicts, loader_html
-from loaderkit.plan.fields import batch_size_value, max_length_value
 from loaderkit.plan.fingerprint import compute_elastic_fingerprint
 from loaderkit.plan.workers import resolve_workers
 from loaderkit.runtime.cache import CachedSource, CacheStats, open_cache
@@ -49,6 +40,7 @@ from loaderkit.runtime.fetch import (
     WorkerSeeder,
     failure_from,
 )
+from loaderkit.runtime.outcomes import NO_BATCH, Raised
 from loaderkit.runtime.planners import (
     BucketPlanner,
     CurriculumPlanner,
@@ -60,21 +52,28 @@ from loaderkit.runtime.planners import (
     WeightedPlanner,
     select_planner,
 )
-from loaderkit.runtime.schedules import Schedule
+from loaderkit.runtime.pool import (
+    BROKEN_GRACE,
+    TIMEOUT,
+    Awaited,
+    awaited_task,
+    base_seed_generator,
+    dead_workers,
+    identity,
+    shutdown_pool,
+    worker_error,
+)
+from loaderkit.runtime.schedules import Schedule, batch_sizes, max_lengths
 from loaderkit.runtime.skips import SKIPPED_RECORDS_KEPT, SkipCounts, over_budget
 from loaderkit.runtime.sources import MixtureSource, Source, make_source
 from loaderkit.runtime.split import split_part
+from loaderkit.runtime.state import STATE_VERSION, check_state_shape
+from loaderkit.runtime.world import resolve_world
 
 if TYPE_CHECKING:
     from loaderkit.plan.plan import LoaderPlan
-    from loaderkit.plan.specs import (
-        DistributedSpec,
-    )
 
 __all__ = ["STATE_VERSION", "CheckReport", "Loader", "build_loader", "resolve_world"]
-
-STATE_VERSION = 1
-"""The version of the ``state_dict()`` format."""
 
 _STATE_KEYS = (
     "loaderkit_state",
@@ -85,131 +84,6 @@ _STATE_KEYS = (
     "rank",
     "plan",
 )
-
-
-def resolve_world(spec: DistributedSpec) -> tuple[int, int, str]:
-    """(world size, rank, where they came from) for this process.
-
-    Raises:
-        PlanError: at path ``distributed``, when the plan does not shard
-            (no ``with_distributed()``) but this process is one of several ranks (an
-            initialized ``torch.distributed`` group of more than one process, or
-            ``WORLD_SIZE`` > 1 in the environment, as torchrun sets): every rank would read
-            the whole dataset. The message names the fix and the explicit opt-out
-            (``with_distributed(world_size=1, rank=0)``).
-
-    """
-    if not spec.enabled:
-        _refuse_unsharded_ranks()
-        return 1, 0, "single process"
-    if spec.world_size is not None and spec.rank is not None:
-        return spec.world_size, spec.rank, "given explicitly"
-    dist = torch.distributed
-    if dist.is_available() and dist.is_initialized():
-        return dist.get_world_size(), dist.get_rank(), "torch.distributed process group"
-    env_world, env_rank = os.environ.get("WORLD_SIZE"), os.environ.get("RANK")
-    if env_world is not None or env_rank is not None:
-        try:
-            world, rank = int(env_world or ""), int(env_rank or "")
-        except ValueError:
-            raise PlanError.single(
-                "distributed",
-                f"RANK={env_rank!r} and WORLD_SIZE={env_world!r} in the environment are not "
-                f"both integers; launch with torchrun or pass with_distributed(world_size=..., "
-                f"rank=...)",
-            ) from None
-        if world < 1 or not 0 <= rank < world:
-            raise PlanError.single(
-                "distributed",
-                f"RANK={rank} is outside [0, WORLD_SIZE={world}) in the environment",
-            )
-        return world, rank, "RANK/WORLD_SIZE environment (torchrun)"
-    return 1, 0, "single process (no process group, no RANK/WORLD_SIZE set)"
-
-
-def _unsharded_world() -> tuple[int, str] | None:
-    """(world size, where it was seen) when this process is one of several ranks, else None."""
-    dist = torch.distributed
-    if dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1:
-        return dist.get_world_size(), "an initialized torch.distributed process group"
-    text = os.environ.get("WORLD_SIZE", "").strip()
-    try:
-        world = int(text)
-    except ValueError:
-        return None  # not a launcher's value: nothing to say about ranks
-    return (world, f"WORLD_SIZE={world} in the environment (torchrun)") if world > 1 else None
-
-
-def _refuse_unsharded_ranks() -> None:
-    """Raise :class:`PlanError` if a plan without sharding is built on one of several ranks."""
-    found = _unsharded_world()
-    if found is None:
-        return
-    world, where = found
-    raise PlanError.single(
-        "distributed",
-        f"this process is one of {world} ranks ({where}) but the plan does not shard: every "
-        f"rank would read the whole dataset, each epoch {world} times over. Add "
-        f".with_distributed() to give each rank its part (rank and world size are detected "
-        f"at build), or .with_distributed(world_size=1, rank=0) if every rank should read "
-        f"everything on purpose (e.g. an evaluation repeated on each rank)",
-    )
-
-
-def _check_state_shape(
-    state: object,
-    keys: Sequence[str],
-    kind: str,
-    maker: str,
-    counts: Sequence[str] = ("epoch", "batches_delivered", "world_size", "rank"),
-) -> None:
-    """Raise :class:`ResumeError` unless ``state`` is a dict of this format with ``keys``.
-
-    ``kind`` and ``maker`` name the state and the class whose ``state_dict()`` makes it;
-    each of ``counts`` must be an int >= 0.
-    """
-    if not isinstance(state, Mapping):
-        raise ResumeError(f"a loader state is a dict (got {type(state).__name__})")
-    missing = [k for k in keys if k not in state]
-    if missing:
-        raise ResumeError(
-            f"not a loaderkit {kind} state: missing {', '.join(missing)}; pass what "
-            f"{maker}.state_dict() returned"
-        )
-    if state["loaderkit_state"] != STATE_VERSION:
-        raise ResumeError(
-            f"state format {state['loaderkit_state']!r} is not the one this loaderkit "
-            f"reads ({STATE_VERSION})"
-        )
-    for key in counts:
-        value = state[key]
-        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-            raise ResumeError(f"state[{key!r}] must be an int >= 0 (got {value!r})")
-
-
-def _batch_sizes(plan: LoaderPlan) -> Schedule[int]:
-    """The batch size as a function of the epoch or step."""
-    b = plan.batch
-    fn = None if b.fn is None else resolve_callable(plan, b.fn, "batch.batch_size")
-    return Schedule(
-        "batch.batch_size",
-        b.by,
-        fixed=b.batch_size,
-        table=b.schedule,
-        fn=fn,
-        check=batch_size_value,
-    )
-
-
-def _max_lengths(plan: LoaderPlan) -> Schedule[int] | None:
-    """The sequence length of ``with_max_length`` as a function of the epoch or step."""
-    m = plan.max_length
-    if m is None:
-        return None
-    fn = None if m.fn is None else resolve_callable(plan, m.fn, "max_length")
-    return Schedule(
-        "max_length", m.by, fixed=m.value, table=m.schedule, fn=fn, check=max_length_value
-    )
 
 
 _Pending = Literal["set", "resume", "next"]
@@ -297,263 +171,7 @@ class _BatchDataset(Dataset[Any]):
             return failure_from(error, request)
 
 
-def _identity(batch: Any) -> Any:
-    return batch
-
-
-def _base_seed_generator(seed: int) -> torch.Generator:
-    """The generator torch draws its workers' base seed from, keyed by the plan's seed.
-
-    So starting workers neither reads nor moves the caller's global torch RNG.
-    """
-    generator = torch.Generator()
-    generator.manual_seed(derive_key(seed, "torch-base-seed") % 2**63)
-    return generator
-
-
-class _NoBatchType:
-    """Stands for a batch whose every sample the skip policy dropped."""
-
-    def __repr__(self) -> str:
-        return "<no batch: every sample was skipped>"
-
-
-_NO_BATCH = _NoBatchType()
-
 _LOG = logging.getLogger("loaderkit")
-
-
-_WORKER_KILLED = re.compile(
-    r"DataLoader worker \(pid(?:\(s\))? ([\d, ]+)\) "
-    r"(?:is killed by signal: ([^.]+)|exited unexpectedly(?: with exit code (-?\d+))?)"
-)
-_TIMEOUT = re.compile(r"DataLoader timed out after (\d+(?:\.\d+)?) seconds")
-
-
-_SHUTDOWN_GRACE = 0.5
-"""Seconds a pool's workers get to exit on their own at shutdown before they are terminated."""
-
-_REMOVE_WORKER_PIDS: Callable[[int], None] = signal_handling._remove_worker_pids  # type: ignore[attr-defined]
-"""Unregisters a pool's pids from torch's SIGCHLD handler (what its shutdown does)."""
-
-_BROKEN_GRACE = 0.2
-"""The same for a broken pool (a worker died or timed out): its results are discarded."""
-
-
-def _shutdown_pool(iterator: object, grace: float = _SHUTDOWN_GRACE) -> None:
-    """Shut a torch multi-process iterator's workers down within about ``grace`` seconds.
-
-    torch's own ``_shutdown_workers`` joins each worker with a 5 s timeout in turn, so a
-    stuck worker (or one whose index queue was already finalized by the garbage collector)
-    costs 5 s, per worker. Here the workers are told to stop (done event, then ``None`` on
-    each index queue), joined against one shared deadline, and those still alive are
-    terminated, then killed. The pids are unregistered from torch's SIGCHLD handler first, so
-    a terminated worker raises nothing in the main thread. The iterator is marked shut down,
-    so torch's ``__del__`` does nothing more (also in a process forked later, which inherits
-    a copy of it). Every step is guarded: this also runs from ``__del__``.
-    """
-    if getattr(iterator, "_shutdown", True):
-        return  # not a multi-process iterator, or shut down already
-    pool: Any = iterator  # torch's _MultiProcessingDataLoaderIter, read by its private names
-    workers: list[Any] = list(getattr(iterator, "_workers", ()))
-    if any(getattr(w, "_parent_pid", None) != os.getpid() for w in workers):
-        return  # a copy inherited by a forked process: the workers are not ours
-    pool._shutdown = True
-    steps: list[Callable[[], object]] = []
-    done = getattr(iterator, "_pin_memory_thread_done_event", None)
-    thread = getattr(iterator, "_pin_memory_thread", None)
-    results = getattr(iterator, "_worker_result_queue", None)
-    if done is not None and thread is not None and results is not None:
-        steps += [done.set, lambda: results.put((None, None)), lambda: thread.join(grace)]
-    steps.append(pool._workers_done_event.set)
-    persistent = getattr(iterator, "_persistent_workers", False)
-    status: list[bool] = list(getattr(iterator, "_workers_status", ()))
-    for worker_id in range(len(workers)):
-        if persistent or (worker_id < len(status) and status[worker_id]):
-            steps.append(
-                functools.partial(pool._mark_worker_as_unavailable, worker_id, shutdown=True)
-            )
-    for step in steps:
-        try:
-            step()
-        except Exception:  # noqa: BLE001 - a queue finalized already: terminate below
-            continue
-    deadline = time.monotonic() + grace
-    try:
-        for w in workers:
-            w.join(timeout=max(deadline - time.monotonic(), 0.0))
-    finally:
-        if getattr(iterator, "_worker_pids_set", False):
-            _REMOVE_WORKER_PIDS(id(iterator))
-            pool._worker_pids_set = False
-        _end_processes(workers)
-        queues = [*getattr(iterator, "_index_queues", ()), results]
-        for queue in queues:
-            try:
-                queue.cancel_join_thread()
-                queue.close()
-            except Exception:  # noqa: BLE001 - closed already
-                continue
-
-
-def _end_processes(processes: Sequence[Any]) -> None:
-    """Terminate, then kill, the processes still alive; reap them all."""
-    alive = [p for p in processes if p.is_alive()]
-    for p in alive:
-        p.terminate()
-    deadline = time.monotonic() + 0.5
-    for p in alive:
-        p.join(timeout=max(deadline - time.monotonic(), 0.0))
-        if p.is_alive():
-            p.kill()
-            p.join(timeout=0.5)
-
-
-def _dead_workers(iterator: object, *, wait: float = 1.0) -> list[tuple[int, int | None, int]]:
-    """``(worker id, pid, exit code)`` of the torch iterator's workers that have ended.
-
-    A negative exit code is the signal that ended the worker (multiprocessing's convention).
-    A worker that is dying may not be reaped yet: the workers are polled for up to ``wait``
-    seconds in all (not per worker) until one is found.
-    """
-    workers = list(getattr(iterator, "_workers", ()))
-    deadline = time.monotonic() + wait
-    while True:
-        found = []
-        for worker_id, process in enumerate(workers):
-            code = process.exitcode  # polls (reaps) without blocking
-            if code is not None and code != 0:
-                found.append((worker_id, process.pid, int(code)))
-        if found or time.monotonic() >= deadline:
-            return found
-        time.sleep(0.02)
-
-
-def _awaited(iterator: object) -> tuple[int, int | None] | None:
-    """(task index in the pass, worker id) of the batch torch's iterator is waiting for.
-
-    torch sends task ``i`` of a pass to a worker (round-robin over the available ones),
-    records it in ``_task_info[i] = (worker id,)`` until it arrives, and returns tasks in
-    order: ``_rcvd_idx`` is the one awaited.
-    """
-    index = getattr(iterator, "_rcvd_idx", None)
-    info = getattr(iterator, "_task_info", {})
-    if not isinstance(index, int):
-        return None
-    task = info.get(index) if isinstance(info, dict) else None
-    worker = task[0] if isinstance(task, tuple) and task and isinstance(task[0], int) else None
-    return index, worker
-
-
-class _Awaited(NamedTuple):
-    """The batch a broken pool was waiting for, and the worker that held it."""
-
-    epoch: int | None
-    batch_index: int | None
-    worker_id: int | None
-    pid: int | None
-    samples: str = ""
-
-
-def _worker_error(
-    exc: Exception,
-    timeout: float | None,
-    dead: Sequence[tuple[int, int | None, int]] = (),
-    awaited: _Awaited | None = None,
-) -> WorkerError | None:
-    """The :class:`WorkerError` for a torch worker failure, or ``None`` for anything else."""
-    text = str(exc)
-    batch = None if awaited is None else awaited.batch_index
-    if dead and ("DataLoader worker" in text or not isinstance(exc, RuntimeError | DataError)):
-        worker_id, pid, code = dead[0]
-        if code < 0:
-            try:
-                name = signal.Signals(-code).name
-            except ValueError:
-                name = f"signal {-code}"
-            how = f"was killed by {name}"
-            hint = (
-                " (SIGKILL is often the out-of-memory killer: lower num_workers or the memory a "
-                "sample needs)"
-                if name == "SIGKILL"
-                else ""
-            )
-        else:
-            name, how, hint = None, f"exited with exit code {code}", ""
-        return WorkerError(
-            f"worker {worker_id} (pid {pid}) {how}{hint}; the batches it held were not "
-            f"delivered. The loader stays usable: iterating again restarts the workers from "
-            f"the last delivered batch",
-            worker_id=worker_id,
-            pid=pid,
-            signal=name,
-            exit_code=None if code < 0 else code,
-            batch_index=batch,
-        )
-    timed = _TIMEOUT.search(text)
-    if timed:
-        seconds = float(timed.group(1))
-        held = "no worker delivered it in time"
-        holder: int | None = None
-        holder_pid: int | None = None
-        if awaited is not None:
-            holder, holder_pid = awaited.worker_id, awaited.pid
-            what = "a batch" if batch is None else f"batch {batch}"
-            if awaited.epoch is not None and batch is not None:
-                what += f" of epoch {awaited.epoch}"
-            who = "its worker" if holder is None else f"worker {holder} (pid {holder_pid})"
-            held = f"{what}{awaited.samples} was held by {who}, which did not deliver it in time"
-        return WorkerError(
-            f"a batch timed out after {seconds:g} s (with_workers(timeout={timeout})): {held}; "
-            f"look for a sample or transform that blocks, or raise the timeout. The loader "
-            f"stays usable: iterating again restarts the workers from the last delivered batch",
-            timeout=seconds,
-            worker_id=holder,
-            pid=holder_pid,
-            batch_index=batch,
-        )
-    killed = _WORKER_KILLED.search(text)
-    if killed:
-        pids = [int(p) for p in re.findall(r"\d+", killed.group(1))]
-        signal_name = killed.group(2)
-        exit_code = None if killed.group(3) is None else int(killed.group(3))
-        how = (
-            f"was killed by signal {signal_name}"
-            if signal_name
-            else f"exited unexpectedly (exit code {exit_code})"
-            if exit_code is not None
-            else "exited unexpectedly"
-        )
-        hint = (
-            " (SIGKILL: often the out-of-memory killer; lower num_workers or the memory a "
-            "sample needs)"
-            if signal_name and "Killed" in signal_name
-            else ""
-        )
-        return WorkerError(
-            f"worker process (pid {', '.join(map(str, pids))}) {how}{hint}; the batches it "
-            f"held were not delivered. The loader stays usable: iterating again restarts the "
-            f"workers from the last delivered batch. torch said: {text.splitlines()[0]}",
-            pid=pids[0] if pids else None,
-            signal=signal_name,
-            exit_code=exit_code,
-            batch_index=batch,
-        )
-    return None
-
-
-class _Raised:
-    """A :class:`DataError` in the stream of host batches, in the failed batch's place.
-
-    Carried as a value (not raised) so the generators that fetch the pass stay alive: the
-    pass raises it from ``next()`` and goes on with the next batch. Not a tuple, mapping or
-    dataclass, so moving batches to the device passes it through untouched.
-    """
-
-    __slots__ = ("error",)
-
-    def __init__(self, error: DataError) -> None:
-        self.error = error
 
 
 class _Pass:
@@ -616,10 +234,10 @@ class _Pass:
                 raise
             index = loader._delivered
             loader._delivered += 1  # a failed batch counts as consumed, as in torch
-            if isinstance(batch, _Raised):
+            if isinstance(batch, Raised):
                 self._fail(loader, index)
                 raise batch.error
-            if batch is _NO_BATCH:  # every sample of this batch was skipped
+            if batch is NO_BATCH:  # every sample of this batch was skipped
                 continue
             try:
                 if finish is not None:
@@ -713,8 +331,8 @@ class Loader:
         """The part of the plan's split this loader reads (``None``: the plan has no split)."""
         if self._part is not None:
             n = len(self._part)
-        self.batch_sizes = _batch_sizes(plan)
-        self._max_lengths = _max_lengths(plan)
+        self.batch_sizes = batch_sizes(plan)
+        self._max_lengths = max_lengths(plan)
         context = PlannerContext(plan, n, self._part, self.world_size, self.rank, self.batch_sizes)
         selected = select_planner(context)
         self._planner: Planner = selected.planner
@@ -916,7 +534,7 @@ class Loader:
         return self._request_plan(epoch, start)
 
     def _host_batches(self, epoch: int, start: int, generation: int) -> Iterator[Any]:
-        """The host batches; a :class:`DataError` comes as a :class:`_Raised` in its place."""
+        """The host batches; a :class:`DataError` comes as a :class:`Raised` in its place."""
         if self.plan.error_policy.policy != "skip":  # no Fetched records to unpack
             yield from self._fetched(epoch, start, generation)
             return
@@ -924,7 +542,7 @@ class Loader:
         for item in self._fetched(epoch, start, generation):
             if isinstance(item, Fetched):  # counted when delivered (_settle), not before
                 unsettled.append(item._replace(batch=None))
-                yield _NO_BATCH if item.batch is None else item.batch
+                yield NO_BATCH if item.batch is None else item.batch
             else:
                 unsettled.append(Fetched(None, (), 0))
                 yield item
@@ -934,7 +552,7 @@ class Loader:
 
         Persistent workers share one torch iterator between passes: a superseded pass must
         not take a batch of the newer pass from it, so the check comes before every read. A
-        batch that failed (raise policy) comes as a :class:`_Raised` and the pass goes on, as
+        batch that failed (raise policy) comes as a :class:`Raised` and the pass goes on, as
         torch's iterator goes on after an exception. Non-persistent workers belong to their
         pass: they are shut down when it is given up (as torch's are when its iterator is
         dropped) or when the next pass starts.
@@ -947,7 +565,7 @@ class Loader:
                 try:
                     batch = fetch(request)
                 except DataError as error:
-                    batch = _Raised(error)
+                    batch = Raised(error)
                 yield batch
             return
         self._superseded(generation)  # before the shared sampler and torch iterator are reset
@@ -955,7 +573,7 @@ class Loader:
         torch_loader, sampler = self._worker_loader()
         sampler.epoch, sampler.start = epoch, start
         if not persistent:
-            _shutdown_pool(self._pool)  # the workers of a pass given up and not yet collected
+            shutdown_pool(self._pool)  # the workers of a pass given up and not yet collected
         iterator = self._pool = iter(torch_loader)
         try:
             while True:
@@ -975,12 +593,12 @@ class Loader:
                     try:
                         item.reraise()
                     except DataError as error:
-                        item = _Raised(error)
+                        item = Raised(error)
                 yield item
         finally:
             if not persistent and self._pool is iterator:
                 self._pool = None
-                _shutdown_pool(iterator)
+                shutdown_pool(iterator)
 
     def _broken_pool(
         self, iterator: object, exc: Exception, where: tuple[int, int] | None = None
@@ -994,49 +612,49 @@ class Loader:
         death it may fire again, so its errors are absorbed until the pool is shut down
         (which unregisters the workers from the handler).
         """
-        worker_error: WorkerError | None = None
+        error: WorkerError | None = None
         awaited = self._awaited_batch(iterator, where)
         for _ in range(5):
             try:
-                if worker_error is None:
-                    timed_out = _TIMEOUT.search(str(exc)) is not None
-                    dead = [] if timed_out else _dead_workers(iterator)
-                    worker_error = _worker_error(exc, self.workers.timeout, dead, awaited)
-                    if worker_error is None:
+                if error is None:
+                    timed_out = TIMEOUT.search(str(exc)) is not None
+                    dead = [] if timed_out else dead_workers(iterator)
+                    error = worker_error(exc, self.workers.timeout, dead, awaited)
+                    if error is None:
                         return None
-                _shutdown_pool(iterator, grace=_BROKEN_GRACE)
+                shutdown_pool(iterator, grace=BROKEN_GRACE)
                 self.close()  # the pool is broken: the next iteration starts new workers
-                return worker_error
+                return error
             except RuntimeError as again:
                 if "DataLoader worker" not in str(again):
                     raise
-        return worker_error
+        return error
 
     def _settle(self, batch: Any) -> Any:
         """Count the skip records of ``batch``, the host batch being delivered now."""
         if not self._unsettled:  # not the skip policy
             return batch
         fetched = self._unsettled.popleft()
-        return self._account(fetched._replace(batch=None if batch is _NO_BATCH else batch))
+        return self._account(fetched._replace(batch=None if batch is NO_BATCH else batch))
 
-    def _awaited_batch(self, iterator: object, where: tuple[int, int] | None) -> _Awaited:
+    def _awaited_batch(self, iterator: object, where: tuple[int, int] | None) -> Awaited:
         """The batch the torch iterator waits for (its epoch, index, samples) and its worker."""
-        found = _awaited(iterator)
+        found = awaited_task(iterator)
         if found is None:
-            return _Awaited(None, None, None, None)
+            return Awaited(None, None, None, None)
         task, worker = found
         workers = list(getattr(iterator, "_workers", ()))
         pid = workers[worker].pid if worker is not None and worker < len(workers) else None
         if where is None:
-            return _Awaited(None, None, worker, pid)
+            return Awaited(None, None, worker, pid)
         epoch, first = where
         batch = first + task
         try:
             indices = self.batch_indices(epoch, batch)
         except Exception:  # noqa: BLE001 - naming the samples is a courtesy
-            return _Awaited(epoch, batch, worker, pid)
+            return Awaited(epoch, batch, worker, pid)
         shown = ", ".join(map(str, indices[:8])) + (", ..." if len(indices) > 8 else "")
-        return _Awaited(epoch, batch, worker, pid, f" (samples {shown})")
+        return Awaited(epoch, batch, worker, pid, f" (samples {shown})")
 
     def _account(self, fetched: Fetched) -> Any:
         """Count and record what the skip policy dropped from the batch delivered now.
@@ -1058,7 +676,7 @@ class Loader:
             if error is not None:
                 raise error
         self._skip_counts = counts
-        return _NO_BATCH if fetched.batch is None else fetched.batch
+        return NO_BATCH if fetched.batch is None else fetched.batch
 
     def _worker_loader(self) -> tuple[DataLoader[Any], _RequestSampler]:
         if self._torch_loader is None or self._sampler is None:
@@ -1069,14 +687,14 @@ class Loader:
                 _BatchDataset(self._fetcher, WorkerSeeder(self.plan.order.seed, self.rank)),
                 sampler=sampler,
                 batch_size=None,
-                collate_fn=_identity,
+                collate_fn=identity,
                 num_workers=w.num_workers,
                 prefetch_factor=w.prefetch_factor,
                 persistent_workers=True if w.persistent is None else w.persistent,
                 pin_memory=self.pin_memory and self.device.type == "cuda",
                 timeout=w.timeout or 0,
                 multiprocessing_context=w.start_method,
-                generator=_base_seed_generator(self.plan.order.seed),
+                generator=base_seed_generator(self.plan.order.seed),
             )
         return self._torch_loader, self._sampler
 
@@ -1169,8 +787,8 @@ class Loader:
         if torch_loader is not None:
             iterator = getattr(torch_loader, "_iterator", None)  # the persistent workers
             torch_loader._iterator = None
-            _shutdown_pool(iterator)
-        _shutdown_pool(pool)
+            shutdown_pool(iterator)
+        shutdown_pool(pool)
 
     def __del__(self) -> None:
         # shut the workers down explicitly, within about a second (torch's own shutdown joins
@@ -1229,7 +847,7 @@ class Loader:
         :class:`~loaderkit.ResumeError` says why and shows the differences (``strict=False``
         accepts it and only checks that the position fits this loader).
         """
-        _check_state_shape(state, _STATE_KEYS, "loader", "Loader")
+        check_state_shape(state, _STATE_KEYS, "loader", "Loader")
         if strict and state.get("split") != self.split:
             raise ResumeError(
                 f"the state was saved by a loader of the {state.get('split')!r} part of the "

@@ -84,20 +84,13 @@ from loaderkit.plan.workers import resolve_workers
 from loaderkit.runtime.callables import resolve_callable
 from loaderkit.runtime.device import deliver, resolve_device, wants_pinning
 from loaderkit.runtime.fetch import Fetched, Skipped, WorkerSeeder
-from loaderkit.runtime.loader import (
-    _NO_BATCH,
-    STATE_VERSION,
-    Loader,
-    _base_seed_generator,
-    _batch_sizes,
-    _check_state_shape,
-    _identity,
-    _max_lengths,
-    _Raised,
-    _shutdown_pool,
-    resolve_world,
-)
+from loaderkit.runtime.loader import Loader
+from loaderkit.runtime.outcomes import NO_BATCH, Raised
+from loaderkit.runtime.pool import base_seed_generator, identity, shutdown_pool
+from loaderkit.runtime.schedules import batch_sizes, max_lengths
 from loaderkit.runtime.skips import SkipCounts
+from loaderkit.runtime.state import STATE_VERSION, check_state_shape
+from loaderkit.runtime.world import resolve_world
 
 if TYPE_CHECKING:
     from loaderkit.plan.plan import LoaderPlan
@@ -957,7 +950,7 @@ class _StreamPass:
         except BaseException:
             self._batches = None
             raise
-        if isinstance(out, _Raised):
+        if isinstance(out, Raised):
             loader._interrupted(self._moves)  # unless this pass goes on
             raise out.error
         self._went_on()
@@ -1017,8 +1010,8 @@ class StreamLoader(Loader):
         self._skip_counts = SkipCounts()
         self._unsettled: collections.deque[Fetched] = collections.deque()  # the Loader's
         # (a stream's batches are counted in _delivered_batches, as they are delivered)
-        self.batch_sizes = _batch_sizes(plan)
-        self._max_lengths = _max_lengths(plan)
+        self.batch_sizes = batch_sizes(plan)
+        self._max_lengths = max_lengths(plan)
         self.pin_memory = wants_pinning(plan.workers.pin_memory, self.device)
         self.workers = resolve_workers(plan.workers)  # never "auto": compile() refuses it here
         """The worker settings this loader runs with."""
@@ -1326,14 +1319,14 @@ class StreamLoader(Loader):
         torch_loader = DataLoader(
             producer,
             batch_size=None,
-            collate_fn=_identity,
+            collate_fn=identity,
             num_workers=w.num_workers,
             prefetch_factor=w.prefetch_factor,
             persistent_workers=False,  # the producers are made per pass (epoch, skips)
             pin_memory=self.pin_memory and self.device.type == "cuda",
             timeout=w.timeout or 0,
             multiprocessing_context=w.start_method,
-            generator=_base_seed_generator(self.plan.order.seed),
+            generator=base_seed_generator(self.plan.order.seed),
         )
         iterator = self._iterator = iter(torch_loader)
         del torch_loader
@@ -1391,7 +1384,7 @@ class StreamLoader(Loader):
     ) -> Iterator[Any]:
         """The batches of one pass: ``epoch`` after ``delivered`` batches.
 
-        Failed batches come as :class:`_Raised` values: a generator that raised is finished.
+        Failed batches come as :class:`Raised` values: a generator that raised is finished.
         """
         sent: collections.deque[tuple[_Item, bool]] = collections.deque()
 
@@ -1411,9 +1404,9 @@ class StreamLoader(Loader):
                         collator=item.collator,
                     )
                     error.__cause__ = item.cause
-                    yield _Raised(error)
+                    yield Raised(error)
                 else:
-                    yield _NO_BATCH if item.dropped else item.batch
+                    yield NO_BATCH if item.dropped else item.batch
 
         yield from self._delivered_batches(host(), sent, epoch, delivered, generation)
         if generation == self._generation:
@@ -1454,7 +1447,7 @@ class StreamLoader(Loader):
             item, last = sent.popleft()
             self._superseded(generation)
             index = self._delivered
-            if isinstance(batch, _Raised):
+            if isinstance(batch, Raised):
                 if item.consumed:  # its place in the shard is used up: count it as delivered
                     self._count(item, last)
                 yield batch
@@ -1463,19 +1456,19 @@ class StreamLoader(Loader):
                 records = tuple(r._replace(batch_index=index) for r in item.skipped)
                 fetched = Fetched(None if item.dropped else batch, records, item.requested)
                 batch = self._account(fetched)  # raises once the budget is spent
-            failed: _Raised | None = None
-            if batch is not _NO_BATCH:
+            failed: Raised | None = None
+            if batch is not NO_BATCH:
                 if finish is not None:
                     batch = finish(batch)
                 if checks is not None and checks.due(index, first=index == delivered):
                     try:
                         checks.run(batch, epoch, index, _positions(item.positions))
                     except DataError as error:
-                        failed = _Raised(error)
+                        failed = Raised(error)
             self._count(item, last)
             if failed is not None:
                 yield failed
-            elif batch is not _NO_BATCH:  # else every element of the batch was skipped
+            elif batch is not NO_BATCH:  # else every element of the batch was skipped
                 yield batch
 
     def _count(self, item: _Item, last: bool) -> None:
@@ -1494,7 +1487,7 @@ class StreamLoader(Loader):
         self._generation += 1
         iterator = self._iterator
         self._iterator = None
-        _shutdown_pool(iterator)  # within about a second, stuck workers terminated
+        shutdown_pool(iterator)  # within about a second, stuck workers terminated
 
     # -- state ------------------------------------------------------------------------------
 
@@ -1554,7 +1547,7 @@ class StreamLoader(Loader):
         the fingerprint check; the layout must still fit).
         """
         counts = ("epoch", "batches_delivered", "world_size", "rank", "next_worker")
-        _check_state_shape(state, _STATE_KEYS, "stream", "StreamLoader", counts)
+        check_state_shape(state, _STATE_KEYS, "stream", "StreamLoader", counts)
         if strict and state["fingerprint"] != self.plan.fingerprint:
             raise ResumeError(
                 f"the state was saved by a loader of another plan (fingerprint "
