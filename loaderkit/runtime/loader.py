@@ -15,22 +15,18 @@ import logging
 from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, Literal
 
-import numpy as np
-import numpy.typing as npt
-from torch.utils.data import DataLoader, Dataset, Sampler
+from torch.utils.data import DataLoader
 
 from loaderkit.checks import CheckReport, batch_checker, check_loader
 from loaderkit.errors import DataError, NotBuiltYetError, PlanError, ResumeError, WorkerError
-from loaderkit.order.bucketing import (
-    padding_stats,
-)
-from loaderkit.plan.display import budget_split, diff_dicts, loader_html
+from loaderkit.plan.display import loader_html
 from loaderkit.plan.fingerprint import compute_elastic_fingerprint
 from loaderkit.plan.workers import resolve_workers
 from loaderkit.runtime.cache import CachedSource, CacheStats, open_cache
 from loaderkit.runtime.callables import resolve_callable
 from loaderkit.runtime.dataset_length import LengthCheck
 from loaderkit.runtime.device import deliver, resolve_device, wants_pinning
+from loaderkit.runtime.explain import explain_loader
 from loaderkit.runtime.fetch import (
     BatchFetcher,
     BatchRequest,
@@ -38,42 +34,43 @@ from loaderkit.runtime.fetch import (
     Fetched,
     Skipped,
     WorkerSeeder,
-    failure_from,
 )
 from loaderkit.runtime.outcomes import NO_BATCH, Raised
+from loaderkit.runtime.passes import LoaderPass
 from loaderkit.runtime.planners import (
-    BucketPlanner,
-    CurriculumPlanner,
     ListPlanner,
-    MixturePlanner,
     Planner,
     PlannerContext,
-    StepSizedPlanner,
-    WeightedPlanner,
     select_planner,
 )
 from loaderkit.runtime.pool import (
     BROKEN_GRACE,
     TIMEOUT,
-    Awaited,
-    awaited_task,
+    awaited_batch,
     base_seed_generator,
     dead_workers,
     identity,
     shutdown_pool,
     worker_error,
 )
-from loaderkit.runtime.schedules import Schedule, batch_sizes, max_lengths
+from loaderkit.runtime.requests import BatchDataset, Requests, RequestSampler
+from loaderkit.runtime.schedules import batch_sizes, max_lengths
 from loaderkit.runtime.skips import SKIPPED_RECORDS_KEPT, SkipCounts, over_budget
 from loaderkit.runtime.sources import MixtureSource, Source, make_source
 from loaderkit.runtime.split import split_part
-from loaderkit.runtime.state import STATE_VERSION, check_state_shape
+from loaderkit.runtime.state import (
+    STATE_VERSION,
+    check_state_shape,
+    check_stream,
+)
 from loaderkit.runtime.world import resolve_world
 
 if TYPE_CHECKING:
     from loaderkit.plan.plan import LoaderPlan
 
 __all__ = ["STATE_VERSION", "CheckReport", "Loader", "build_loader", "resolve_world"]
+
+_LOG = logging.getLogger("loaderkit")
 
 _STATE_KEYS = (
     "loaderkit_state",
@@ -87,192 +84,6 @@ _STATE_KEYS = (
 
 
 _Pending = Literal["set", "resume", "next"]
-
-
-class _Requests:
-    """The requests of one rank's passes: the planner's batches as dataset indices.
-
-    Kept apart from the :class:`Loader` on purpose: the torch iterator reads them (through
-    :class:`_RequestSampler`) and holds the generator between passes, so a generator bound
-    to the loader would make a reference cycle, loader -> torch loader -> torch iterator ->
-    generator -> loader. A cycle leaves the loader and its workers to the cyclic garbage
-    collector, which finalizes the worker queues in any order and stalls ~5 s per worker.
-    """
-
-    def __init__(
-        self,
-        planner: Planner,
-        part: npt.NDArray[Any] | None,
-        max_lengths: Schedule[int] | None,
-    ) -> None:
-        self.planner = planner
-        self.part = part
-        self.max_lengths = max_lengths
-        self._epoch_starts = [0]
-
-    def planned(self, epoch: int, start: int) -> Iterator[BatchRequest]:
-        """The planner's requests, their positions mapped to dataset indices (with a split)."""
-        part = self.part
-        if part is None:
-            yield from self.planner.requests(epoch, start)
-            return
-        for request in self.planner.requests(epoch, start):
-            yield request._replace(indices=part[request.indices])
-
-    def first_step(self, epoch: int) -> int:
-        """Batches this rank delivers in the epochs before ``epoch`` (each counted once)."""
-        planner = self.planner
-        if isinstance(planner, StepSizedPlanner):
-            return planner.first_step(epoch)
-        starts = self._epoch_starts
-        while len(starts) <= epoch:
-            starts.append(starts[-1] + planner.num_batches(len(starts) - 1))
-        return starts[epoch]
-
-    def __call__(self, epoch: int, start: int) -> Iterator[BatchRequest]:
-        """The requests of ``epoch`` from batch ``start``, with their sequence length."""
-        lengths = self.max_lengths
-        if lengths is None:
-            yield from self.planned(epoch, start)
-            return
-        first = epoch if lengths.by == "epoch" else self.first_step(epoch)
-        for request in self.planned(epoch, start):
-            t = first if lengths.by == "epoch" else first + request.batch_index
-            yield request._replace(max_length=lengths(t))
-
-
-class _RequestSampler(Sampler[BatchRequest]):
-    """Yields the requests of one rank's pass from its first batch (main process)."""
-
-    def __init__(self, requests: _Requests) -> None:
-        self.requests = requests  # holds no reference to the loader (see _Requests)
-        self.epoch = 0
-        self.start = 0
-
-    def __iter__(self) -> Iterator[BatchRequest]:
-        return self.requests(self.epoch, self.start)
-
-    def __len__(self) -> int:
-        return self.requests.planner.num_batches(self.epoch) - self.start
-
-
-class _BatchDataset(Dataset[Any]):
-    """What torch's workers index: a request in, a whole batch (or a Failure) out."""
-
-    def __init__(self, fetcher: BatchFetcher, seeder: WorkerSeeder) -> None:
-        self.fetcher = fetcher
-        self.seeder = seeder
-
-    def __getitem__(self, request: BatchRequest) -> Any:
-        self.seeder(request.epoch)
-        try:
-            return self.fetcher(request)
-        except DataError as error:
-            return failure_from(error, request)
-
-
-_LOG = logging.getLogger("loaderkit")
-
-
-class _Pass:
-    """What ``iter(loader)`` returns: one pass of a :class:`Loader`, started by its first next.
-
-    An iterator object rather than a generator, so that a :class:`DataError` (raise policy)
-    can leave ``next()`` while the pass goes on: the next ``next()`` delivers the batch after
-    the failed one, as a torch ``DataLoader`` iterator does, and the failed batch counts as
-    consumed in the loader's position. A :class:`WorkerError` (the pool is broken) or any
-    other exception ends the pass. A superseded pass raises ``RuntimeError`` once, and ends.
-    """
-
-    def __init__(self, loader: Loader) -> None:
-        self._loader: Loader | None = loader  # let go when the pass ends, as a generator does
-        self._batches: Iterator[Any] | None = None  # made by the first next()
-        self._epoch = 0
-        self._start = 0
-        self._generation = 0
-        self._moves = 0
-        self._failed = False  # the last next() raised a DataError
-
-    def __iter__(self) -> _Pass:
-        return self
-
-    def __next__(self) -> Any:
-        loader = self._loader
-        if loader is None:
-            raise StopIteration
-        if self._batches is None:
-            self._epoch, self._start = loader._start_pass()
-            self._generation, self._moves = loader._generation, loader._moves
-            self._batches = loader._deliverable(self._epoch, self._start, self._generation)
-        try:
-            loader._superseded(self._generation)
-        except RuntimeError:
-            self.close()  # it raised, so it ended: it takes nothing from the newer pass
-            raise
-        if self._failed:  # the caller goes on after the error: the pass is no longer to resume
-            self._failed = False
-            loader._resumed(self._moves)
-        return self._next_batch(loader, self._batches)
-
-    def _next_batch(self, loader: Loader, batches: Iterator[Any]) -> Any:
-        finish, checks = loader._on_device, loader.batch_checks
-        while True:
-            try:
-                batch = next(batches)
-            except WorkerError:
-                self.close()
-                loader._interrupted(self._moves)
-                raise
-            except BaseException:  # StopIteration included: the pass is over
-                self.close()
-                raise
-            try:  # the skip policy's counts, as the batch is delivered
-                batch = loader._settle(batch)
-            except DataError:  # its budget is spent: this batch is neither delivered nor counted
-                self.close()
-                loader._interrupted(self._moves)
-                raise
-            index = loader._delivered
-            loader._delivered += 1  # a failed batch counts as consumed, as in torch
-            if isinstance(batch, Raised):
-                self._fail(loader, index)
-                raise batch.error
-            if batch is NO_BATCH:  # every sample of this batch was skipped
-                continue
-            try:
-                if finish is not None:
-                    batch = finish(batch)
-                if checks is not None and checks.due(index, first=index == self._start):
-                    checks.run(batch, self._epoch, index, loader.batch_indices)
-            except DataError:
-                self._fail(loader, index)
-                raise
-            except BaseException:
-                loader._delivered = index  # not delivered; the pass ends here, as before
-                self.close()
-                raise
-            return batch
-
-    def _fail(self, loader: Loader, index: int) -> None:
-        """Batch ``index`` failed (and is consumed): a new pass goes on after it."""
-        self._failed = True
-        loader._interrupted(self._moves)
-
-    def _release(self) -> None:
-        batches, self._batches = self._batches, None
-        close = getattr(batches, "close", None)
-        if close is not None:
-            close()  # non-persistent workers of this pass go with it
-
-    def close(self) -> None:
-        """End the pass: ``next()`` raises ``StopIteration`` from now on.
-
-        The loader's position stays where the pass was; with non-persistent workers, the
-        pass's workers are shut down (persistent ones live as long as the loader).
-        """
-        self._loader = None
-        if self._batches is not None:
-            self._release()
 
 
 class Loader:
@@ -341,7 +152,7 @@ class Loader:
         self.sampler: ListPlanner | None = selected.sampler
         """With bucketing combined with another sampler: that sampler's planner."""
         self.sampler_cost = selected.sampler_cost
-        self._request_plan = _Requests(self._planner, self._part, self._max_lengths)
+        self._request_plan = Requests(self._planner, self._part, self._max_lengths)
         self.workers = resolve_workers(plan.workers)
         """The worker settings this loader runs with (``"auto"`` resolved on this machine)."""
         self.pin_memory = wants_pinning(plan.workers.pin_memory, self.device)
@@ -390,7 +201,7 @@ class Loader:
         """What the next ``iter()`` starts: ``"set"`` epoch ``_epoch`` at batch 0, ``"resume"``
         ``_epoch`` at batch ``_delivered``, ``"next"`` the epoch after ``_epoch``."""
         self._torch_loader: DataLoader[Any] | None = None
-        self._sampler: _RequestSampler | None = None
+        self._sampler: RequestSampler | None = None
         self._pool: object = None
         """The torch iterator of the workers in use (persistent or not), or ``None``."""
 
@@ -613,7 +424,7 @@ class Loader:
         (which unregisters the workers from the handler).
         """
         error: WorkerError | None = None
-        awaited = self._awaited_batch(iterator, where)
+        awaited = awaited_batch(iterator, where, self.batch_indices)
         for _ in range(5):
             try:
                 if error is None:
@@ -637,25 +448,6 @@ class Loader:
         fetched = self._unsettled.popleft()
         return self._account(fetched._replace(batch=None if batch is NO_BATCH else batch))
 
-    def _awaited_batch(self, iterator: object, where: tuple[int, int] | None) -> Awaited:
-        """The batch the torch iterator waits for (its epoch, index, samples) and its worker."""
-        found = awaited_task(iterator)
-        if found is None:
-            return Awaited(None, None, None, None)
-        task, worker = found
-        workers = list(getattr(iterator, "_workers", ()))
-        pid = workers[worker].pid if worker is not None and worker < len(workers) else None
-        if where is None:
-            return Awaited(None, None, worker, pid)
-        epoch, first = where
-        batch = first + task
-        try:
-            indices = self.batch_indices(epoch, batch)
-        except Exception:  # noqa: BLE001 - naming the samples is a courtesy
-            return Awaited(epoch, batch, worker, pid)
-        shown = ", ".join(map(str, indices[:8])) + (", ..." if len(indices) > 8 else "")
-        return Awaited(epoch, batch, worker, pid, f" (samples {shown})")
-
     def _account(self, fetched: Fetched) -> Any:
         """Count and record what the skip policy dropped from the batch delivered now.
 
@@ -678,13 +470,13 @@ class Loader:
         self._skip_counts = counts
         return NO_BATCH if fetched.batch is None else fetched.batch
 
-    def _worker_loader(self) -> tuple[DataLoader[Any], _RequestSampler]:
+    def _worker_loader(self) -> tuple[DataLoader[Any], RequestSampler]:
         if self._torch_loader is None or self._sampler is None:
             w = self.workers
-            sampler = _RequestSampler(self._request_plan)
+            sampler = RequestSampler(self._request_plan)
             self._sampler = sampler
             self._torch_loader = DataLoader(
-                _BatchDataset(self._fetcher, WorkerSeeder(self.plan.order.seed, self.rank)),
+                BatchDataset(self._fetcher, WorkerSeeder(self.plan.order.seed, self.rank)),
                 sampler=sampler,
                 batch_size=None,
                 collate_fn=identity,
@@ -706,7 +498,7 @@ class Loader:
         iterator still open. A :class:`~loaderkit.DataError` raised by ``next()`` does not
         end the pass: the next ``next()`` delivers the batch after the failed one.
         """
-        return _Pass(self)
+        return LoaderPass(self)
 
     def _start_pass(self) -> tuple[int, int]:
         """Apply the iteration rule: the (epoch, first batch) of the pass starting now.
@@ -856,7 +648,7 @@ class Loader:
                 f"strict=False to take the position anyway"
             )
         if strict:
-            self._check_stream(state)
+            check_stream(state, self.plan, self.world_size, self.rank, self.global_fingerprint)
         epoch, delivered = state["epoch"], state["batches_delivered"]
         if delivered and delivered > self._planner.num_batches(epoch):
             raise ResumeError(
@@ -869,66 +661,6 @@ class Loader:
         self._pending = "resume"
         self._generation += 1
         self._moves += 1
-
-    def _check_stream(self, state: Mapping[str, Any]) -> None:
-        """Raise :class:`ResumeError` unless ``state`` continues this loader's global stream."""
-        same_place = (state["world_size"], state["rank"]) == (self.world_size, self.rank)
-        if state["fingerprint"] == self.plan.fingerprint and same_place:
-            return
-        if state.get("global_fingerprint") == self.global_fingerprint:
-            return  # another world size or rank, the same global stream: an elastic resume
-        differences = self._differences(state)
-        world, mine = state["world_size"], self.world_size
-        plan = self.plan
-        tied = ""
-        if plan.bucketing is not None and plan.bucketing.max_tokens is not None:
-            tied = "a token budget is per rank, so the global batches depend on the world size"
-        elif plan.batch.fn is not None:
-            tied = "a batch-size function gives per-rank sizes, tied to the world size"
-        if world != mine and tied:
-            raise ResumeError(
-                f"the state was saved at {world} rank(s), this loader has {mine}: {tied}; "
-                f"resume at {world} rank(s), or pass strict=False to take the position anyway"
-            )
-        if world != mine:
-            saved = state.get("global_batch_size")
-            here = self.plan.batch.batch_size * mine
-            if isinstance(saved, int) and saved != here:
-                fix = (
-                    f"build this loader with with_batch_size({saved // mine}) to continue the "
-                    f"same stream"
-                    if saved % mine == 0
-                    else f"{saved} samples cannot be split over {mine} ranks; pick a world size "
-                    f"that divides it"
-                )
-                raise ResumeError(
-                    f"the state was saved at {world} rank(s) with a global batch of {saved} "
-                    f"samples; this loader has {mine} rank(s) x {self.plan.batch.batch_size} = "
-                    f"{here}: another global batch is another stream; {fix}. Differences "
-                    f"(state -> this plan):",
-                    differences,
-                )
-            raise ResumeError(
-                f"the state was saved by rank {state['rank']} of {world}, this loader is rank "
-                f"{self.rank} of {mine}, and their global streams differ: the plans differ "
-                f"beyond the world size; resume with the same plan, or pass strict=False. "
-                f"Differences (state -> this plan):",
-                differences,
-            )
-        raise ResumeError(
-            f"the state was saved by a loader of another plan (fingerprint "
-            f"{str(state['fingerprint'])[:12]}, this plan {self.plan.fingerprint[:12]}); "
-            f"load it into a loader built from the same plan, or pass strict=False. "
-            f"Differences (state -> this plan):",
-            differences,
-        )
-
-    def _differences(self, state: Mapping[str, Any]) -> list[str]:
-        """The plan fields that differ, ``path: state's -> this plan's`` (never empty)."""
-        old = state["plan"] if isinstance(state["plan"], Mapping) else {}
-        return diff_dicts(old, self.plan.to_dict()) or [
-            "(no visible field differs: the datasets' identities differ)"
-        ]
 
     # -- display ----------------------------------------------------------------------------
 
@@ -948,66 +680,7 @@ class Loader:
         combined with weights, a curriculum or a mixture: how many samples that sampler chose
         for the epoch on this rank, and what reading its values cost).
         """
-        lines = [
-            self.plan.explain(),
-            f"  resolved    rank {self.rank} of {self.world_size} "
-            f"({self.distributed_source}); device {self.device}; pin memory "
-            f"{'on' if self.pin_memory else 'off'}",
-        ]
-        if self.workers.auto is not None:
-            lines.append(f"  workers     resolved {self.workers.reason}")
-        if self._part is not None:
-            lines.append(
-                f"  part        {self.split!r} of the split: {len(self._part):,} of "
-                f"{self.plan.dataset.length:,} samples"
-            )
-        planner = self._planner
-        if self.world_size > 1:
-            epoch = self._cursor()[0]
-            lines.append(
-                f"  ranks       epoch {epoch}: {planner.num_batches(epoch):,} batches on this "
-                f"rank; {planner.repeated(epoch):,} samples delivered twice across ranks to "
-                f"even them out (wrap-around)"
-            )
-        sampler = planner if self.sampler is None else self.sampler
-        if isinstance(sampler, CurriculumPlanner):
-            cost = self.lengths_cost if self.sampler is None else self.sampler_cost
-            lines.append(
-                f"  curriculum  difficulties: {cost}; epoch {self._epoch}: "
-                f"{sampler.eligible(self._epoch):,} of {len(sampler.order):,} samples eligible, "
-                f"{planner.num_batches(self._epoch):,} batches on this rank"
-            )
-        if isinstance(planner, BucketPlanner):
-            spec = planner.spec
-            mine = planner.batches(self._epoch)
-            stats = padding_stats(
-                planner.lengths,
-                mine,
-                max_tokens=spec.max_tokens,
-                cost=spec.cost,
-                padding=planner.padding,
-                max_batch_size=spec.max_batch_size,
-            )
-            sizes = mine.sizes() if len(mine) else np.zeros(1, dtype=np.int64)
-            grouped = ""
-            if self.sampler is not None:  # what the combined sampler chose for this rank
-                what = {
-                    WeightedPlanner: "weighted draws",
-                    CurriculumPlanner: "eligible samples",
-                    MixturePlanner: "mixture samples",
-                }[type(self.sampler)]
-                grouped = f"{mine.num_samples:,} {what} in "
-            line = (
-                f"  bucketing   lengths: {self.lengths_cost}; epoch {self._epoch}: "
-                f"{grouped}{len(mine):,} batches of {int(sizes.min())}-{int(sizes.max())} "
-                f"samples, padding {stats['waste']:.1%} of tokens"
-            )
-            if "utilization" in stats:
-                line += f", budget used {stats['utilization']:.1%}; {budget_split(spec, stats)}"
-            if isinstance(self.sampler, WeightedPlanner):
-                line += f"; weights: {self.sampler_cost}"
-            lines.append(line)
-        return "\n".join(lines)
+        return explain_loader(self, self._planner, self._part)
 
     def _repr_html_(self) -> str:
         return loader_html(self)

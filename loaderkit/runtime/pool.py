@@ -28,6 +28,7 @@ __all__ = [
     "TIMEOUT",
     "WORKER_KILLED",
     "Awaited",
+    "awaited_batch",
     "awaited_task",
     "base_seed_generator",
     "dead_workers",
@@ -186,6 +187,34 @@ class Awaited(NamedTuple):
     worker_id: int | None
     pid: int | None
     samples: str = ""
+
+
+def awaited_batch(
+    iterator: object,
+    where: tuple[int, int] | None,
+    batch_indices: Callable[[int, int], list[int]],
+) -> Awaited:
+    """The batch the torch iterator waits for (its epoch, index, samples) and its worker.
+
+    ``where`` is (epoch, first batch) of the pass; ``batch_indices(epoch, batch)`` names the
+    batch's samples (a courtesy: if it fails, they are left out).
+    """
+    found = awaited_task(iterator)
+    if found is None:
+        return Awaited(None, None, None, None)
+    task, worker = found
+    workers = list(getattr(iterator, "_workers", ()))
+    pid = workers[worker].pid if worker is not None and worker < len(workers) else None
+    if where is None:
+        return Awaited(None, None, worker, pid)
+    epoch, first = where
+    batch = first + task
+    try:
+        indices = batch_indices(epoch, batch)
+    except Exception:  # noqa: BLE001 - naming the samples is a courtesy
+        return Awaited(epoch, batch, worker, pid)
+    shown = ", ".join(map(str, indices[:8])) + (", ..." if len(indices) > 8 else "")
+    return Awaited(epoch, batch, worker, pid, f" (samples {shown})")
 
 
 def worker_error(
