@@ -22,18 +22,18 @@ from loaderkit.errors import DataError, NotBuiltYetError, PlanError, ResumeError
 from loaderkit.plan.display import loader_html
 from loaderkit.plan.fingerprint import compute_elastic_fingerprint
 from loaderkit.plan.workers import resolve_workers
-from loaderkit.runtime.cache import CachedSource, CacheStats, open_cache
+from loaderkit.runtime.cache import CacheStats, open_cache
 from loaderkit.runtime.callables import resolve_callable
 from loaderkit.runtime.dataset_length import LengthCheck
 from loaderkit.runtime.device import deliver, resolve_device, wants_pinning
 from loaderkit.runtime.explain import explain_loader
 from loaderkit.runtime.fetch import (
-    BatchFetcher,
     BatchRequest,
     Failure,
     Fetched,
     Skipped,
     WorkerSeeder,
+    plan_fetcher,
 )
 from loaderkit.runtime.outcomes import NO_BATCH, Raised
 from loaderkit.runtime.passes import LoaderPass
@@ -44,19 +44,14 @@ from loaderkit.runtime.planners import (
     select_planner,
 )
 from loaderkit.runtime.pool import (
-    BROKEN_GRACE,
-    TIMEOUT,
-    awaited_batch,
     base_seed_generator,
-    dead_workers,
+    broken_pool,
     identity,
     shutdown_pool,
-    worker_error,
 )
 from loaderkit.runtime.requests import BatchDataset, Requests, RequestSampler
 from loaderkit.runtime.schedules import batch_sizes, max_lengths
 from loaderkit.runtime.skips import SKIPPED_RECORDS_KEPT, SkipCounts, over_budget
-from loaderkit.runtime.sources import MixtureSource, Source, make_source
 from loaderkit.runtime.split import split_part
 from loaderkit.runtime.state import (
     STATE_VERSION,
@@ -168,23 +163,7 @@ class Loader:
             if plan.cache is None
             else open_cache(plan, self.workers.num_workers + 1, self.workers.start_method)
         )
-        source = self._source(plan)
-        if self._cache is not None and plan.cache is not None and plan.cache.stage == "fetched":
-            source = CachedSource(source, self._cache)
-        self._fetcher = BatchFetcher(
-            source,
-            collate=collate,
-            collator_name=plan.collator.describe(),
-            default_collator=plan.collator.source == "registry" and plan.collator.name == "default",
-            transform=transform,
-            transform_rng=plan.transform is not None and plan.transform.accepts_rng,
-            seed=plan.order.seed,
-            source_key=plan.mixture.source_key if plan.mixture is not None else None,
-            skip=plan.error_policy.policy == "skip",
-            cache=self._cache
-            if plan.cache is not None and plan.cache.stage == "transformed"
-            else None,
-        )
+        self._fetcher = plan_fetcher(plan, collate, transform, self._cache)
         self.skipped: list[Skipped] = []
         """The last :data:`~loaderkit.runtime.skips.SKIPPED_RECORDS_KEPT` samples the ``skip``
         policy dropped, in order (index, epoch, batch, worker, exception type, message);
@@ -227,15 +206,6 @@ class Loader:
             "loaderkit.integrations.accelerate.skip_first_batches(loader, n), or resume with "
             "loader.load_state_dict(state)"
         )
-
-    @staticmethod
-    def _source(plan: LoaderPlan) -> Source:
-        assert plan.bindings is not None
-        mixture = plan.mixture
-        if mixture is None:
-            return make_source(plan.bindings[plan.dataset.binding], plan.dataset)
-        parts = [make_source(plan.bindings[s.binding], s) for s in mixture.sources]
-        return MixtureSource(parts, mixture.names, mixture.sizes)
 
     # -- position ---------------------------------------------------------------------------
 
@@ -416,30 +386,12 @@ class Loader:
     ) -> WorkerError | None:
         """The :class:`WorkerError` for ``exc`` if a worker died or timed out, else ``None``.
 
-        The pool is then shut down (within about a second, stuck workers terminated).
-        ``where`` is (epoch, first batch) of the pass, to name the batch that was awaited
-        and its samples. torch's SIGCHLD handler raises its own RuntimeError in the main
-        thread whenever a worker ends, wherever the main thread is; while this handles a
-        death it may fire again, so its errors are absorbed until the pool is shut down
-        (which unregisters the workers from the handler).
+        The pool is then shut down and the loader closed (the next iteration starts new
+        workers); ``where`` is (epoch, first batch) of the pass. See :func:`broken_pool`.
         """
-        error: WorkerError | None = None
-        awaited = awaited_batch(iterator, where, self.batch_indices)
-        for _ in range(5):
-            try:
-                if error is None:
-                    timed_out = TIMEOUT.search(str(exc)) is not None
-                    dead = [] if timed_out else dead_workers(iterator)
-                    error = worker_error(exc, self.workers.timeout, dead, awaited)
-                    if error is None:
-                        return None
-                shutdown_pool(iterator, grace=BROKEN_GRACE)
-                self.close()  # the pool is broken: the next iteration starts new workers
-                return error
-            except RuntimeError as again:
-                if "DataLoader worker" not in str(again):
-                    raise
-        return error
+        return broken_pool(
+            iterator, exc, self.workers.timeout, where, self.batch_indices, self.close
+        )
 
     def _settle(self, batch: Any) -> Any:
         """Count the skip records of ``batch``, the host batch being delivered now."""

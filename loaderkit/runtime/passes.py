@@ -15,7 +15,7 @@ __all__ = ["LoaderPass"]
 
 
 class LoaderPass:
-    """What ``iter(loader)`` returns: one pass of a :class:`Loader`, started by its first next.
+    """What ``iter(loader)`` returns: one pass of a ``Loader``, started by its first next.
 
     An iterator object rather than a generator, so that a :class:`DataError` (raise policy)
     can leave ``next()`` while the pass goes on: the next ``next()`` delivers the batch after

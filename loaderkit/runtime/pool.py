@@ -31,6 +31,7 @@ __all__ = [
     "awaited_batch",
     "awaited_task",
     "base_seed_generator",
+    "broken_pool",
     "dead_workers",
     "end_processes",
     "identity",
@@ -302,3 +303,40 @@ def worker_error(
             batch_index=batch,
         )
     return None
+
+
+def broken_pool(
+    iterator: object,
+    exc: Exception,
+    timeout: float | None,
+    where: tuple[int, int] | None,
+    batch_indices: Callable[[int, int], list[int]],
+    on_broken: Callable[[], None],
+) -> WorkerError | None:
+    """The :class:`WorkerError` for ``exc`` if a worker died or timed out, else ``None``.
+
+    The pool is then shut down (within about a second, stuck workers terminated) and
+    ``on_broken()`` called. ``where`` is (epoch, first batch) of the pass, to name the batch
+    that was awaited and its samples (``batch_indices``); ``timeout`` is the workers'
+    setting, for the message. torch's SIGCHLD handler raises its own RuntimeError in the
+    main thread whenever a worker ends, wherever the main thread is; while this handles a
+    death it may fire again, so its errors are absorbed until the pool is shut down (which
+    unregisters the workers from the handler).
+    """
+    error: WorkerError | None = None
+    awaited = awaited_batch(iterator, where, batch_indices)
+    for _ in range(5):
+        try:
+            if error is None:
+                timed_out = TIMEOUT.search(str(exc)) is not None
+                dead = [] if timed_out else dead_workers(iterator)
+                error = worker_error(exc, timeout, dead, awaited)
+                if error is None:
+                    return None
+            shutdown_pool(iterator, grace=BROKEN_GRACE)
+            on_broken()  # e.g. the loader's close(): the next iteration starts new workers
+            return error
+        except RuntimeError as again:
+            if "DataLoader worker" not in str(again):
+                raise
+    return error

@@ -24,11 +24,12 @@ __all__ = ["BatchDataset", "RequestSampler", "Requests"]
 class Requests:
     """The requests of one rank's passes: the planner's batches as dataset indices.
 
-    Kept apart from the :class:`Loader` on purpose: the torch iterator reads them (through
-    :class:`RequestSampler`) and holds the generator between passes, so a generator bound
-    to the loader would make a reference cycle, loader -> torch loader -> torch iterator ->
-    generator -> loader. A cycle leaves the loader and its workers to the cyclic garbage
-    collector, which finalizes the worker queues in any order and stalls ~5 s per worker.
+    Kept apart from the :class:`~loaderkit.runtime.loader.Loader` on purpose: the torch
+    iterator reads them (through :class:`RequestSampler`) and holds the generator between
+    passes, so a generator bound to the loader would make a reference cycle, loader -> torch
+    loader -> torch iterator -> generator -> loader. A cycle leaves the loader and its workers
+    to the cyclic garbage collector, which finalizes the worker queues in any order and
+    stalls ~5 s per worker.
     """
 
     def __init__(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -11,10 +12,32 @@ from loaderkit.plan.display import diff_dicts
 if TYPE_CHECKING:
     from loaderkit.plan.plan import LoaderPlan
 
-__all__ = ["STATE_VERSION", "check_state_shape", "check_stream", "plan_differences"]
+__all__ = [
+    "STATE_VERSION",
+    "STREAM_STATE_KEYS",
+    "check_state_shape",
+    "check_stream",
+    "check_stream_state",
+    "plan_differences",
+]
 
 STATE_VERSION = 1
 """The version of the ``state_dict()`` format."""
+
+STREAM_STATE_KEYS = (
+    "loaderkit_state",
+    "stream",
+    "fingerprint",
+    "epoch",
+    "batches_delivered",
+    "world_size",
+    "rank",
+    "num_workers",
+    "worker_batches",
+    "next_worker",
+    "plan",
+)
+"""The keys every ``StreamLoader.state_dict()`` has."""
 
 
 def check_state_shape(
@@ -118,3 +141,84 @@ def plan_differences(state: Mapping[str, Any], plan: LoaderPlan) -> list[str]:
     return diff_dicts(old, plan.to_dict()) or [
         "(no visible field differs: the datasets' identities differ)"
     ]
+
+
+def check_stream_state(
+    state: Mapping[str, Any], plan: LoaderPlan, place: tuple[int, int, int], *, strict: bool
+) -> tuple[list[int], list[Any], bool]:
+    """Check a :class:`~loaderkit.runtime.stream.StreamLoader` state against its loader.
+
+    ``place`` is the loader's (world size, rank, num_workers), which a stream's shards depend
+    on. Returns what a resume needs: the batches each producer delivered, each producer's
+    saved source state (or ``None``) and whether the pass was complete. Raises
+    :class:`ResumeError` saying why the state does not fit (``strict=False`` skips the
+    fingerprint check; the layout must still fit).
+    """
+    producers = max(place[2], 1)
+    counts = ("epoch", "batches_delivered", "world_size", "rank", "next_worker")
+    check_state_shape(state, STREAM_STATE_KEYS, "stream", "StreamLoader", counts)
+    if strict and state["fingerprint"] != plan.fingerprint:
+        raise ResumeError(
+            f"the state was saved by a loader of another plan (fingerprint "
+            f"{str(state['fingerprint'])[:12]}, this plan {plan.fingerprint[:12]}); "
+            f"a stream's order depends on the whole plan, num_workers included: load it "
+            f"into a loader built from the same plan, or pass strict=False. Differences "
+            f"(state -> this plan):",
+            plan_differences(state, plan),
+        )
+    here = place
+    there = (state["world_size"], state["rank"], state["num_workers"])
+    if here != there:
+        raise ResumeError(
+            f"the state was saved at world size {there[0]}, rank {there[1]}, num_workers "
+            f"{there[2]}; this loader has {here[0]}, {here[1]}, {here[2]}: a stream's "
+            f"shards depend on all three, so resume with the same ones"
+        )
+    per_worker = state["worker_batches"]
+    if (
+        not isinstance(per_worker, list)
+        or len(per_worker) != producers
+        or not all(isinstance(v, int) and not isinstance(v, bool) for v in per_worker)
+        or sum(per_worker) != state["batches_delivered"]
+        or state["next_worker"] >= producers
+    ):
+        raise ResumeError(
+            f"state['worker_batches'] must list the batches each of the {producers} "
+            f"producers delivered, summing to batches_delivered, and next_worker must be "
+            f"one of them (got {per_worker!r}, next_worker {state['next_worker']!r})"
+        )
+    states = _checked_states(state.get("worker_states"), per_worker, producers)
+    complete = state.get("pass_complete", False)  # absent from earlier states
+    if not isinstance(complete, bool):
+        raise ResumeError(f"state['pass_complete'] must be a bool (got {complete!r})")
+    return per_worker, states, complete
+
+
+def _checked_states(states: object, per_worker: list[int], producers: int) -> list[Any]:
+    """The per-producer source states of a saved state (``None``: none was saved)."""
+    if states is None:  # a state from before worker_states: every producer replays
+        return [None] * producers
+    fits = isinstance(states, list) and len(states) == producers
+    if fits:
+        assert isinstance(states, list)
+        for entry, batches in zip(states, per_worker, strict=True):
+            if entry is None:
+                continue
+            read = entry.get("read") if isinstance(entry, Mapping) else None
+            if (
+                not isinstance(entry, Mapping)
+                or "source" not in entry
+                or isinstance(read, bool)
+                or not isinstance(read, int)
+                or read < 1
+                or batches == 0
+            ):
+                fits = False
+                break
+    if not fits:
+        raise ResumeError(
+            f"state['worker_states'] must list, for each of the {producers} "
+            f"producers, None or the {{'read': int >= 1, 'source': ...}} of its last "
+            f"delivered batch (only for a producer that delivered one); got {states!r:.200}"
+        )
+    return copy.deepcopy(states)  # type: ignore[arg-type]

@@ -66,20 +66,26 @@ from loaderkit.errors import (
     DataError,
     NotBuiltYetError,
     PlanError,
-    ResumeError,
-    WorkerError,
     data_error,
 )
 from loaderkit.plan.workers import resolve_workers
 from loaderkit.runtime.callables import resolve_callable
 from loaderkit.runtime.device import deliver, resolve_device, wants_pinning
+from loaderkit.runtime.explain import explain_stream
 from loaderkit.runtime.fetch import Fetched, Skipped
 from loaderkit.runtime.loader import Loader
 from loaderkit.runtime.outcomes import NO_BATCH, Raised
 from loaderkit.runtime.pool import base_seed_generator, identity, shutdown_pool
 from loaderkit.runtime.schedules import batch_sizes, max_lengths
 from loaderkit.runtime.skips import SkipCounts
-from loaderkit.runtime.state import STATE_VERSION, check_state_shape, plan_differences
+from loaderkit.runtime.state import STATE_VERSION, check_stream_state
+from loaderkit.runtime.stream_pass import (
+    StreamPass,
+    position_indices,
+    round_robin,
+    while_current,
+    with_last,
+)
 from loaderkit.runtime.stream_producer import (
     Producer,
 )
@@ -91,6 +97,7 @@ from loaderkit.runtime.stream_read import (
     is_stateful,
     restore_rngs,
     same_streams,
+    stream_length,
     user_rngs,
 )
 from loaderkit.runtime.world import resolve_world
@@ -100,148 +107,8 @@ if TYPE_CHECKING:
 
 __all__ = ["SHARD_HOOK", "WORKER_SPLIT", "StreamLoader"]
 
-_STATE_KEYS = (
-    "loaderkit_state",
-    "stream",
-    "fingerprint",
-    "epoch",
-    "batches_delivered",
-    "world_size",
-    "rank",
-    "num_workers",
-    "worker_batches",
-    "next_worker",
-    "plan",
-)
 
 _LOG = logging.getLogger("loaderkit")
-
-
-def _ordered(items: Iterator[StreamItem], producers: int, first: int) -> Iterator[StreamItem]:
-    """The producers' batches round-robin from producer ``first``, skipping ended ones.
-
-    Items arrive in whatever order torch delivers them; the ones ahead of their turn wait
-    (at most a round of them), so the order is the same from any starting producer.
-    """
-    pending: list[collections.deque[StreamItem]] = [collections.deque() for _ in range(producers)]
-    ended = [False] * producers
-    turn = first % producers
-    while not all(ended):
-        if ended[turn]:
-            turn = (turn + 1) % producers
-            continue
-        queue = pending[turn]
-        while not queue:
-            item = next(items, None)
-            if item is None:  # torch stopped: every producer has ended
-                return
-            pending[item.worker].append(item)
-        item = queue.popleft()
-        if item.end:
-            ended[turn] = True
-        else:
-            yield item
-        turn = (turn + 1) % producers
-
-
-def _positions(positions: tuple[int, ...]) -> Callable[[int, int], list[int]]:
-    """What the batch checks report as a batch's samples: its stream positions."""
-
-    def indices(_epoch: int, _batch_index: int) -> list[int]:
-        return list(positions)
-
-    return indices
-
-
-def _live(
-    items: Iterator[StreamItem], superseded: Callable[[int], None], generation: int
-) -> Iterator[StreamItem]:
-    """``items`` while the pass of ``generation`` is current: checked before every read.
-
-    A superseded pass then takes nothing more from a shared source.
-    """
-    while True:
-        superseded(generation)
-        item = next(items, None)
-        if item is None:
-            return
-        yield item
-
-
-def _with_last(items: Iterator[StreamItem]) -> Iterator[tuple[StreamItem, bool]]:
-    """Each item and whether it is the last (one item of look-ahead)."""
-    previous: StreamItem | None = None
-    for item in items:
-        if previous is not None:
-            yield previous, False
-        previous = item
-    if previous is not None:
-        yield previous, True
-
-
-class _StreamPass:
-    """One pass over a stream, as an iterator object rather than a generator.
-
-    A generator that raised is finished; this raises a failed batch's ``DataError`` from its
-    ``next()`` while the generators behind it stay alive, so the next ``next()`` goes on with
-    the following batch (as torch's iterator does after a worker reported an exception).
-    Anything raised from those generators (a dead worker, a spent error budget, a superseded
-    pass, a source whose streams differ) ends the pass. The pass starts at its first
-    ``next()``; dropping it mid-pass while it is the loader's current one stops its workers.
-    """
-
-    def __init__(self, loader: StreamLoader) -> None:
-        self._loader = loader
-        self._batches: Iterator[Any] | None = None
-        self._started = False
-        self._generation = -1
-        self._moves = -1
-
-    def __iter__(self) -> _StreamPass:
-        return self
-
-    def __next__(self) -> Any:
-        loader = self._loader
-        if not self._started:
-            self._started = True
-            self._batches, self._generation, self._moves = loader._begin()
-        batches = self._batches
-        if batches is None:
-            raise StopIteration
-        try:
-            out = next(batches)
-        except StopIteration:
-            self._batches = None
-            self._went_on()
-            raise
-        except (DataError, WorkerError):
-            self._batches = None
-            loader._interrupted(self._moves)  # the next iter() resumes where it stopped
-            raise
-        except BaseException:
-            self._batches = None
-            raise
-        if isinstance(out, Raised):
-            loader._interrupted(self._moves)  # unless this pass goes on
-            raise out.error
-        self._went_on()
-        return out
-
-    def _went_on(self) -> None:
-        """After a failed batch, the pass went on: the next ``iter()`` is a new pass again."""
-        self._loader._resumed(self._moves)
-
-    def close(self) -> None:
-        """End the pass; if it is the loader's current one, stop its workers now."""
-        batches, self._batches = self._batches, None
-        if batches is not None and self._loader._generation == self._generation:
-            self._loader.close()
-
-    def __del__(self) -> None:
-        try:
-            self.close()
-        except Exception:  # noqa: BLE001 - nothing to report at garbage collection
-            return
 
 
 class StreamLoader(Loader):
@@ -422,7 +289,7 @@ class StreamLoader(Loader):
         Otherwise raises ``TypeError`` saying why the count is unknown (no ``__len__``; shards
         made by the ``shard`` hook, by HF or by the dataset itself across workers).
         """
-        n = self._stream_length()
+        n = stream_length(self.data, self.plan.dataset.binding, self.sharding, self.producers)
         shards = self.world_size * self.producers
         size = self.batch_sizes(self._cursor()[0])
         drop_last = self.plan.batch.drop_last
@@ -438,41 +305,6 @@ class StreamLoader(Loader):
                 own = min(own, batches((self.world_size - 1) * self.producers + worker))
             total += own
         return total
-
-    def _stream_length(self) -> int:
-        """The dataset's ``len()``, if it fixes the batches per epoch; else ``TypeError``."""
-        name = self.plan.dataset.binding
-        head = f"a StreamLoader has no len() here: dataset {name!r} is streamed (iterable) and "
-        tail = "; count batches while iterating, or pass a map-style dataset"
-        if self.sharding == "hf":
-            why = (
-                "an HF IterableDataset has no length (its rows are known only once read, "
-                "and it is split into shards by HF across ranks and workers)"
-            )
-        elif self.sharding == "hook":
-            why = (
-                f"it is read through its {SHARD_HOOK}() hook, so the sizes of its shards are "
-                f"its own"
-            )
-        elif self.sharding == "worker" and self.producers > 1:
-            why = (
-                f"it splits itself by worker ({WORKER_SPLIT} = True), into parts whose sizes "
-                f"only its __iter__ knows"
-            )
-        elif not hasattr(type(self.data), "__len__"):
-            why = (
-                f"{type(self.data).__name__} defines no __len__, so its number of batches is "
-                f"only known once an epoch was read"
-            )
-        else:
-            sized: Any = self.data
-            try:
-                return len(sized)
-            except Exception as exc:  # a failing __len__: the count is unknown, as torch says
-                kind = type(sized).__name__
-                why = f"len() of {kind} failed ({type(exc).__name__}: {exc})"
-                raise TypeError(head + why + tail) from exc
-        raise TypeError(head + why + tail)
 
     def _cursor(self) -> tuple[int, int]:
         return self._epoch, self._delivered
@@ -636,7 +468,7 @@ class StreamLoader(Loader):
         iterator does; a source whose own iterator raised delivers nothing more (its other
         producers go on). Dropping the iterator mid-pass stops its workers.
         """
-        return _StreamPass(self)
+        return StreamPass(self)
 
     def _begin(self) -> tuple[Iterator[Any] | None, int, int]:
         """Start the pass: its batches (``None``: a resumed complete pass), generation, moves."""
@@ -663,8 +495,8 @@ class StreamLoader(Loader):
             produced = self._trimmed(self._items(producer), epoch)
             if self.compares_streams:
                 produced = same_streams(produced, self.producers)
-            items = _ordered(produced, self.producers, self._next_worker)
-            for item, last in _with_last(_live(items, self._superseded, generation)):
+            items = round_robin(produced, self.producers, self._next_worker)
+            for item, last in with_last(while_current(items, self._superseded, generation)):
                 sent.append((item, last))
                 if item.error is not None:
                     error = data_error(
@@ -733,7 +565,7 @@ class StreamLoader(Loader):
                     batch = finish(batch)
                 if checks is not None and checks.due(index, first=index == delivered):
                     try:
-                        checks.run(batch, epoch, index, _positions(item.positions))
+                        checks.run(batch, epoch, index, position_indices(item.positions))
                     except DataError as error:
                         failed = Raised(error)
             self._count(item, last)
@@ -817,42 +649,9 @@ class StreamLoader(Loader):
         :class:`~loaderkit.ResumeError` says why with the differences (``strict=False`` skips
         the fingerprint check; the layout must still fit).
         """
-        counts = ("epoch", "batches_delivered", "world_size", "rank", "next_worker")
-        check_state_shape(state, _STATE_KEYS, "stream", "StreamLoader", counts)
-        if strict and state["fingerprint"] != self.plan.fingerprint:
-            raise ResumeError(
-                f"the state was saved by a loader of another plan (fingerprint "
-                f"{str(state['fingerprint'])[:12]}, this plan {self.plan.fingerprint[:12]}); "
-                f"a stream's order depends on the whole plan, num_workers included: load it "
-                f"into a loader built from the same plan, or pass strict=False. Differences "
-                f"(state -> this plan):",
-                plan_differences(state, self.plan),
-            )
-        here = (self.world_size, self.rank, self.num_workers)
-        there = (state["world_size"], state["rank"], state["num_workers"])
-        if here != there:
-            raise ResumeError(
-                f"the state was saved at world size {there[0]}, rank {there[1]}, num_workers "
-                f"{there[2]}; this loader has {here[0]}, {here[1]}, {here[2]}: a stream's "
-                f"shards depend on all three, so resume with the same ones"
-            )
-        per_worker = state["worker_batches"]
-        if (
-            not isinstance(per_worker, list)
-            or len(per_worker) != self.producers
-            or not all(isinstance(v, int) and not isinstance(v, bool) for v in per_worker)
-            or sum(per_worker) != state["batches_delivered"]
-            or state["next_worker"] >= self.producers
-        ):
-            raise ResumeError(
-                f"state['worker_batches'] must list the batches each of the {self.producers} "
-                f"producers delivered, summing to batches_delivered, and next_worker must be "
-                f"one of them (got {per_worker!r}, next_worker {state['next_worker']!r})"
-            )
-        states = self._checked_states(state.get("worker_states"), per_worker)
-        complete = state.get("pass_complete", False)  # absent from earlier states
-        if not isinstance(complete, bool):
-            raise ResumeError(f"state['pass_complete'] must be a bool (got {complete!r})")
+        per_worker, states, complete = check_stream_state(
+            state, self.plan, (self.world_size, self.rank, self.num_workers), strict=strict
+        )
         self._skip_counts = SkipCounts.from_state(state.get("skips"))
         self._move(
             state["epoch"],
@@ -864,35 +663,6 @@ class StreamLoader(Loader):
         self._epoch_done = complete
         self._pending = "resume"
         self._moves += 1
-
-    def _checked_states(self, states: object, per_worker: list[int]) -> list[Any]:
-        """The per-producer source states of a saved state (``None``: none was saved)."""
-        if states is None:  # a state from before worker_states: every producer replays
-            return [None] * self.producers
-        fits = isinstance(states, list) and len(states) == self.producers
-        if fits:
-            assert isinstance(states, list)
-            for entry, batches in zip(states, per_worker, strict=True):
-                if entry is None:
-                    continue
-                read = entry.get("read") if isinstance(entry, Mapping) else None
-                if (
-                    not isinstance(entry, Mapping)
-                    or "source" not in entry
-                    or isinstance(read, bool)
-                    or not isinstance(read, int)
-                    or read < 1
-                    or batches == 0
-                ):
-                    fits = False
-                    break
-        if not fits:
-            raise ResumeError(
-                f"state['worker_states'] must list, for each of the {self.producers} "
-                f"producers, None or the {{'read': int >= 1, 'source': ...}} of its last "
-                f"delivered batch (only for a producer that delivered one); got {states!r:.200}"
-            )
-        return copy.deepcopy(states)  # type: ignore[arg-type]
 
     # -- display ----------------------------------------------------------------------------
 
@@ -911,90 +681,4 @@ class StreamLoader(Loader):
         shuffle buffer, what a resume costs (and why, when it replays) and, under the ``skip``
         policy, what a stream can skip.
         """
-        shards = self.world_size * self.producers
-        name = type(self.plan.bindings[self.plan.dataset.binding]).__name__  # type: ignore[index]
-        if self.sharding == "hf":
-            how = (
-                f"HF split_dataset_by_node(rank={self.rank}, world_size={self.world_size}), "
-                f"then HF's own split of this rank's shards over {self.producers} worker(s)"
-                if self.world_size > 1
-                else f"HF's own split of its shards over {self.producers} worker(s)"
-            )
-        elif self.sharding == "hook":
-            how = (
-                f"{name}.{SHARD_HOOK}({shards}, rank x {self.producers} + worker) (the "
-                f"dataset's sharding hook)"
-            )
-        elif self.sharding == "worker":
-            how = (
-                f"by the dataset itself across {self.producers} worker(s) ({name}."
-                f"{WORKER_SPLIT} = True): each worker's own stream is taken whole, its element "
-                f"j going to rank j mod {self.world_size}"
-            )
-        else:
-            how = (
-                f"by element: element k goes to shard k mod {shards} (rank x "
-                f"{self.producers} + worker)"
-            )
-            if self.compares_streams:
-                how += "; the workers' first elements are compared (each must read it all)"
-        o = self.plan.order
-        shuffle = (
-            f"buffer shuffle of {o.buffer_size:,} samples per (seed, epoch, rank, worker) "
-            f"stream, seed {o.seed}"
-            if o.shuffle and o.buffer_size is not None
-            else "none (stream order)"
-        )
-        epoch, delivered = self._cursor()
-        if self.resume_native:
-            source = (
-                "HF IterableDataset.load_state_dict"
-                if self.sharding == "hf"
-                else f"{name}.load_state_dict"
-            )
-            resume = (
-                f"O(1): each producer loads its source's state saved after its last delivered "
-                f"batch ({source}), nothing is read twice"
-            )
-        else:
-            resume = (
-                f"replays the stream, O(samples already delivered) reading, because "
-                f"{self.resume_replays_because}"
-            )
-        errors = []
-        if self.plan.error_policy.policy == "skip":
-            errors = [
-                "  skipping    elements failing in the transform are dropped from their batch "
-                "and recorded by stream position; an error raised by the source's own iterator "
-                "cannot be skipped (it ends the iterator) and raises DataError"
-            ]
-        ranks = []
-        if self.even_batches and not self.uneven_because:
-            ranks = [
-                f"  ranks       even_batches: every rank's producer w stops where rank "
-                f"{self.world_size - 1}'s (the shortest) does, so all ranks get as many "
-                f"batches; the rest is trimmed ({self.trimmed_samples} element(s) on this rank "
-                f"in this pass, loader.trimmed_samples)"
-            ]
-        elif self.uneven_because:
-            ranks = [
-                f"  ranks       even_batches is NOT enforced for this stream: {self.uneven_because}"
-            ]
-        return "\n".join(
-            [
-                self.plan.explain(),
-                f"  resolved    rank {self.rank} of {self.world_size} "
-                f"({self.distributed_source}); device {self.device}; pin memory "
-                f"{'on' if self.pin_memory else 'off'}",
-                f"  stream      streamed (iterable source: no length, no random access); "
-                f"{shards} shard(s) = {self.world_size} rank(s) x {self.producers} producer(s)",
-                f"  sharding    {how}",
-                f"  shuffle     {shuffle}",
-                f"  order       depends on num_workers ({self.num_workers}) and the world size "
-                f"({self.world_size}): batches come round-robin from the producers; change "
-                f"either and the order changes",
-                f"  resume      {resume}; now at epoch {epoch}, {delivered} batch(es) delivered",
-                *ranks,
-                *errors,
-            ]
-        )
+        return explain_stream(self)

@@ -33,6 +33,7 @@ __all__ = [
     "same_streams",
     "seed_globals",
     "seeded_elements",
+    "stream_length",
     "user_rngs",
 ]
 
@@ -331,3 +332,38 @@ def hf_resume_caveat(data: object) -> str | None:
             todo.append(child)
         todo.extend(getattr(node, "ex_iterables", None) or ())
     return None
+
+
+def stream_length(data: Any, name: str, sharding: str, producers: int) -> int:
+    """The dataset's ``len()``, if it fixes the batches per epoch; else ``TypeError``.
+
+    ``data`` is bound as ``name`` and read with ``sharding`` by ``producers`` per rank.
+    """
+    head = f"a StreamLoader has no len() here: dataset {name!r} is streamed (iterable) and "
+    tail = "; count batches while iterating, or pass a map-style dataset"
+    if sharding == "hf":
+        why = (
+            "an HF IterableDataset has no length (its rows are known only once read, "
+            "and it is split into shards by HF across ranks and workers)"
+        )
+    elif sharding == "hook":
+        why = f"it is read through its {SHARD_HOOK}() hook, so the sizes of its shards are its own"
+    elif sharding == "worker" and producers > 1:
+        why = (
+            f"it splits itself by worker ({WORKER_SPLIT} = True), into parts whose sizes "
+            f"only its __iter__ knows"
+        )
+    elif not hasattr(type(data), "__len__"):
+        why = (
+            f"{type(data).__name__} defines no __len__, so its number of batches is "
+            f"only known once an epoch was read"
+        )
+    else:
+        sized: Any = data
+        try:
+            return len(sized)
+        except Exception as exc:  # a failing __len__: the count is unknown, as torch says
+            kind = type(sized).__name__
+            why = f"len() of {kind} failed ({type(exc).__name__}: {exc})"
+            raise TypeError(head + why + tail) from exc
+    raise TypeError(head + why + tail)
