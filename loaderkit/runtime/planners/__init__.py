@@ -80,6 +80,10 @@ def first_match(table: tuple[Row, ...], context: PlannerContext) -> Selected | N
     return None
 
 
+def _sized_by_step(plan: LoaderPlan) -> bool:
+    return plan.batch.by == "step" and plan.batch.scheduled
+
+
 def _bucketed(context: PlannerContext) -> Selected:
     return make_bucketing(context, lambda c: first_match(SAMPLERS, c))
 
@@ -89,9 +93,7 @@ PLANNERS: tuple[Row, ...] = (
     Row("weights", lambda plan: plan.sampling_weights is not None, make_weighted),
     Row("curriculum", lambda plan: plan.curriculum is not None, make_curriculum),
     Row("mixture", lambda plan: plan.mixture is not None, make_mixture_alone),
-    Row(
-        "step-sized", lambda plan: plan.batch.by == "step" and plan.batch.scheduled, make_step_sized
-    ),
+    Row("step-sized", _sized_by_step, make_step_sized),
     Row("plain", lambda plan: True, make_plain),
 )
 """Which planner a plan gets: the first row that applies (the last one always does)."""
