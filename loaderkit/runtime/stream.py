@@ -93,10 +93,11 @@ from loaderkit.runtime.stream_read import (
     SHARD_HOOK,
     WORKER_SPLIT,
     StreamItem,
-    hf_resume_caveat,
-    is_stateful,
+    refuse_unsupported,
     restore_rngs,
+    resume_mode,
     same_streams,
+    sharding_of,
     stream_length,
     user_rngs,
 )
@@ -133,7 +134,7 @@ class StreamLoader(Loader):
                 "it again with bindings={...} to build it",
             )
         assert plan.dataset.iterable
-        self._refuse_unsupported(plan)
+        refuse_unsupported(plan)
         self.plan = plan
         self.device = resolve_device(plan.device)
         self.world_size, self.rank, self.distributed_source = resolve_world(plan.distributed)
@@ -156,24 +157,8 @@ class StreamLoader(Loader):
         self.num_workers = self.workers.num_workers
         self.producers = max(self.num_workers, 1)
         data = plan.bindings[plan.dataset.binding]
-        if plan.dataset.kind == "hf_iterable":
-            self.sharding = "hf"
-            if self.world_size > 1:
-                from datasets.distributed import split_dataset_by_node
-
-                data = split_dataset_by_node(data, rank=self.rank, world_size=self.world_size)
-        elif callable(getattr(data, SHARD_HOOK, None)):
-            self.sharding = "hook"
-        else:
-            split = getattr(data, WORKER_SPLIT, None)
-            if split is not None and not isinstance(split, bool):
-                raise PlanError.single(
-                    "dataset",
-                    f"{type(data).__name__}.{WORKER_SPLIT} must be True (it splits itself by "
-                    f"torch.utils.data.get_worker_info()), False (it yields the whole stream in "
-                    f"every worker) or unset (got {split!r})",
-                )
-            self.sharding = "worker" if split else "element"
+        # how the stream is split into shards ("hf", "hook", "worker" or "element")
+        self.sharding, data = sharding_of(plan, data, self.world_size, self.rank)
         self.compares_streams = (
             self.sharding == "element"
             and self.producers > 1
@@ -197,7 +182,7 @@ class StreamLoader(Loader):
         self.trimmed_samples = 0
         """The stream elements ``even_batches`` left out on this rank in the current (or
         last) pass: its producers ran longer than another rank's (also logged)."""
-        self.resume_native, self.resume_replays_because = self._resume_mode(plan, data)
+        self.resume_native, self.resume_replays_because = resume_mode(plan, data, self.sharding)
         """Whether a resume loads each producer's saved source state (O(1)) instead of
         replaying the stream, and if not, why not."""
         collate = resolve_callable(plan, plan.collator, "collator")
@@ -233,43 +218,6 @@ class StreamLoader(Loader):
             return ()
         last = self.world_size - 1
         return ((last, data),) if self.rank < last else ()
-
-    @staticmethod
-    def _refuse_unsupported(plan: LoaderPlan) -> None:
-        name = plan.dataset.binding
-        why = (
-            f"the producers of a stream make their batches independently, ahead of delivery "
-            f"and without a length to plan from, so where the iterable dataset {name!r} is "
-            f"made there is no global step to look the value up by"
-        )
-        if plan.batch.scheduled and plan.batch.by == "step":
-            raise NotBuiltYetError(
-                f"batch.by: a batch size scheduled by step is not supported for streams: "
-                f"{why}; schedule it by epoch (with_batch_size([...], by='epoch')), or pass "
-                f"a map-style dataset"
-            )
-        if plan.max_length is not None and plan.max_length.by == "step":
-            raise NotBuiltYetError(
-                f"max_length.by: a max_length scheduled by step is not supported for streams: "
-                f"{why}; schedule it by epoch (with_max_length([...], by='epoch')), or pass a "
-                f"map-style dataset"
-            )
-
-    def _resume_mode(self, plan: LoaderPlan, data: Any) -> tuple[bool, str]:
-        """Whether resumes load saved source states, and if not, why they replay."""
-        if plan.order.shuffle and plan.order.buffer_size is not None:
-            return False, (
-                "the buffer shuffle has read ahead of the delivered batches, and the buffer's "
-                "content is not in any source state"
-            )
-        if self.sharding == "hf":
-            caveat = hf_resume_caveat(data)
-            return (False, f"the HF dataset: {caveat}") if caveat else (True, "")
-        if is_stateful(data):
-            return True, ""
-        return False, (
-            f"{type(data).__name__} defines no state_dict() / load_state_dict() to continue from"
-        )
 
     # -- position ---------------------------------------------------------------------------
 

@@ -11,14 +11,17 @@ import hashlib
 import itertools
 import random
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 import torch
 
-from loaderkit.errors import DataError
+from loaderkit.errors import DataError, NotBuiltYetError, PlanError
 from loaderkit.order.keys import derive_key
 from loaderkit.runtime.fetch import Skipped
+
+if TYPE_CHECKING:
+    from loaderkit.plan.plan import LoaderPlan
 
 __all__ = [
     "SHARD_HOOK",
@@ -29,10 +32,13 @@ __all__ = [
     "buffer_shuffle",
     "hf_resume_caveat",
     "is_stateful",
+    "refuse_unsupported",
     "restore_rngs",
+    "resume_mode",
     "same_streams",
     "seed_globals",
     "seeded_elements",
+    "sharding_of",
     "stream_length",
     "user_rngs",
 ]
@@ -367,3 +373,74 @@ def stream_length(data: Any, name: str, sharding: str, producers: int) -> int:
             why = f"len() of {kind} failed ({type(exc).__name__}: {exc})"
             raise TypeError(head + why + tail) from exc
     raise TypeError(head + why + tail)
+
+
+def refuse_unsupported(plan: LoaderPlan) -> None:
+    """Raise :class:`NotBuiltYetError` for what a stream cannot follow: schedules by step."""
+    name = plan.dataset.binding
+    why = (
+        f"the producers of a stream make their batches independently, ahead of delivery "
+        f"and without a length to plan from, so where the iterable dataset {name!r} is "
+        f"made there is no global step to look the value up by"
+    )
+    if plan.batch.scheduled and plan.batch.by == "step":
+        raise NotBuiltYetError(
+            f"batch.by: a batch size scheduled by step is not supported for streams: "
+            f"{why}; schedule it by epoch (with_batch_size([...], by='epoch')), or pass "
+            f"a map-style dataset"
+        )
+    if plan.max_length is not None and plan.max_length.by == "step":
+        raise NotBuiltYetError(
+            f"max_length.by: a max_length scheduled by step is not supported for streams: "
+            f"{why}; schedule it by epoch (with_max_length([...], by='epoch')), or pass a "
+            f"map-style dataset"
+        )
+
+
+def resume_mode(plan: LoaderPlan, data: Any, sharding: str) -> tuple[bool, str]:
+    """Whether resumes load saved source states, and if not, why they replay.
+
+    ``data`` is what the producers read, with ``sharding`` (``"hf"``, ``"hook"``, ...).
+    """
+    if plan.order.shuffle and plan.order.buffer_size is not None:
+        return False, (
+            "the buffer shuffle has read ahead of the delivered batches, and the buffer's "
+            "content is not in any source state"
+        )
+    if sharding == "hf":
+        caveat = hf_resume_caveat(data)
+        return (False, f"the HF dataset: {caveat}") if caveat else (True, "")
+    if is_stateful(data):
+        return True, ""
+    return False, (
+        f"{type(data).__name__} defines no state_dict() / load_state_dict() to continue from"
+    )
+
+
+def sharding_of(plan: LoaderPlan, data: Any, world_size: int, rank: int) -> tuple[str, Any]:
+    """How the stream ``data`` is split into shards, and what the producers then read.
+
+    ``"hf"``: an HF ``IterableDataset``, split across ranks by HF (the result is this rank's
+    split); ``"hook"``: the dataset's :data:`SHARD_HOOK`; ``"worker"``: it splits itself by
+    worker (:data:`WORKER_SPLIT` is ``True``); ``"element"``: read by element.
+    """
+    sharding: str
+    if plan.dataset.kind == "hf_iterable":
+        sharding = "hf"
+        if world_size > 1:
+            from datasets.distributed import split_dataset_by_node
+
+            data = split_dataset_by_node(data, rank=rank, world_size=world_size)
+    elif callable(getattr(data, SHARD_HOOK, None)):
+        sharding = "hook"
+    else:
+        split = getattr(data, WORKER_SPLIT, None)
+        if split is not None and not isinstance(split, bool):
+            raise PlanError.single(
+                "dataset",
+                f"{type(data).__name__}.{WORKER_SPLIT} must be True (it splits itself by "
+                f"torch.utils.data.get_worker_info()), False (it yields the whole stream in "
+                f"every worker) or unset (got {split!r})",
+            )
+        sharding = "worker" if split else "element"
+    return sharding, data
