@@ -1,8 +1,9 @@
 """Benchmark of the order engine: amortized cost per index, per batch, and from nothing.
 
-Everything goes through the calls the loader makes (``loaderkit.runtime.loader._Planner``): one
-``EpochOrder`` per epoch, then ``ShardLayout.indices(order, b)`` per batch, which reads the
-order from chunks of ``CHUNK`` positions computed in bulk and cached in the ``EpochOrder``.
+Everything goes through the calls the loader makes
+(``loaderkit.runtime.planners.plain.PlainPlanner``): one ``EpochOrder`` per epoch, then
+``ShardLayout.indices(order, b)`` per batch, which reads the order from chunks of ``CHUNK``
+positions computed in bulk and cached in the ``EpochOrder``.
 
 1. Amortized cost at epoch scale, n in {20k, 100k, 200k, 2M}, batch 1024: a whole epoch (build
    the order, then every batch) in ns per index - target <= 20 ns/index at n = 200k, the

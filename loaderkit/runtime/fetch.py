@@ -10,7 +10,7 @@ from __future__ import annotations
 import random
 import traceback
 from collections.abc import Callable, MutableMapping
-from typing import Any, NamedTuple, NoReturn
+from typing import TYPE_CHECKING, Any, NamedTuple, NoReturn
 
 import numpy as np
 import numpy.typing as npt
@@ -20,9 +20,20 @@ from loaderkit.collators.base import BatchContext
 from loaderkit.errors import DataError, data_error, portable_exception, portable_type
 from loaderkit.order.keys import sample_rng, worker_seed
 from loaderkit.runtime.cache import Cache, CachedSource, CacheUnusableError
-from loaderkit.runtime.sources import MixtureSource, Source
+from loaderkit.runtime.sources import MixtureSource, Source, make_source
 
-__all__ = ["BatchFetcher", "BatchRequest", "Failure", "Fetched", "Skipped", "WorkerSeeder"]
+if TYPE_CHECKING:
+    from loaderkit.plan.plan import LoaderPlan
+
+__all__ = [
+    "BatchFetcher",
+    "BatchRequest",
+    "Failure",
+    "Fetched",
+    "Skipped",
+    "WorkerSeeder",
+    "plan_fetcher",
+]
 
 
 class BatchRequest(NamedTuple):
@@ -446,3 +457,38 @@ class WorkerSeeder:
         torch.manual_seed(value)
         np.random.seed(value % 2**32)
         random.seed(value)
+
+
+def plan_fetcher(
+    plan: LoaderPlan,
+    collate: Callable[..., Any],
+    transform: Callable[..., Any] | None,
+    cache: Cache | None,
+) -> BatchFetcher:
+    """The fetcher of a map-style ``plan``: its source, collator, transform and cache.
+
+    A mixture's sources are read as one; the cache (``with_cache``) wraps the source at the
+    ``"fetched"`` stage, or is consulted by the fetcher at the ``"transformed"`` stage.
+    """
+    assert plan.bindings is not None
+    mixture = plan.mixture
+    source: Source
+    if mixture is None:
+        source = make_source(plan.bindings[plan.dataset.binding], plan.dataset)
+    else:
+        parts = [make_source(plan.bindings[s.binding], s) for s in mixture.sources]
+        source = MixtureSource(parts, mixture.names, mixture.sizes)
+    if cache is not None and plan.cache is not None and plan.cache.stage == "fetched":
+        source = CachedSource(source, cache)
+    return BatchFetcher(
+        source,
+        collate=collate,
+        collator_name=plan.collator.describe(),
+        default_collator=plan.collator.source == "registry" and plan.collator.name == "default",
+        transform=transform,
+        transform_rng=plan.transform is not None and plan.transform.accepts_rng,
+        seed=plan.order.seed,
+        source_key=mixture.source_key if mixture is not None else None,
+        skip=plan.error_policy.policy == "skip",
+        cache=cache if plan.cache is not None and plan.cache.stage == "transformed" else None,
+    )

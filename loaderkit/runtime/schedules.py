@@ -10,11 +10,16 @@ and a bad one raises :class:`~loaderkit.PlanError` naming the field and ``t``.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Generic, TypeVar
+from typing import TYPE_CHECKING, Generic, TypeVar
 
 from loaderkit.errors import PlanError
+from loaderkit.plan.fields import batch_size_value, max_length_value
+from loaderkit.runtime.callables import resolve_callable
 
-__all__ = ["Schedule"]
+if TYPE_CHECKING:
+    from loaderkit.plan.plan import LoaderPlan
+
+__all__ = ["Schedule", "batch_sizes", "max_lengths"]
 
 T = TypeVar("T")
 
@@ -79,3 +84,28 @@ class Schedule(Generic[T]):
         if not self.table:
             return 0.0
         return self.table[-2][0] if len(self.table) > 1 else 0.0
+
+
+def batch_sizes(plan: LoaderPlan) -> Schedule[int]:
+    """The batch size as a function of the epoch or step."""
+    b = plan.batch
+    fn = None if b.fn is None else resolve_callable(plan, b.fn, "batch.batch_size")
+    return Schedule(
+        "batch.batch_size",
+        b.by,
+        fixed=b.batch_size,
+        table=b.schedule,
+        fn=fn,
+        check=batch_size_value,
+    )
+
+
+def max_lengths(plan: LoaderPlan) -> Schedule[int] | None:
+    """The sequence length of ``with_max_length`` as a function of the epoch or step."""
+    m = plan.max_length
+    if m is None:
+        return None
+    fn = None if m.fn is None else resolve_callable(plan, m.fn, "max_length")
+    return Schedule(
+        "max_length", m.by, fixed=m.value, table=m.schedule, fn=fn, check=max_length_value
+    )

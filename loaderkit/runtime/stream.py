@@ -55,929 +55,61 @@ from __future__ import annotations
 
 import collections
 import copy
-import hashlib
-import itertools
 import logging
-import random
-import traceback
-from collections.abc import Callable, Generator, Iterable, Iterator, Mapping
-from typing import TYPE_CHECKING, Any, Literal, NamedTuple
+from collections.abc import Callable, Iterator, Mapping
+from typing import TYPE_CHECKING, Any, Literal
 
-import numpy as np
-import torch
-from torch.utils.data import DataLoader, IterableDataset
+from torch.utils.data import DataLoader
 
 from loaderkit.checks import CheckReport, batch_checker
-from loaderkit.collators.base import BatchContext
 from loaderkit.errors import (
     DataError,
     NotBuiltYetError,
     PlanError,
-    ResumeError,
-    WorkerError,
     data_error,
-    portable_exception,
-    portable_type,
 )
-from loaderkit.order.keys import derive_key, sample_rng
 from loaderkit.plan.workers import resolve_workers
+from loaderkit.runtime.callables import resolve_callable
 from loaderkit.runtime.device import deliver, resolve_device, wants_pinning
-from loaderkit.runtime.fetch import Fetched, Skipped, WorkerSeeder
-from loaderkit.runtime.loader import (
-    _NO_BATCH,
-    STATE_VERSION,
-    Loader,
-    _base_seed_generator,
-    _batch_sizes,
-    _check_state_shape,
-    _identity,
-    _max_lengths,
-    _Raised,
-    _resolve_callable,
-    _shutdown_pool,
-    resolve_world,
-)
+from loaderkit.runtime.explain import explain_stream
+from loaderkit.runtime.fetch import Fetched, Skipped
+from loaderkit.runtime.loader import Loader
+from loaderkit.runtime.outcomes import NO_BATCH, Raised
+from loaderkit.runtime.pool import base_seed_generator, identity, shutdown_pool
+from loaderkit.runtime.schedules import batch_sizes, max_lengths
 from loaderkit.runtime.skips import SkipCounts
+from loaderkit.runtime.state import STATE_VERSION, check_stream_state
+from loaderkit.runtime.stream_pass import (
+    StreamPass,
+    position_indices,
+    round_robin,
+    while_current,
+    with_last,
+)
+from loaderkit.runtime.stream_producer import (
+    Producer,
+)
+from loaderkit.runtime.stream_read import (
+    SHARD_HOOK,
+    WORKER_SPLIT,
+    StreamItem,
+    refuse_unsupported,
+    restore_rngs,
+    resume_mode,
+    same_streams,
+    sharding_of,
+    stream_length,
+    user_rngs,
+)
+from loaderkit.runtime.world import resolve_world
 
 if TYPE_CHECKING:
     from loaderkit.plan.plan import LoaderPlan
 
 __all__ = ["SHARD_HOOK", "WORKER_SPLIT", "StreamLoader"]
 
-SHARD_HOOK = "shard"
-"""The method a torch ``IterableDataset`` may define to read one shard itself:
-``dataset.shard(num_shards, index)`` returns an iterable of shard ``index``'s elements."""
-
-WORKER_SPLIT = "splits_by_worker"
-"""The attribute a torch ``IterableDataset`` sets to say how it treats worker processes.
-
-``True``: it splits itself by ``torch.utils.data.get_worker_info()`` (the pattern torch's
-documentation teaches), so each worker's stream is taken whole (and split across ranks by
-element). ``False``: it yields the whole stream in every process (checking that is skipped).
-Unset: the stream is read by element, and with 2 or more workers the producers compare the
-first elements they read; if they differ, the pass stops with a ``DataError`` naming this
-attribute instead of delivering part of the data."""
-
-_PROBE = 16
-"""At most this many first elements of each producer's stream are compared across workers."""
-
-_STATE_KEYS = (
-    "loaderkit_state",
-    "stream",
-    "fingerprint",
-    "epoch",
-    "batches_delivered",
-    "world_size",
-    "rank",
-    "num_workers",
-    "worker_batches",
-    "next_worker",
-    "plan",
-)
-
-_DRAWS = 4096
-"""Buffer-shuffle indices drawn at a time."""
 
 _LOG = logging.getLogger("loaderkit")
-
-_END: Any = object()
-
-
-def _seed_globals(seed: int, *components: str | int) -> None:
-    """Seed the global RNGs (torch's CPU generator, numpy's legacy one, ``random``).
-
-    The key is ``derive_key(seed, *components)``: a stream seeds them before reading each
-    element (by its position), before each transform and each collate, in a worker or in the
-    main process alike, so what a source draws from them does not depend on ``num_workers``.
-    """
-    value = derive_key(seed, *components)
-    torch.default_generator.manual_seed(value)
-    np.random.seed(value % 2**32)
-    random.seed(value)
-
-
-def _user_rngs() -> tuple[Any, Any, torch.Tensor]:
-    """The main process's global RNG states, to put back once a batch was made there."""
-    return random.getstate(), np.random.get_state(), torch.get_rng_state()
-
-
-def _restore_rngs(states: tuple[Any, Any, torch.Tensor]) -> None:
-    random.setstate(states[0])
-    np.random.set_state(states[1])
-    torch.set_rng_state(states[2])
-
-
-def _seeded(
-    opened: Callable[[], Iterable[Any]],
-    seed: int,
-    epoch: int,
-    stream: tuple[str | int, ...],
-    position: Callable[[int], int],
-    start: int,
-) -> Iterator[Any]:
-    """The elements of ``opened()``, the global RNGs seeded by position before each is read.
-
-    ``opened()`` and its ``iter()`` run with them seeded by ``stream`` (which stream it is:
-    the same for every producer that reads the same one); the ``n``-th element read (counting
-    from ``start``) with them seeded by its stream position ``position(n)``.
-    """
-    _seed_globals(seed, "stream-global-rng", epoch, "iter", *stream)
-    it = iter(opened())
-    for n in itertools.count(start):
-        _seed_globals(seed, "stream-global-rng", epoch, position(n))
-        item = next(it, _END)
-        if item is _END:
-            return
-        yield item
-
-
-class _Gate:
-    """Whether the other ranks' producers of the same worker id have a batch ``j`` too.
-
-    ``even_batches`` for a stream: a producer delivers its batch ``j`` only if every other
-    rank's producer of its worker id has one (at least ``j x batch_size + 1`` elements, or
-    ``(j + 1) x batch_size`` with ``drop_last``), so every rank's producer ``w`` delivers as
-    many batches as the shortest one, and every rank as many as the others. The other ranks'
-    shards are read here (elements counted, not transformed) as far as needed.
-    """
-
-    def __init__(
-        self, peers: list[tuple[int, Callable[[], Iterable[Any]]]], size: int, drop_last: bool
-    ) -> None:
-        self.peers = peers
-        self.size = size
-        self.drop_last = drop_last
-        self.streams: list[Iterator[Any] | None] = [None] * len(peers)
-        self.counts = [0] * len(peers)
-
-    def allows(self, j: int) -> bool:
-        need = (j + 1) * self.size if self.drop_last else j * self.size + 1
-        for i, (rank, make) in enumerate(self.peers):
-            stream = self.streams[i]
-            if stream is None:
-                stream = self.streams[i] = iter(make())
-            while self.counts[i] < need:
-                try:
-                    item = next(stream, _END)
-                except Exception as exc:
-                    raise DataError(
-                        f"element {self.counts[i]} of rank {rank}'s shard could not be read "
-                        f"while counting it (even_batches: a rank delivers a batch only if "
-                        f"every rank has one): {type(exc).__name__}: {exc}"
-                    ) from exc
-                if item is _END:
-                    return False
-                self.counts[i] += 1
-        return True
-
-
-class _Item(NamedTuple):
-    """What a producer sends: a batch, its end, or a failure (as text, to cross processes)."""
-
-    worker: int
-    batch: Any = None
-    positions: tuple[int, ...] = ()
-    """The stream positions of the batch's samples (the ones the skip policy kept)."""
-    end: bool = False
-    error: str | None = None
-    sample_index: int | None = None
-    collator: str | None = None
-    consumed: bool = False
-    """A failed batch (``error``) that used up its place in the producer's shard (it failed in
-    the transform or the collator): it counts as delivered, and the producer goes on with its
-    next batch. A failed read is not consumed: a resume reads it again."""
-    trimmed: int = 0
-    """On a producer's end item: the elements of its shard it did not deliver because another
-    rank's producer of the same worker id ran out first (``even_batches``)."""
-    dropped: bool = False
-    """Every element of the batch was skipped: there is no batch, only its records."""
-    skipped: tuple[Skipped, ...] = ()
-    """The elements of the batch the skip policy dropped."""
-    requested: int = 0
-    """How many elements the batch was made from (the kept and the skipped)."""
-    digest: tuple[int, str] | None = None
-    """On a producer's first item, when streams are compared: (elements, sha256) of the first
-    elements its stream yielded (``None``: not compared, or not comparable)."""
-    state: dict[str, Any] | None = None
-    """The producer's resume state right after the batch's last element was read:
-    ``{"read": elements its iterator had yielded, "source": the source's state_dict()}``
-    (only for a stateful source read without a buffer shuffle)."""
-    original_type: type[BaseException] | None = None
-    """With ``error``: the type of the exception the data raised, if pickle can name it."""
-    cause: BaseException | None = None
-    """With ``error``: that exception, if it survives pickling."""
-
-
-def buffer_shuffle(items: Iterable[Any], size: int, rng: np.random.Generator) -> Iterator[Any]:
-    """Shuffle ``items`` through a buffer of ``size``: each output is a random buffer slot.
-
-    The buffer is filled first; then every new item replaces the one sent out; at the end the
-    rest of the buffer comes out in a random order. The same ``rng`` state gives the same
-    order.
-    """
-    it = iter(items)
-    buffer = list(itertools.islice(it, size))
-    draws: list[int] = []
-    for item in it:
-        if not draws:
-            draws = rng.integers(0, size, _DRAWS).tolist()[::-1]
-        slot = draws.pop()
-        out = buffer[slot]
-        buffer[slot] = item
-        yield out
-    for slot in rng.permutation(len(buffer)).tolist():
-        yield buffer[slot]
-
-
-class _Probe:
-    """A digest of the first ``limit`` elements a producer's stream yields.
-
-    Elements are digested by value (tensors and arrays by dtype, shape and bytes; containers
-    recursively; numbers, strings and bytes by type and value); a stream with any other
-    element among the first is not compared (``value()`` is ``None``).
-    """
-
-    def __init__(self, limit: int) -> None:
-        self.limit = limit
-        self.count = 0
-        self.used = False
-        self.comparable = True
-        self.hash = hashlib.sha256()
-
-    def wrap(self, items: Iterable[Any]) -> Iterator[Any]:
-        """``items`` unchanged, digesting the first ``limit`` of them as they are read."""
-        self.used = True
-        for item in items:
-            if self.count < self.limit:
-                self.count += 1
-                if self.comparable:
-                    self.comparable = _digest(item, self.hash)
-            yield item
-
-    def value(self) -> tuple[int, str] | None:
-        """(elements digested, hex digest), or ``None`` when not comparable or not read."""
-        if not self.used or not self.comparable:
-            return None
-        return self.count, self.hash.hexdigest()
-
-
-def _digest(value: Any, into: Any) -> bool:
-    """Feed ``value`` to the hash ``into``; ``False`` if it holds something not digestible."""
-    if value is None or isinstance(value, bool | int | float | complex | str | bytes):
-        into.update(f"{type(value).__name__}:{value!r};".encode())
-        return True
-    if isinstance(value, torch.Tensor):
-        value = value.detach().cpu().contiguous()
-        into.update(f"tensor:{value.dtype}:{tuple(value.shape)};".encode())
-        flat = value.reshape(-1)  # a 0-d tensor cannot be viewed as bytes
-        into.update(flat.view(torch.uint8).numpy().tobytes() if value.numel() else b"")
-        return True
-    if isinstance(value, np.ndarray):
-        into.update(f"array:{value.dtype}:{value.shape};".encode())
-        into.update(np.ascontiguousarray(value).tobytes())
-        return True
-    if isinstance(value, Mapping):
-        into.update(f"map:{len(value)};".encode())
-        return all(_digest(k, into) and _digest(v, into) for k, v in value.items())
-    if isinstance(value, list | tuple):
-        into.update(f"seq:{len(value)};".encode())
-        return all(_digest(v, into) for v in value)
-    return False
-
-
-def _same_streams(items: Iterator[_Item], producers: int) -> Iterator[_Item]:
-    """``items``, once every producer's first item showed that they read the same stream.
-
-    Raises :class:`DataError` when two producers' first elements differ: the source yields
-    another stream in each worker (it splits itself by ``get_worker_info``, or draws from a
-    per-worker RNG), and reading it by element would deliver part of the data.
-    """
-    firsts: dict[int, _Item] = {}
-    held: list[_Item] = []
-    for item in items:
-        held.append(item)
-        firsts.setdefault(item.worker, item)
-        if len(firsts) == producers:
-            break
-    digests = {w: i.digest for w, i in sorted(firsts.items()) if i.digest is not None}
-    if len(set(digests.values())) > 1:
-        a = min(digests)
-        b = next(w for w, d in digests.items() if d != digests[a])
-        da, db = digests[a], digests[b]
-        raise DataError(
-            f"the iterable dataset yields a different stream in each worker: worker {a}'s "
-            f"first {da[0]} element(s) differ from worker {b}'s first {db[0]}. Read by "
-            f"element (element k to shard k mod shards), every worker must see the whole "
-            f"stream, else only part of the data is delivered. If the dataset splits itself "
-            f"with torch.utils.data.get_worker_info() (torch's documented pattern), set "
-            f"{WORKER_SPLIT} = True on it (each worker's stream is then taken whole), or "
-            f"define {SHARD_HOOK}(num_shards, index); if it draws from a per-worker RNG, "
-            f"make its stream the same in every process; if its first elements only look "
-            f"different (e.g. sets), set {WORKER_SPLIT} = False",
-            worker_id=b,
-        )
-    yield from held
-    yield from items
-
-
-def _is_stateful(data: object) -> bool:
-    """Whether ``data`` defines both ``state_dict()`` and ``load_state_dict(state)``."""
-    return callable(getattr(data, "state_dict", None)) and callable(
-        getattr(data, "load_state_dict", None)
-    )
-
-
-def _hf_resume_caveat(data: object) -> str | None:
-    """Why HF's own ``state_dict()`` would not resume ``data`` exactly, or ``None``.
-
-    HF documents two cases where its resume is not exact: a shuffle buffer
-    (``IterableDataset.shuffle``: the buffer's content is not in the state, so it is refilled
-    with other data) and a batched ``map()`` over arrow-formatted data (a batch may be skipped).
-    Both are found by walking the dataset's chain of example iterables.
-    """
-    root = getattr(data, "_ex_iterable", None)
-    if root is None:
-        return "this datasets version's IterableDataset cannot be inspected for a shuffle buffer"
-    todo: list[Any] = [root]
-    while todo:
-        node = todo.pop()
-        if type(node).__name__ == "BufferShuffledExamplesIterable":
-            return (
-                "its own shuffle buffer (IterableDataset.shuffle(buffer_size=...)) is not in "
-                "HF's state_dict(): HF would refill the buffer with other data"
-            )
-        if getattr(node, "batched", False) and getattr(
-            getattr(node, "formatting", None), "is_table", False
-        ):
-            return "a batched map() over arrow-formatted data may skip a batch in HF's resume"
-        child = getattr(node, "ex_iterable", None)
-        if child is not None:
-            todo.append(child)
-        todo.extend(getattr(node, "ex_iterables", None) or ())
-    return None
-
-
-class _Producer(IterableDataset[_Item]):
-    """What each producer iterates: its shard of the stream, as whole batches.
-
-    Holds no reference to the loader (the torch loader owns this object: a cycle back would
-    leave the loader and its workers to the slow cyclic garbage collector).
-    """
-
-    def __init__(
-        self,
-        data: Any,
-        mode: str,
-        *,
-        rank: int,
-        world_size: int,
-        producers: int,
-        epoch: int,
-        batch_size: int,
-        drop_last: bool,
-        seed: int,
-        buffer_size: int | None,
-        skips: tuple[int, ...],
-        states: tuple[Mapping[str, Any] | None, ...],
-        stateful: bool,
-        skip: bool,
-        collate: Callable[..., Any],
-        collator_name: str,
-        transform: Callable[..., Any] | None,
-        transform_rng: bool,
-        probe: bool = False,
-        peers: tuple[tuple[int, Any], ...] = (),
-    ) -> None:
-        self.data = data
-        self.mode = mode
-        self.peers = peers
-        """``even_batches`` on several ranks: ``(rank, what that rank's producers read)`` of
-        the ranks whose shards this producer's batches are gated by (see :class:`_Gate`)."""
-        self.probe = probe
-        """Whether to digest the first elements of the stream (element mode, 2+ workers)."""
-        self.rank = rank
-        self.world_size = world_size
-        self.producers = producers
-        self.epoch = epoch
-        self.batch_size = batch_size
-        self.drop_last = drop_last
-        self.seed = seed
-        self.buffer_size = buffer_size
-        self.skips = skips
-        self.states = states
-        self.stateful = stateful
-        self.skip = skip
-        self.collate = collate
-        self.uses_context = bool(getattr(collate, "uses_context", False))
-        self.collator_name = collator_name
-        self.transform = transform
-        self.transform_rng = transform_rng
-
-    def __iter__(self) -> Iterator[_Item]:
-        info = torch.utils.data.get_worker_info()
-        worker = 0 if info is None else int(info.id)
-        if info is not None:  # the worker's global RNGs, as the map-style loader seeds them
-            WorkerSeeder(self.seed, self.rank)(self.epoch)
-        probe = _Probe(self._probe_size()) if self.probe else None
-        first = True
-        for item in self._items(worker, info, probe):
-            if first and probe is not None and item.error is None:  # a failed read: no digest
-                item = item._replace(digest=probe.value())
-            first = False
-            yield item
-
-    def _probe_size(self) -> int:
-        """First elements every producer has read before it sends its first item."""
-        shards = self.world_size * self.producers
-        return max(1, min(_PROBE, (self.batch_size - 1) * shards + 1))
-
-    def _items(self, worker: int, info: object, probe: _Probe | None) -> Iterator[_Item]:
-        trimmed = 0
-        try:
-            trimmed = yield from self._batches(worker, probe)
-        except DataError as error:  # the source (or a gated rank's) could not be read: the end
-            yield _error_item(worker, error)
-        yield _Item(worker, end=True, trimmed=trimmed)
-
-    def _gate(self, worker: int) -> _Gate | None:
-        """The gate of this producer's batches under ``even_batches`` (``None``: ungated)."""
-        if not self.peers:
-            return None
-        shards = self.world_size * self.producers
-        world = self.world_size
-
-        def stream(rank: int, data: Any) -> Callable[[], Iterable[Any]]:
-            shard = rank * self.producers + worker
-            if self.mode == "element":
-                return lambda: itertools.islice(iter(data), shard, None, shards)
-            if self.mode == "worker":
-                return lambda: itertools.islice(iter(data), rank, None, world)
-            if self.mode == "hook":
-                return lambda: getattr(data, SHARD_HOOK)(shards, shard)
-            return lambda: data  # HF: already that rank's split
-
-        # the gate reads its own copy: a stateful source keeps its position (read count,
-        # loaded state) for the producer's own reading and its saved state
-        peers = [(rank, stream(rank, _gate_copy(data))) for rank, data in self.peers]
-        return _Gate(peers, self.batch_size, self.drop_last)
-
-    def _where(self, worker: int, position: int, local: int) -> str:
-        shards = self.world_size * self.producers
-        shard = self.rank * self.producers + worker
-        return (
-            f"stream element {position} (element {local} of shard {shard} of {shards}: rank "
-            f"{self.rank}, worker {worker})"
-        )
-
-    def _source(self, worker: int) -> tuple[Any, int, bool]:
-        """What this producer iterates, the elements of it read before, and if it resumes.
-
-        ``resumed`` is True when a saved source state was loaded (a resume without replay).
-        """
-        state = self.states[worker] if worker < len(self.states) else None
-        if state is None:
-            return self.data, 0, False
-        source = self.data
-        if self.mode == "hf" or self.peers:
-            # HF keeps a loaded state for later passes, and the gate reads the source from
-            # its start: load it on a copy
-            source = _own_copy(source)
-        source.load_state_dict(copy.deepcopy(state["source"]))
-        return source, int(state["read"]), True
-
-    def _read_error(self, exc: Exception, resumed: bool) -> str:
-        """The end of the message of an element the source's own iterator failed to read."""
-        text = f"{type(exc).__name__}: {exc}"
-        if resumed:
-            text += " (the first read after loading the source's saved state_dict)"
-        if self.skip:
-            text += (
-                "; the skip policy cannot skip it: the source's own iterator raised, which "
-                "ends it (a generator that raised is finished), so nothing after it can be "
-                "read. Catch the error inside the dataset's __iter__ (skipping the record "
-                "there), or fix the record"
-            )
-        return text
-
-    def _elements(
-        self, worker: int, source: Any, start: int, probe: _Probe | None = None
-    ) -> Iterator[tuple[int, Any]]:
-        """``(position, sample)`` of this producer's shard, in read order.
-
-        ``source`` continues after ``start`` elements of its stream (0 unless a saved state
-        was loaded into it). ``probe`` digests the first elements read (element mode).
-        """
-        shards = self.world_size * self.producers
-        shard = self.rank * self.producers + worker
-        resumed = start > 0
-        if self.mode == "worker":  # the worker's own stream, split across ranks by element
-            yield from self._own_elements(worker, source, start)
-            return
-        if self.mode == "element":
-            # zip draws the element before the count: after a failure the count is its index
-            counter = itertools.count(start)
-            first = (shard - start) % shards
-            raw = _seeded(lambda: source, self.seed, self.epoch, ("stream",), int, start)
-            raw = raw if probe is None else probe.wrap(raw)
-            picked = itertools.islice(zip(raw, counter, strict=False), first, None, shards)
-            try:
-                for sample, k in picked:
-                    resumed = False
-                    yield k, sample
-            except Exception as exc:
-                k = next(counter)
-                owner = k % shards
-                by = "" if owner == shard else f" (worker {worker} reads past it)"
-                raise data_error(
-                    f"stream element {k} (shard {owner} of {shards}: rank "
-                    f"{owner // self.producers}, worker {owner % self.producers}) could not be "
-                    f"read{by}: {self._read_error(exc, resumed)}",
-                    exc,
-                    sample_index=k,
-                    worker_id=worker,
-                ) from exc
-            return
-        if self.mode == "hook":
-            opened: Callable[[], Iterable[Any]] = lambda: getattr(source, SHARD_HOOK)(  # noqa: E731
-                shards, shard
-            )
-        else:  # HF: already split by node; HF splits the node's shards across workers
-            opened = lambda: source  # noqa: E731
-        stream = _seeded(
-            opened, self.seed, self.epoch, ("shard", shard), lambda n: n * shards + shard, start
-        )
-        local = start - 1
-        try:
-            for local, sample in enumerate(stream, start):
-                yield local * shards + shard, sample
-        except Exception as exc:
-            local += 1
-            position = local * shards + shard
-            raise data_error(
-                f"{self._where(worker, position, local)} could not be read: "
-                f"{self._read_error(exc, resumed and local == start)}",
-                exc,
-                sample_index=position,
-                worker_id=worker,
-            ) from exc
-
-    def _own_elements(self, worker: int, source: Any, start: int) -> Iterator[tuple[int, Any]]:
-        """``(position, sample)`` of a self-splitting source (``splits_by_worker = True``).
-
-        Element ``j`` of this worker's own stream goes to rank ``j mod world_size``, at
-        position ``(j // world_size) x shards + shard`` (unique over ranks and workers).
-        """
-        shards = self.world_size * self.producers
-        shard = self.rank * self.producers + worker
-        world = self.world_size
-        counter = itertools.count(start)
-        first = (self.rank - start) % world
-        producers = self.producers
-
-        def owner(j: int) -> int:  # the position its owner rank gives element j
-            return (j // world) * shards + (j % world) * producers + worker
-
-        own = _seeded(lambda: source, self.seed, self.epoch, ("worker", worker), owner, start)
-        picked = itertools.islice(zip(own, counter, strict=False), first, None, world)
-        try:
-            for sample, j in picked:
-                yield (j // world) * shards + shard, sample
-        except Exception as exc:
-            j = next(counter)
-            position = (j // world) * shards + self.rank * self.producers + worker
-            raise data_error(
-                f"element {j} of worker {worker}'s own stream (the dataset splits itself by "
-                f"worker, {WORKER_SPLIT} = True; rank {j % world} of {world} takes it) could "
-                f"not be read: {self._read_error(exc, start > 0 and j == start)}",
-                exc,
-                sample_index=position,
-                worker_id=worker,
-            ) from exc
-
-    def _read_after(self, position: int) -> int:
-        """Elements the producer's iterator has yielded once the one at ``position`` was read."""
-        if self.mode == "element":  # it reads the whole stream
-            return position + 1
-        local = position // (self.world_size * self.producers)
-        if self.mode == "worker":  # it reads its own stream, every rank's elements of it
-            return local * self.world_size + self.rank + 1
-        return local + 1
-
-    def _batches(self, worker: int, probe: _Probe | None = None) -> Generator[_Item, None, int]:
-        """Make the items of this producer; return the elements ``even_batches`` trimmed."""
-        source, start, resumed = self._source(worker)
-        elements = self._elements(worker, source, start, None if resumed else probe)
-        if self.buffer_size is not None:
-            key = derive_key(self.seed, "stream-buffer", self.epoch, self.rank, worker)
-            rng = np.random.Generator(np.random.PCG64(key))
-            elements = buffer_shuffle(elements, self.buffer_size, rng)
-        size = self.batch_size
-        done = self.skips[worker] if worker < len(self.skips) else 0
-        if done and not resumed:  # a replay: read the delivered samples again, no batches
-            collections.deque(itertools.islice(elements, done * size), maxlen=0)
-        stateful = self.stateful and self.buffer_size is None
-        gate = self._gate(worker)
-        while chunk := list(itertools.islice(elements, size)):
-            if len(chunk) < size and self.drop_last:
-                return 0
-            if gate is not None and not gate.allows(done):  # another rank has no batch `done`
-                return len(chunk) + sum(1 for _ in elements)
-            positions = [position for position, _ in chunk]
-            state = self._state(source, positions[-1]) if stateful else None
-            try:
-                kept, samples, skipped = self._transform_batch(worker, chunk)
-                item = self._batch(worker, done, positions, kept, samples, skipped, state)
-            except DataError as error:  # the source is intact: its next batch follows
-                item = _error_item(worker, error, consumed=True, state=state)
-            yield item
-            done += 1
-        return 0
-
-    def _transform_batch(
-        self, worker: int, chunk: list[tuple[int, Any]]
-    ) -> tuple[list[int], list[Any], list[Skipped]]:
-        """The positions kept, their transformed samples, and what the skip policy dropped."""
-        if self.transform is None:  # nothing can fail: the batch as read
-            return [p for p, _ in chunk], [sample for _, sample in chunk], []
-        if not self.skip:
-            return [p for p, _ in chunk], [self._transformed(worker, p, x) for p, x in chunk], []
-        kept: list[int] = []
-        samples: list[Any] = []
-        skipped: list[Skipped] = []
-        for position, sample in chunk:
-            try:
-                samples.append(self._transform_one(position, sample))
-                kept.append(position)
-            except Exception as exc:  # noqa: BLE001 - every failure is recorded
-                skipped.append(self._skipped(worker, position, exc))
-        return kept, samples, skipped
-
-    def _state(self, source: Any, position: int) -> dict[str, Any]:
-        return {
-            "read": self._read_after(position),
-            "source": copy.deepcopy(source.state_dict()),
-        }
-
-    def _transform_one(self, position: int, sample: Any) -> Any:
-        transform = self.transform
-        assert transform is not None
-        _seed_globals(self.seed, "stream-global-rng-transform", self.epoch, position)
-        if self.transform_rng:
-            return transform(sample, rng=sample_rng(self.seed, "transform", self.epoch, position))
-        return transform(sample)
-
-    def _transformed(self, worker: int, position: int, sample: Any) -> Any:
-        try:
-            return self._transform_one(position, sample)
-        except Exception as exc:
-            shards = self.world_size * self.producers
-            raise data_error(
-                f"{self._where(worker, position, position // shards)} failed in the transform "
-                f"in epoch {self.epoch}: {type(exc).__name__}: {exc}",
-                exc,
-                sample_index=position,
-                worker_id=worker,
-            ) from exc
-
-    def _skipped(self, worker: int, position: int, exc: Exception) -> Skipped:
-        """The record of an element the skip policy drops.
-
-        Its batch index is -1 until the main process numbers the batch it is delivered in.
-        """
-        shards = self.world_size * self.producers
-        in_worker = torch.utils.data.get_worker_info() is not None
-        return Skipped(
-            position,
-            self.epoch,
-            -1,
-            worker if in_worker else None,
-            type(exc).__name__,
-            f"{self._where(worker, position, position // shards)} failed in the transform: "
-            f"{type(exc).__name__}: {exc}",
-        )
-
-    def _batch(
-        self,
-        worker: int,
-        local: int,
-        positions: list[int],
-        kept: list[int],
-        samples: list[Any],
-        skipped: list[Skipped],
-        state: dict[str, Any] | None,
-    ) -> _Item:
-        if not samples:  # the skip policy dropped every element
-            return _Item(
-                worker,
-                dropped=True,
-                skipped=tuple(skipped),
-                requested=len(positions),
-                state=state,
-            )
-        # a batch id unique in the epoch: producer-local batch number x shards + shard
-        shards = self.world_size * self.producers
-        batch_id = local * shards + self.rank * self.producers + worker
-        _seed_globals(self.seed, "stream-global-rng-collate", self.epoch, batch_id)
-        try:
-            if self.uses_context:
-                context = BatchContext(
-                    self.seed, self.epoch, batch_id, np.asarray(kept, dtype=np.int64)
-                )
-                batch = self.collate(samples, context=context)
-            else:
-                batch = self.collate(samples)
-        except Exception as exc:
-            shown = str(kept[:8])[1:-1] + (", ..." if len(kept) > 8 else "")
-            raise data_error(
-                f"batch {local} of worker {worker} on rank {self.rank} in epoch {self.epoch} "
-                f"(stream elements {shown}) could not be collated by {self.collator_name!r}: "
-                f"{type(exc).__name__}: {exc}",
-                exc,
-                sample_index=exc.sample_index if isinstance(exc, DataError) else None,
-                worker_id=worker,
-                collator=self.collator_name,
-            ) from exc
-        return _Item(
-            worker,
-            batch,
-            tuple(kept),
-            skipped=tuple(skipped),
-            requested=len(positions),
-            state=state,
-        )
-
-
-def _error_item(
-    worker: int, error: DataError, *, consumed: bool = False, state: dict[str, Any] | None = None
-) -> _Item:
-    """The item of a failed batch: the error as text (it crosses processes) with its cause."""
-    cause = error.__cause__ or error
-    text = "".join(traceback.format_exception(cause)).rstrip()
-    info = torch.utils.data.get_worker_info()
-    kind, original = error.original_type, None if cause is error else cause
-    if info is not None:  # a worker's item is pickled to the main process
-        kind, original = portable_type(kind), portable_exception(original)
-    return _Item(
-        worker,
-        error=f"{error.message}\n\nOriginal traceback {_where(info)}:\n{text}",
-        sample_index=error.sample_index,
-        collator=error.collator,
-        consumed=consumed,
-        state=state,
-        original_type=kind,
-        cause=original,
-    )
-
-
-def _gate_copy(obj: Any) -> Any:
-    """The gate's copy of a source (``obj`` itself when it has no attribute dict to copy)."""
-    try:
-        return _own_copy(obj)
-    except TypeError:  # no __dict__ (slots): iterating it twice is all it offers
-        return obj
-
-
-def _own_copy(obj: Any) -> Any:
-    """A shallow copy of ``obj`` with an attribute dict of its own.
-
-    Not ``copy.copy``: an HF ``IterableDataset``'s ``__getstate__`` returns its very
-    ``__dict__``, so its ``copy.copy`` shares the attributes (a state loaded into the copy
-    would stay on the original).
-    """
-    clone = object.__new__(type(obj))
-    clone.__dict__.update(vars(obj))
-    return clone
-
-
-def _where(info: object) -> str:
-    return "in the main process" if info is None else f"in worker {getattr(info, 'id', '?')}"
-
-
-def _ordered(items: Iterator[_Item], producers: int, first: int) -> Iterator[_Item]:
-    """The producers' batches round-robin from producer ``first``, skipping ended ones.
-
-    Items arrive in whatever order torch delivers them; the ones ahead of their turn wait
-    (at most a round of them), so the order is the same from any starting producer.
-    """
-    pending: list[collections.deque[_Item]] = [collections.deque() for _ in range(producers)]
-    ended = [False] * producers
-    turn = first % producers
-    while not all(ended):
-        if ended[turn]:
-            turn = (turn + 1) % producers
-            continue
-        queue = pending[turn]
-        while not queue:
-            item = next(items, None)
-            if item is None:  # torch stopped: every producer has ended
-                return
-            pending[item.worker].append(item)
-        item = queue.popleft()
-        if item.end:
-            ended[turn] = True
-        else:
-            yield item
-        turn = (turn + 1) % producers
-
-
-def _positions(positions: tuple[int, ...]) -> Callable[[int, int], list[int]]:
-    """What the batch checks report as a batch's samples: its stream positions."""
-
-    def indices(_epoch: int, _batch_index: int) -> list[int]:
-        return list(positions)
-
-    return indices
-
-
-def _live(
-    items: Iterator[_Item], superseded: Callable[[int], None], generation: int
-) -> Iterator[_Item]:
-    """``items`` while the pass of ``generation`` is current: checked before every read.
-
-    A superseded pass then takes nothing more from a shared source.
-    """
-    while True:
-        superseded(generation)
-        item = next(items, None)
-        if item is None:
-            return
-        yield item
-
-
-def _with_last(items: Iterator[_Item]) -> Iterator[tuple[_Item, bool]]:
-    """Each item and whether it is the last (one item of look-ahead)."""
-    previous: _Item | None = None
-    for item in items:
-        if previous is not None:
-            yield previous, False
-        previous = item
-    if previous is not None:
-        yield previous, True
-
-
-class _StreamPass:
-    """One pass over a stream, as an iterator object rather than a generator.
-
-    A generator that raised is finished; this raises a failed batch's ``DataError`` from its
-    ``next()`` while the generators behind it stay alive, so the next ``next()`` goes on with
-    the following batch (as torch's iterator does after a worker reported an exception).
-    Anything raised from those generators (a dead worker, a spent error budget, a superseded
-    pass, a source whose streams differ) ends the pass. The pass starts at its first
-    ``next()``; dropping it mid-pass while it is the loader's current one stops its workers.
-    """
-
-    def __init__(self, loader: StreamLoader) -> None:
-        self._loader = loader
-        self._batches: Iterator[Any] | None = None
-        self._started = False
-        self._generation = -1
-        self._moves = -1
-
-    def __iter__(self) -> _StreamPass:
-        return self
-
-    def __next__(self) -> Any:
-        loader = self._loader
-        if not self._started:
-            self._started = True
-            self._batches, self._generation, self._moves = loader._begin()
-        batches = self._batches
-        if batches is None:
-            raise StopIteration
-        try:
-            out = next(batches)
-        except StopIteration:
-            self._batches = None
-            self._went_on()
-            raise
-        except (DataError, WorkerError):
-            self._batches = None
-            loader._interrupted(self._moves)  # the next iter() resumes where it stopped
-            raise
-        except BaseException:
-            self._batches = None
-            raise
-        if isinstance(out, _Raised):
-            loader._interrupted(self._moves)  # unless this pass goes on
-            raise out.error
-        self._went_on()
-        return out
-
-    def _went_on(self) -> None:
-        """After a failed batch, the pass went on: the next ``iter()`` is a new pass again."""
-        self._loader._resumed(self._moves)
-
-    def close(self) -> None:
-        """End the pass; if it is the loader's current one, stop its workers now."""
-        batches, self._batches = self._batches, None
-        if batches is not None and self._loader._generation == self._generation:
-            self._loader.close()
-
-    def __del__(self) -> None:
-        try:
-            self.close()
-        except Exception:  # noqa: BLE001 - nothing to report at garbage collection
-            return
 
 
 class StreamLoader(Loader):
@@ -1002,7 +134,7 @@ class StreamLoader(Loader):
                 "it again with bindings={...} to build it",
             )
         assert plan.dataset.iterable
-        self._refuse_unsupported(plan)
+        refuse_unsupported(plan)
         self.plan = plan
         self.device = resolve_device(plan.device)
         self.world_size, self.rank, self.distributed_source = resolve_world(plan.distributed)
@@ -1017,32 +149,16 @@ class StreamLoader(Loader):
         self._skip_counts = SkipCounts()
         self._unsettled: collections.deque[Fetched] = collections.deque()  # the Loader's
         # (a stream's batches are counted in _delivered_batches, as they are delivered)
-        self.batch_sizes = _batch_sizes(plan)
-        self._max_lengths = _max_lengths(plan)
+        self.batch_sizes = batch_sizes(plan)
+        self._max_lengths = max_lengths(plan)
         self.pin_memory = wants_pinning(plan.workers.pin_memory, self.device)
         self.workers = resolve_workers(plan.workers)  # never "auto": compile() refuses it here
         """The worker settings this loader runs with."""
         self.num_workers = self.workers.num_workers
         self.producers = max(self.num_workers, 1)
         data = plan.bindings[plan.dataset.binding]
-        if plan.dataset.kind == "hf_iterable":
-            self.sharding = "hf"
-            if self.world_size > 1:
-                from datasets.distributed import split_dataset_by_node
-
-                data = split_dataset_by_node(data, rank=self.rank, world_size=self.world_size)
-        elif callable(getattr(data, SHARD_HOOK, None)):
-            self.sharding = "hook"
-        else:
-            split = getattr(data, WORKER_SPLIT, None)
-            if split is not None and not isinstance(split, bool):
-                raise PlanError.single(
-                    "dataset",
-                    f"{type(data).__name__}.{WORKER_SPLIT} must be True (it splits itself by "
-                    f"torch.utils.data.get_worker_info()), False (it yields the whole stream in "
-                    f"every worker) or unset (got {split!r})",
-                )
-            self.sharding = "worker" if split else "element"
+        # how the stream is split into shards ("hf", "hook", "worker" or "element")
+        self.sharding, data = sharding_of(plan, data, self.world_size, self.rank)
         self.compares_streams = (
             self.sharding == "element"
             and self.producers > 1
@@ -1066,14 +182,14 @@ class StreamLoader(Loader):
         self.trimmed_samples = 0
         """The stream elements ``even_batches`` left out on this rank in the current (or
         last) pass: its producers ran longer than another rank's (also logged)."""
-        self.resume_native, self.resume_replays_because = self._resume_mode(plan, data)
+        self.resume_native, self.resume_replays_because = resume_mode(plan, data, self.sharding)
         """Whether a resume loads each producer's saved source state (O(1)) instead of
         replaying the stream, and if not, why not."""
-        collate = _resolve_callable(plan, plan.collator, "collator")
+        collate = resolve_callable(plan, plan.collator, "collator")
         self._collate = collate
         self._on_device: Callable[[Any], Any] | None = getattr(collate, "on_device", None)
         self._transform = (
-            None if plan.transform is None else _resolve_callable(plan, plan.transform, "transform")
+            None if plan.transform is None else resolve_callable(plan, plan.transform, "transform")
         )
         self.batch_checks = batch_checker(plan)
         self._epoch = 0
@@ -1103,43 +219,6 @@ class StreamLoader(Loader):
         last = self.world_size - 1
         return ((last, data),) if self.rank < last else ()
 
-    @staticmethod
-    def _refuse_unsupported(plan: LoaderPlan) -> None:
-        name = plan.dataset.binding
-        why = (
-            f"the producers of a stream make their batches independently, ahead of delivery "
-            f"and without a length to plan from, so where the iterable dataset {name!r} is "
-            f"made there is no global step to look the value up by"
-        )
-        if plan.batch.scheduled and plan.batch.by == "step":
-            raise NotBuiltYetError(
-                f"batch.by: a batch size scheduled by step is not supported for streams: "
-                f"{why}; schedule it by epoch (with_batch_size([...], by='epoch')), or pass "
-                f"a map-style dataset"
-            )
-        if plan.max_length is not None and plan.max_length.by == "step":
-            raise NotBuiltYetError(
-                f"max_length.by: a max_length scheduled by step is not supported for streams: "
-                f"{why}; schedule it by epoch (with_max_length([...], by='epoch')), or pass a "
-                f"map-style dataset"
-            )
-
-    def _resume_mode(self, plan: LoaderPlan, data: Any) -> tuple[bool, str]:
-        """Whether resumes load saved source states, and if not, why they replay."""
-        if plan.order.shuffle and plan.order.buffer_size is not None:
-            return False, (
-                "the buffer shuffle has read ahead of the delivered batches, and the buffer's "
-                "content is not in any source state"
-            )
-        if self.sharding == "hf":
-            caveat = _hf_resume_caveat(data)
-            return (False, f"the HF dataset: {caveat}") if caveat else (True, "")
-        if _is_stateful(data):
-            return True, ""
-        return False, (
-            f"{type(data).__name__} defines no state_dict() / load_state_dict() to continue from"
-        )
-
     # -- position ---------------------------------------------------------------------------
 
     def __len__(self) -> int:
@@ -1158,7 +237,7 @@ class StreamLoader(Loader):
         Otherwise raises ``TypeError`` saying why the count is unknown (no ``__len__``; shards
         made by the ``shard`` hook, by HF or by the dataset itself across workers).
         """
-        n = self._stream_length()
+        n = stream_length(self.data, self.plan.dataset.binding, self.sharding, self.producers)
         shards = self.world_size * self.producers
         size = self.batch_sizes(self._cursor()[0])
         drop_last = self.plan.batch.drop_last
@@ -1174,41 +253,6 @@ class StreamLoader(Loader):
                 own = min(own, batches((self.world_size - 1) * self.producers + worker))
             total += own
         return total
-
-    def _stream_length(self) -> int:
-        """The dataset's ``len()``, if it fixes the batches per epoch; else ``TypeError``."""
-        name = self.plan.dataset.binding
-        head = f"a StreamLoader has no len() here: dataset {name!r} is streamed (iterable) and "
-        tail = "; count batches while iterating, or pass a map-style dataset"
-        if self.sharding == "hf":
-            why = (
-                "an HF IterableDataset has no length (its rows are known only once read, "
-                "and it is split into shards by HF across ranks and workers)"
-            )
-        elif self.sharding == "hook":
-            why = (
-                f"it is read through its {SHARD_HOOK}() hook, so the sizes of its shards are "
-                f"its own"
-            )
-        elif self.sharding == "worker" and self.producers > 1:
-            why = (
-                f"it splits itself by worker ({WORKER_SPLIT} = True), into parts whose sizes "
-                f"only its __iter__ knows"
-            )
-        elif not hasattr(type(self.data), "__len__"):
-            why = (
-                f"{type(self.data).__name__} defines no __len__, so its number of batches is "
-                f"only known once an epoch was read"
-            )
-        else:
-            sized: Any = self.data
-            try:
-                return len(sized)
-            except Exception as exc:  # a failing __len__: the count is unknown, as torch says
-                kind = type(sized).__name__
-                why = f"len() of {kind} failed ({type(exc).__name__}: {exc})"
-                raise TypeError(head + why + tail) from exc
-        raise TypeError(head + why + tail)
 
     def _cursor(self) -> tuple[int, int]:
         return self._epoch, self._delivered
@@ -1273,14 +317,14 @@ class StreamLoader(Loader):
         epoch: int,
         skips: tuple[int, ...],
         states: tuple[dict[str, Any] | None, ...],
-    ) -> _Producer:
+    ) -> Producer:
         plan = self.plan
         collate = self._collate
         lengths = self._max_lengths
         if lengths is not None:
             collate = collate.with_max_length(lengths(epoch))  # type: ignore[attr-defined]
         buffer = plan.order.buffer_size if plan.order.shuffle else None
-        return _Producer(
+        return Producer(
             self.data,
             self.sharding,
             rank=self.rank,
@@ -1309,16 +353,16 @@ class StreamLoader(Loader):
             hook(epoch)
         self._told_epoch = epoch
 
-    def _items(self, producer: _Producer) -> Iterator[_Item]:
+    def _items(self, producer: Producer) -> Iterator[StreamItem]:
         """The producers' items as torch (or the main process) delivers them."""
         if self.num_workers == 0:  # the user's global RNG states are put back after each item
             it = iter(producer)
             while True:
-                states = _user_rngs()
+                states = user_rngs()
                 try:
                     item = next(it, None)
                 finally:
-                    _restore_rngs(states)
+                    restore_rngs(states)
                 if item is None:
                     return
                 yield item
@@ -1326,14 +370,14 @@ class StreamLoader(Loader):
         torch_loader = DataLoader(
             producer,
             batch_size=None,
-            collate_fn=_identity,
+            collate_fn=identity,
             num_workers=w.num_workers,
             prefetch_factor=w.prefetch_factor,
             persistent_workers=False,  # the producers are made per pass (epoch, skips)
             pin_memory=self.pin_memory and self.device.type == "cuda",
             timeout=w.timeout or 0,
             multiprocessing_context=w.start_method,
-            generator=_base_seed_generator(self.plan.order.seed),
+            generator=base_seed_generator(self.plan.order.seed),
         )
         iterator = self._iterator = iter(torch_loader)
         del torch_loader
@@ -1372,7 +416,7 @@ class StreamLoader(Loader):
         iterator does; a source whose own iterator raised delivers nothing more (its other
         producers go on). Dropping the iterator mid-pass stops its workers.
         """
-        return _StreamPass(self)
+        return StreamPass(self)
 
     def _begin(self) -> tuple[Iterator[Any] | None, int, int]:
         """Start the pass: its batches (``None``: a resumed complete pass), generation, moves."""
@@ -1387,20 +431,20 @@ class StreamLoader(Loader):
         return self._stream_pass(producer, epoch, delivered, generation), generation, moves
 
     def _stream_pass(
-        self, producer: _Producer, epoch: int, delivered: int, generation: int
+        self, producer: Producer, epoch: int, delivered: int, generation: int
     ) -> Iterator[Any]:
         """The batches of one pass: ``epoch`` after ``delivered`` batches.
 
-        Failed batches come as :class:`_Raised` values: a generator that raised is finished.
+        Failed batches come as :class:`Raised` values: a generator that raised is finished.
         """
-        sent: collections.deque[tuple[_Item, bool]] = collections.deque()
+        sent: collections.deque[tuple[StreamItem, bool]] = collections.deque()
 
         def host() -> Iterator[Any]:
             produced = self._trimmed(self._items(producer), epoch)
             if self.compares_streams:
-                produced = _same_streams(produced, self.producers)
-            items = _ordered(produced, self.producers, self._next_worker)
-            for item, last in _with_last(_live(items, self._superseded, generation)):
+                produced = same_streams(produced, self.producers)
+            items = round_robin(produced, self.producers, self._next_worker)
+            for item, last in with_last(while_current(items, self._superseded, generation)):
                 sent.append((item, last))
                 if item.error is not None:
                     error = data_error(
@@ -1411,16 +455,16 @@ class StreamLoader(Loader):
                         collator=item.collator,
                     )
                     error.__cause__ = item.cause
-                    yield _Raised(error)
+                    yield Raised(error)
                 else:
-                    yield _NO_BATCH if item.dropped else item.batch
+                    yield NO_BATCH if item.dropped else item.batch
 
         yield from self._delivered_batches(host(), sent, epoch, delivered, generation)
         if generation == self._generation:
             self._epoch_done = True
             self._iterator = None
 
-    def _trimmed(self, items: Iterator[_Item], epoch: int) -> Iterator[_Item]:
+    def _trimmed(self, items: Iterator[StreamItem], epoch: int) -> Iterator[StreamItem]:
         """``items``, counting (and logging) what ``even_batches`` trimmed as producers end."""
         for item in items:
             if item.end and item.trimmed:
@@ -1440,7 +484,7 @@ class StreamLoader(Loader):
     def _delivered_batches(
         self,
         host: Iterator[Any],
-        sent: collections.deque[tuple[_Item, bool]],
+        sent: collections.deque[tuple[StreamItem, bool]],
         epoch: int,
         delivered: int,
         generation: int,
@@ -1454,7 +498,7 @@ class StreamLoader(Loader):
             item, last = sent.popleft()
             self._superseded(generation)
             index = self._delivered
-            if isinstance(batch, _Raised):
+            if isinstance(batch, Raised):
                 if item.consumed:  # its place in the shard is used up: count it as delivered
                     self._count(item, last)
                 yield batch
@@ -1463,22 +507,22 @@ class StreamLoader(Loader):
                 records = tuple(r._replace(batch_index=index) for r in item.skipped)
                 fetched = Fetched(None if item.dropped else batch, records, item.requested)
                 batch = self._account(fetched)  # raises once the budget is spent
-            failed: _Raised | None = None
-            if batch is not _NO_BATCH:
+            failed: Raised | None = None
+            if batch is not NO_BATCH:
                 if finish is not None:
                     batch = finish(batch)
                 if checks is not None and checks.due(index, first=index == delivered):
                     try:
-                        checks.run(batch, epoch, index, _positions(item.positions))
+                        checks.run(batch, epoch, index, position_indices(item.positions))
                     except DataError as error:
-                        failed = _Raised(error)
+                        failed = Raised(error)
             self._count(item, last)
             if failed is not None:
                 yield failed
-            elif batch is not _NO_BATCH:  # else every element of the batch was skipped
+            elif batch is not NO_BATCH:  # else every element of the batch was skipped
                 yield batch
 
-    def _count(self, item: _Item, last: bool) -> None:
+    def _count(self, item: StreamItem, last: bool) -> None:
         """Move the position past ``item``'s batch (delivered, skipped whole, or failed)."""
         self._delivered += 1
         self._worker_batches[item.worker] += 1
@@ -1494,7 +538,7 @@ class StreamLoader(Loader):
         self._generation += 1
         iterator = self._iterator
         self._iterator = None
-        _shutdown_pool(iterator)  # within about a second, stuck workers terminated
+        shutdown_pool(iterator)  # within about a second, stuck workers terminated
 
     # -- state ------------------------------------------------------------------------------
 
@@ -1553,42 +597,9 @@ class StreamLoader(Loader):
         :class:`~loaderkit.ResumeError` says why with the differences (``strict=False`` skips
         the fingerprint check; the layout must still fit).
         """
-        counts = ("epoch", "batches_delivered", "world_size", "rank", "next_worker")
-        _check_state_shape(state, _STATE_KEYS, "stream", "StreamLoader", counts)
-        if strict and state["fingerprint"] != self.plan.fingerprint:
-            raise ResumeError(
-                f"the state was saved by a loader of another plan (fingerprint "
-                f"{str(state['fingerprint'])[:12]}, this plan {self.plan.fingerprint[:12]}); "
-                f"a stream's order depends on the whole plan, num_workers included: load it "
-                f"into a loader built from the same plan, or pass strict=False. Differences "
-                f"(state -> this plan):",
-                self._differences(state),
-            )
-        here = (self.world_size, self.rank, self.num_workers)
-        there = (state["world_size"], state["rank"], state["num_workers"])
-        if here != there:
-            raise ResumeError(
-                f"the state was saved at world size {there[0]}, rank {there[1]}, num_workers "
-                f"{there[2]}; this loader has {here[0]}, {here[1]}, {here[2]}: a stream's "
-                f"shards depend on all three, so resume with the same ones"
-            )
-        per_worker = state["worker_batches"]
-        if (
-            not isinstance(per_worker, list)
-            or len(per_worker) != self.producers
-            or not all(isinstance(v, int) and not isinstance(v, bool) for v in per_worker)
-            or sum(per_worker) != state["batches_delivered"]
-            or state["next_worker"] >= self.producers
-        ):
-            raise ResumeError(
-                f"state['worker_batches'] must list the batches each of the {self.producers} "
-                f"producers delivered, summing to batches_delivered, and next_worker must be "
-                f"one of them (got {per_worker!r}, next_worker {state['next_worker']!r})"
-            )
-        states = self._checked_states(state.get("worker_states"), per_worker)
-        complete = state.get("pass_complete", False)  # absent from earlier states
-        if not isinstance(complete, bool):
-            raise ResumeError(f"state['pass_complete'] must be a bool (got {complete!r})")
+        per_worker, states, complete = check_stream_state(
+            state, self.plan, (self.world_size, self.rank, self.num_workers), strict=strict
+        )
         self._skip_counts = SkipCounts.from_state(state.get("skips"))
         self._move(
             state["epoch"],
@@ -1600,35 +611,6 @@ class StreamLoader(Loader):
         self._epoch_done = complete
         self._pending = "resume"
         self._moves += 1
-
-    def _checked_states(self, states: object, per_worker: list[int]) -> list[Any]:
-        """The per-producer source states of a saved state (``None``: none was saved)."""
-        if states is None:  # a state from before worker_states: every producer replays
-            return [None] * self.producers
-        fits = isinstance(states, list) and len(states) == self.producers
-        if fits:
-            assert isinstance(states, list)
-            for entry, batches in zip(states, per_worker, strict=True):
-                if entry is None:
-                    continue
-                read = entry.get("read") if isinstance(entry, Mapping) else None
-                if (
-                    not isinstance(entry, Mapping)
-                    or "source" not in entry
-                    or isinstance(read, bool)
-                    or not isinstance(read, int)
-                    or read < 1
-                    or batches == 0
-                ):
-                    fits = False
-                    break
-        if not fits:
-            raise ResumeError(
-                f"state['worker_states'] must list, for each of the {self.producers} "
-                f"producers, None or the {{'read': int >= 1, 'source': ...}} of its last "
-                f"delivered batch (only for a producer that delivered one); got {states!r:.200}"
-            )
-        return copy.deepcopy(states)  # type: ignore[arg-type]
 
     # -- display ----------------------------------------------------------------------------
 
@@ -1647,90 +629,4 @@ class StreamLoader(Loader):
         shuffle buffer, what a resume costs (and why, when it replays) and, under the ``skip``
         policy, what a stream can skip.
         """
-        shards = self.world_size * self.producers
-        name = type(self.plan.bindings[self.plan.dataset.binding]).__name__  # type: ignore[index]
-        if self.sharding == "hf":
-            how = (
-                f"HF split_dataset_by_node(rank={self.rank}, world_size={self.world_size}), "
-                f"then HF's own split of this rank's shards over {self.producers} worker(s)"
-                if self.world_size > 1
-                else f"HF's own split of its shards over {self.producers} worker(s)"
-            )
-        elif self.sharding == "hook":
-            how = (
-                f"{name}.{SHARD_HOOK}({shards}, rank x {self.producers} + worker) (the "
-                f"dataset's sharding hook)"
-            )
-        elif self.sharding == "worker":
-            how = (
-                f"by the dataset itself across {self.producers} worker(s) ({name}."
-                f"{WORKER_SPLIT} = True): each worker's own stream is taken whole, its element "
-                f"j going to rank j mod {self.world_size}"
-            )
-        else:
-            how = (
-                f"by element: element k goes to shard k mod {shards} (rank x "
-                f"{self.producers} + worker)"
-            )
-            if self.compares_streams:
-                how += "; the workers' first elements are compared (each must read it all)"
-        o = self.plan.order
-        shuffle = (
-            f"buffer shuffle of {o.buffer_size:,} samples per (seed, epoch, rank, worker) "
-            f"stream, seed {o.seed}"
-            if o.shuffle and o.buffer_size is not None
-            else "none (stream order)"
-        )
-        epoch, delivered = self._cursor()
-        if self.resume_native:
-            source = (
-                "HF IterableDataset.load_state_dict"
-                if self.sharding == "hf"
-                else f"{name}.load_state_dict"
-            )
-            resume = (
-                f"O(1): each producer loads its source's state saved after its last delivered "
-                f"batch ({source}), nothing is read twice"
-            )
-        else:
-            resume = (
-                f"replays the stream, O(samples already delivered) reading, because "
-                f"{self.resume_replays_because}"
-            )
-        errors = []
-        if self.plan.error_policy.policy == "skip":
-            errors = [
-                "  skipping    elements failing in the transform are dropped from their batch "
-                "and recorded by stream position; an error raised by the source's own iterator "
-                "cannot be skipped (it ends the iterator) and raises DataError"
-            ]
-        ranks = []
-        if self.even_batches and not self.uneven_because:
-            ranks = [
-                f"  ranks       even_batches: every rank's producer w stops where rank "
-                f"{self.world_size - 1}'s (the shortest) does, so all ranks get as many "
-                f"batches; the rest is trimmed ({self.trimmed_samples} element(s) on this rank "
-                f"in this pass, loader.trimmed_samples)"
-            ]
-        elif self.uneven_because:
-            ranks = [
-                f"  ranks       even_batches is NOT enforced for this stream: {self.uneven_because}"
-            ]
-        return "\n".join(
-            [
-                self.plan.explain(),
-                f"  resolved    rank {self.rank} of {self.world_size} "
-                f"({self.distributed_source}); device {self.device}; pin memory "
-                f"{'on' if self.pin_memory else 'off'}",
-                f"  stream      streamed (iterable source: no length, no random access); "
-                f"{shards} shard(s) = {self.world_size} rank(s) x {self.producers} producer(s)",
-                f"  sharding    {how}",
-                f"  shuffle     {shuffle}",
-                f"  order       depends on num_workers ({self.num_workers}) and the world size "
-                f"({self.world_size}): batches come round-robin from the producers; change "
-                f"either and the order changes",
-                f"  resume      {resume}; now at epoch {epoch}, {delivered} batch(es) delivered",
-                *ranks,
-                *errors,
-            ]
-        )
+        return explain_stream(self)

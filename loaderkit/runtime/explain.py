@@ -1,0 +1,192 @@
+"""``explain()`` of the loaders: the plan's report plus what was resolved on this machine."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import numpy.typing as npt
+
+from loaderkit.order.token_budget import padding_stats
+from loaderkit.plan.display import budget_split
+from loaderkit.runtime.planners import (
+    BucketPlanner,
+    CurriculumPlanner,
+    MixturePlanner,
+    Planner,
+    WeightedPlanner,
+)
+from loaderkit.runtime.stream_read import SHARD_HOOK, WORKER_SPLIT
+
+if TYPE_CHECKING:
+    from loaderkit.runtime.loader import Loader
+    from loaderkit.runtime.stream import StreamLoader
+
+__all__ = ["explain_loader", "explain_stream"]
+
+
+def explain_loader(loader: Loader, planner: Planner, part: npt.NDArray[Any] | None) -> str:
+    """The plan's report plus what was resolved on this machine.
+
+    Where rank and world size came from, the device, and for bucketed plans what measuring
+    the lengths cost and the padding of the current epoch on this rank (for bucketing
+    combined with weights, a curriculum or a mixture: how many samples that sampler chose
+    for the epoch on this rank, and what reading its values cost).
+
+    ``planner`` and ``part`` are the loader's planner and its split part (or ``None``).
+    """
+    lines = [
+        loader.plan.explain(),
+        f"  resolved    rank {loader.rank} of {loader.world_size} "
+        f"({loader.distributed_source}); device {loader.device}; pin memory "
+        f"{'on' if loader.pin_memory else 'off'}",
+    ]
+    if loader.workers.auto is not None:
+        lines.append(f"  workers     resolved {loader.workers.reason}")
+    if part is not None:
+        lines.append(
+            f"  part        {loader.split!r} of the split: {len(part):,} of "
+            f"{loader.plan.dataset.length:,} samples"
+        )
+    if loader.world_size > 1:
+        epoch = loader.epoch
+        lines.append(
+            f"  ranks       epoch {epoch}: {planner.num_batches(epoch):,} batches on this "
+            f"rank; {planner.repeated(epoch):,} samples delivered twice across ranks to "
+            f"even them out (wrap-around)"
+        )
+    sampler = planner if loader.sampler is None else loader.sampler
+    if isinstance(sampler, CurriculumPlanner):
+        cost = loader.lengths_cost if loader.sampler is None else loader.sampler_cost
+        lines.append(
+            f"  curriculum  difficulties: {cost}; epoch {loader.epoch}: "
+            f"{sampler.eligible(loader.epoch):,} of {len(sampler.order):,} samples eligible, "
+            f"{planner.num_batches(loader.epoch):,} batches on this rank"
+        )
+    if isinstance(planner, BucketPlanner):
+        spec = planner.spec
+        mine = planner.batches(loader.epoch)
+        stats = padding_stats(
+            planner.lengths,
+            mine,
+            max_tokens=spec.max_tokens,
+            cost=spec.cost,
+            padding=planner.padding,
+            max_batch_size=spec.max_batch_size,
+        )
+        sizes = mine.sizes() if len(mine) else np.zeros(1, dtype=np.int64)
+        grouped = ""
+        if loader.sampler is not None:  # what the combined sampler chose for this rank
+            what = {
+                WeightedPlanner: "weighted draws",
+                CurriculumPlanner: "eligible samples",
+                MixturePlanner: "mixture samples",
+            }[type(loader.sampler)]
+            grouped = f"{mine.num_samples:,} {what} in "
+        line = (
+            f"  bucketing   lengths: {loader.lengths_cost}; epoch {loader.epoch}: "
+            f"{grouped}{len(mine):,} batches of {int(sizes.min())}-{int(sizes.max())} "
+            f"samples, padding {stats['waste']:.1%} of tokens"
+        )
+        if "utilization" in stats:
+            line += f", budget used {stats['utilization']:.1%}; {budget_split(spec, stats)}"
+        if isinstance(loader.sampler, WeightedPlanner):
+            line += f"; weights: {loader.sampler_cost}"
+        lines.append(line)
+    return "\n".join(lines)
+
+
+def explain_stream(loader: StreamLoader) -> str:
+    """The plan's report plus how the stream is read on this machine.
+
+    The sharding used, that the order depends on ``num_workers`` and the world size, the
+    shuffle buffer, what a resume costs (and why, when it replays) and, under the ``skip``
+    policy, what a stream can skip.
+    """
+    shards = loader.world_size * loader.producers
+    name = type(loader.plan.bindings[loader.plan.dataset.binding]).__name__  # type: ignore[index]
+    if loader.sharding == "hf":
+        how = (
+            f"HF split_dataset_by_node(rank={loader.rank}, world_size={loader.world_size}), "
+            f"then HF's own split of this rank's shards over {loader.producers} worker(s)"
+            if loader.world_size > 1
+            else f"HF's own split of its shards over {loader.producers} worker(s)"
+        )
+    elif loader.sharding == "hook":
+        how = (
+            f"{name}.{SHARD_HOOK}({shards}, rank x {loader.producers} + worker) (the "
+            f"dataset's sharding hook)"
+        )
+    elif loader.sharding == "worker":
+        how = (
+            f"by the dataset itself across {loader.producers} worker(s) ({name}."
+            f"{WORKER_SPLIT} = True): each worker's own stream is taken whole, its element "
+            f"j going to rank j mod {loader.world_size}"
+        )
+    else:
+        how = (
+            f"by element: element k goes to shard k mod {shards} (rank x "
+            f"{loader.producers} + worker)"
+        )
+        if loader.compares_streams:
+            how += "; the workers' first elements are compared (each must read it all)"
+    o = loader.plan.order
+    shuffle = (
+        f"buffer shuffle of {o.buffer_size:,} samples per (seed, epoch, rank, worker) "
+        f"stream, seed {o.seed}"
+        if o.shuffle and o.buffer_size is not None
+        else "none (stream order)"
+    )
+    epoch, delivered = loader.epoch, loader.batches_delivered
+    if loader.resume_native:
+        source = (
+            "HF IterableDataset.load_state_dict"
+            if loader.sharding == "hf"
+            else f"{name}.load_state_dict"
+        )
+        resume = (
+            f"O(1): each producer loads its source's state saved after its last delivered "
+            f"batch ({source}), nothing is read twice"
+        )
+    else:
+        resume = (
+            f"replays the stream, O(samples already delivered) reading, because "
+            f"{loader.resume_replays_because}"
+        )
+    errors = []
+    if loader.plan.error_policy.policy == "skip":
+        errors = [
+            "  skipping    elements failing in the transform are dropped from their batch "
+            "and recorded by stream position; an error raised by the source's own iterator "
+            "cannot be skipped (it ends the iterator) and raises DataError"
+        ]
+    ranks = []
+    if loader.even_batches and not loader.uneven_because:
+        ranks = [
+            f"  ranks       even_batches: every rank's producer w stops where rank "
+            f"{loader.world_size - 1}'s (the shortest) does, so all ranks get as many "
+            f"batches; the rest is trimmed ({loader.trimmed_samples} element(s) on this rank "
+            f"in this pass, loader.trimmed_samples)"
+        ]
+    elif loader.uneven_because:
+        ranks = [
+            f"  ranks       even_batches is NOT enforced for this stream: {loader.uneven_because}"
+        ]
+    return "\n".join(
+        [
+            loader.plan.explain(),
+            f"  resolved    rank {loader.rank} of {loader.world_size} "
+            f"({loader.distributed_source}); device {loader.device}; pin memory "
+            f"{'on' if loader.pin_memory else 'off'}",
+            f"  stream      streamed (iterable source: no length, no random access); "
+            f"{shards} shard(s) = {loader.world_size} rank(s) x {loader.producers} producer(s)",
+            f"  sharding    {how}",
+            f"  shuffle     {shuffle}",
+            f"  order       depends on num_workers ({loader.num_workers}) and the world size "
+            f"({loader.world_size}): batches come round-robin from the producers; change "
+            f"either and the order changes",
+            f"  resume      {resume}; now at epoch {epoch}, {delivered} batch(es) delivered",
+            *ranks,
+            *errors,
+        ]
+    )

@@ -1,0 +1,104 @@
+"""The main process's side of a pass: one rank's batch requests, and what torch's workers index.
+
+The requests are computed in the main process (the single source of truth for position);
+torch's ``DataLoader`` reads them through :class:`RequestSampler` and hands each to a worker,
+where :class:`BatchDataset` fetches and collates the whole batch.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import numpy.typing as npt
+from torch.utils.data import Dataset, Sampler
+
+from loaderkit.errors import DataError
+from loaderkit.runtime.fetch import BatchFetcher, BatchRequest, WorkerSeeder, failure_from
+from loaderkit.runtime.planners import Planner, StepSizedPlanner
+from loaderkit.runtime.schedules import Schedule
+
+__all__ = ["BatchDataset", "RequestSampler", "Requests"]
+
+
+class Requests:
+    """The requests of one rank's passes: the planner's batches as dataset indices.
+
+    Kept apart from the :class:`~loaderkit.runtime.loader.Loader` on purpose: the torch
+    iterator reads them (through :class:`RequestSampler`) and holds the generator between
+    passes, so a generator bound to the loader would make a reference cycle, loader -> torch
+    loader -> torch iterator -> generator -> loader. A cycle leaves the loader and its workers
+    to the cyclic garbage collector, which finalizes the worker queues in any order and
+    stalls ~5 s per worker.
+    """
+
+    def __init__(
+        self,
+        planner: Planner,
+        part: npt.NDArray[Any] | None,
+        max_lengths: Schedule[int] | None,
+    ) -> None:
+        self.planner = planner
+        self.part = part
+        self.max_lengths = max_lengths
+        self._epoch_starts = [0]
+
+    def planned(self, epoch: int, start: int) -> Iterator[BatchRequest]:
+        """The planner's requests, their positions mapped to dataset indices (with a split)."""
+        part = self.part
+        if part is None:
+            yield from self.planner.requests(epoch, start)
+            return
+        for request in self.planner.requests(epoch, start):
+            yield request._replace(indices=part[request.indices])
+
+    def first_step(self, epoch: int) -> int:
+        """Batches this rank delivers in the epochs before ``epoch`` (each counted once)."""
+        planner = self.planner
+        if isinstance(planner, StepSizedPlanner):
+            return planner.first_step(epoch)
+        starts = self._epoch_starts
+        while len(starts) <= epoch:
+            starts.append(starts[-1] + planner.num_batches(len(starts) - 1))
+        return starts[epoch]
+
+    def __call__(self, epoch: int, start: int) -> Iterator[BatchRequest]:
+        """The requests of ``epoch`` from batch ``start``, with their sequence length."""
+        lengths = self.max_lengths
+        if lengths is None:
+            yield from self.planned(epoch, start)
+            return
+        first = epoch if lengths.by == "epoch" else self.first_step(epoch)
+        for request in self.planned(epoch, start):
+            t = first if lengths.by == "epoch" else first + request.batch_index
+            yield request._replace(max_length=lengths(t))
+
+
+class RequestSampler(Sampler[BatchRequest]):
+    """Yields the requests of one rank's pass from its first batch (main process)."""
+
+    def __init__(self, requests: Requests) -> None:
+        self.requests = requests  # holds no reference to the loader (see Requests)
+        self.epoch = 0
+        self.start = 0
+
+    def __iter__(self) -> Iterator[BatchRequest]:
+        return self.requests(self.epoch, self.start)
+
+    def __len__(self) -> int:
+        return self.requests.planner.num_batches(self.epoch) - self.start
+
+
+class BatchDataset(Dataset[Any]):
+    """What torch's workers index: a request in, a whole batch (or a Failure) out."""
+
+    def __init__(self, fetcher: BatchFetcher, seeder: WorkerSeeder) -> None:
+        self.fetcher = fetcher
+        self.seeder = seeder
+
+    def __getitem__(self, request: BatchRequest) -> Any:
+        self.seeder(request.epoch)
+        try:
+            return self.fetcher(request)
+        except DataError as error:
+            return failure_from(error, request)

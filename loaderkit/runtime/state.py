@@ -1,0 +1,224 @@
+"""The ``state_dict()`` format the loaders share: its version, its shape, whose stream it is."""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from loaderkit.errors import ResumeError
+from loaderkit.plan.display import diff_dicts
+
+if TYPE_CHECKING:
+    from loaderkit.plan.plan import LoaderPlan
+
+__all__ = [
+    "STATE_VERSION",
+    "STREAM_STATE_KEYS",
+    "check_state_shape",
+    "check_stream",
+    "check_stream_state",
+    "plan_differences",
+]
+
+STATE_VERSION = 1
+"""The version of the ``state_dict()`` format."""
+
+STREAM_STATE_KEYS = (
+    "loaderkit_state",
+    "stream",
+    "fingerprint",
+    "epoch",
+    "batches_delivered",
+    "world_size",
+    "rank",
+    "num_workers",
+    "worker_batches",
+    "next_worker",
+    "plan",
+)
+"""The keys every ``StreamLoader.state_dict()`` has."""
+
+
+def check_state_shape(
+    state: object,
+    keys: Sequence[str],
+    kind: str,
+    maker: str,
+    counts: Sequence[str] = ("epoch", "batches_delivered", "world_size", "rank"),
+) -> None:
+    """Raise :class:`ResumeError` unless ``state`` is a dict of this format with ``keys``.
+
+    ``kind`` and ``maker`` name the state and the class whose ``state_dict()`` makes it;
+    each of ``counts`` must be an int >= 0.
+    """
+    if not isinstance(state, Mapping):
+        raise ResumeError(f"a loader state is a dict (got {type(state).__name__})")
+    missing = [k for k in keys if k not in state]
+    if missing:
+        raise ResumeError(
+            f"not a loaderkit {kind} state: missing {', '.join(missing)}; pass what "
+            f"{maker}.state_dict() returned"
+        )
+    if state["loaderkit_state"] != STATE_VERSION:
+        raise ResumeError(
+            f"state format {state['loaderkit_state']!r} is not the one this loaderkit "
+            f"reads ({STATE_VERSION})"
+        )
+    for key in counts:
+        value = state[key]
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise ResumeError(f"state[{key!r}] must be an int >= 0 (got {value!r})")
+
+
+def check_stream(
+    state: Mapping[str, Any],
+    plan: LoaderPlan,
+    world_size: int,
+    rank: int,
+    global_fingerprint: str,
+) -> None:
+    """Raise :class:`ResumeError` unless ``state`` continues the global stream of a loader.
+
+    The loader reads ``plan`` as rank ``rank`` of ``world_size``; ``global_fingerprint`` is
+    the fingerprint of its global stream (the same at any world size when the global batch
+    is).
+    """
+    same_place = (state["world_size"], state["rank"]) == (world_size, rank)
+    if state["fingerprint"] == plan.fingerprint and same_place:
+        return
+    if state.get("global_fingerprint") == global_fingerprint:
+        return  # another world size or rank, the same global stream: an elastic resume
+    differences = plan_differences(state, plan)
+    world, mine = state["world_size"], world_size
+    tied = ""
+    if plan.bucketing is not None and plan.bucketing.max_tokens is not None:
+        tied = "a token budget is per rank, so the global batches depend on the world size"
+    elif plan.batch.fn is not None:
+        tied = "a batch-size function gives per-rank sizes, tied to the world size"
+    if world != mine and tied:
+        raise ResumeError(
+            f"the state was saved at {world} rank(s), this loader has {mine}: {tied}; "
+            f"resume at {world} rank(s), or pass strict=False to take the position anyway"
+        )
+    if world != mine:
+        saved = state.get("global_batch_size")
+        here = plan.batch.batch_size * mine
+        if isinstance(saved, int) and saved != here:
+            fix = (
+                f"build this loader with with_batch_size({saved // mine}) to continue the "
+                f"same stream"
+                if saved % mine == 0
+                else f"{saved} samples cannot be split over {mine} ranks; pick a world size "
+                f"that divides it"
+            )
+            raise ResumeError(
+                f"the state was saved at {world} rank(s) with a global batch of {saved} "
+                f"samples; this loader has {mine} rank(s) x {plan.batch.batch_size} = "
+                f"{here}: another global batch is another stream; {fix}. Differences "
+                f"(state -> this plan):",
+                differences,
+            )
+        raise ResumeError(
+            f"the state was saved by rank {state['rank']} of {world}, this loader is rank "
+            f"{rank} of {mine}, and their global streams differ: the plans differ "
+            f"beyond the world size; resume with the same plan, or pass strict=False. "
+            f"Differences (state -> this plan):",
+            differences,
+        )
+    raise ResumeError(
+        f"the state was saved by a loader of another plan (fingerprint "
+        f"{str(state['fingerprint'])[:12]}, this plan {plan.fingerprint[:12]}); "
+        f"load it into a loader built from the same plan, or pass strict=False. "
+        f"Differences (state -> this plan):",
+        differences,
+    )
+
+
+def plan_differences(state: Mapping[str, Any], plan: LoaderPlan) -> list[str]:
+    """The plan fields that differ, ``path: state's -> plan's`` (never empty)."""
+    old = state["plan"] if isinstance(state["plan"], Mapping) else {}
+    return diff_dicts(old, plan.to_dict()) or [
+        "(no visible field differs: the datasets' identities differ)"
+    ]
+
+
+def check_stream_state(
+    state: Mapping[str, Any], plan: LoaderPlan, place: tuple[int, int, int], *, strict: bool
+) -> tuple[list[int], list[Any], bool]:
+    """Check a :class:`~loaderkit.runtime.stream.StreamLoader` state against its loader.
+
+    ``place`` is the loader's (world size, rank, num_workers), which a stream's shards depend
+    on. Returns what a resume needs: the batches each producer delivered, each producer's
+    saved source state (or ``None``) and whether the pass was complete. Raises
+    :class:`ResumeError` saying why the state does not fit (``strict=False`` skips the
+    fingerprint check; the layout must still fit).
+    """
+    producers = max(place[2], 1)
+    counts = ("epoch", "batches_delivered", "world_size", "rank", "next_worker")
+    check_state_shape(state, STREAM_STATE_KEYS, "stream", "StreamLoader", counts)
+    if strict and state["fingerprint"] != plan.fingerprint:
+        raise ResumeError(
+            f"the state was saved by a loader of another plan (fingerprint "
+            f"{str(state['fingerprint'])[:12]}, this plan {plan.fingerprint[:12]}); "
+            f"a stream's order depends on the whole plan, num_workers included: load it "
+            f"into a loader built from the same plan, or pass strict=False. Differences "
+            f"(state -> this plan):",
+            plan_differences(state, plan),
+        )
+    here = place
+    there = (state["world_size"], state["rank"], state["num_workers"])
+    if here != there:
+        raise ResumeError(
+            f"the state was saved at world size {there[0]}, rank {there[1]}, num_workers "
+            f"{there[2]}; this loader has {here[0]}, {here[1]}, {here[2]}: a stream's "
+            f"shards depend on all three, so resume with the same ones"
+        )
+    per_worker = state["worker_batches"]
+    if (
+        not isinstance(per_worker, list)
+        or len(per_worker) != producers
+        or not all(isinstance(v, int) and not isinstance(v, bool) for v in per_worker)
+        or sum(per_worker) != state["batches_delivered"]
+        or state["next_worker"] >= producers
+    ):
+        raise ResumeError(
+            f"state['worker_batches'] must list the batches each of the {producers} "
+            f"producers delivered, summing to batches_delivered, and next_worker must be "
+            f"one of them (got {per_worker!r}, next_worker {state['next_worker']!r})"
+        )
+    states = _checked_states(state.get("worker_states"), per_worker, producers)
+    complete = state.get("pass_complete", False)  # absent from earlier states
+    if not isinstance(complete, bool):
+        raise ResumeError(f"state['pass_complete'] must be a bool (got {complete!r})")
+    return per_worker, states, complete
+
+
+def _checked_states(states: object, per_worker: list[int], producers: int) -> list[Any]:
+    """The per-producer source states of a saved state (``None``: none was saved)."""
+    if states is None:  # a state from before worker_states: every producer replays
+        return [None] * producers
+    fits = isinstance(states, list) and len(states) == producers
+    if fits:
+        assert isinstance(states, list)
+        for entry, batches in zip(states, per_worker, strict=True):
+            if entry is None:
+                continue
+            read = entry.get("read") if isinstance(entry, Mapping) else None
+            if (
+                not isinstance(entry, Mapping)
+                or "source" not in entry
+                or isinstance(read, bool)
+                or not isinstance(read, int)
+                or read < 1
+                or batches == 0
+            ):
+                fits = False
+                break
+    if not fits:
+        raise ResumeError(
+            f"state['worker_states'] must list, for each of the {producers} "
+            f"producers, None or the {{'read': int >= 1, 'source': ...}} of its last "
+            f"delivered batch (only for a producer that delivered one); got {states!r:.200}"
+        )
+    return copy.deepcopy(states)  # type: ignore[arg-type]
