@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from loaderkit.order.keys import _as_int
+from loaderkit.order.keys import as_int
 
 __all__ = ["EpochBatches"]
 
@@ -103,9 +103,9 @@ class EpochBatches:
                 f"offsets must be non-decreasing, but offsets[{bad + 1}] = "
                 f"{int(offsets[bad + 1])} < offsets[{bad}] = {int(offsets[bad])}"
             )
-        dropped = _as_int("dropped_batches", self.dropped_batches)
+        dropped = as_int("dropped_batches", self.dropped_batches)
         object.__setattr__(self, "dropped_batches", dropped)
-        repeated = _as_int("repeated_samples", self.repeated_samples)
+        repeated = as_int("repeated_samples", self.repeated_samples)
         object.__setattr__(self, "repeated_samples", repeated)
 
     def __len__(self) -> int:
@@ -125,7 +125,7 @@ class EpochBatches:
             IndexError: ``b`` is not in ``[0, len(self))``.
 
         """
-        index = _as_int("b", b, minimum=None)
+        index = as_int("b", b, minimum=None)
         count = len(self)
         if not 0 <= index < count:
             raise IndexError(
@@ -160,8 +160,8 @@ class EpochBatches:
             ValueError: ``world_size < 1`` or ``rank`` outside ``[0, world_size)``.
 
         """
-        world = _as_int("world_size", world_size, minimum=1)
-        r = _as_int("rank", rank)
+        world = as_int("world_size", world_size, minimum=1)
+        r = as_int("rank", rank)
         if r >= world:
             raise ValueError(
                 f"rank must be in [0, world_size) = [0, {world}), got {r}; pass the rank of "
@@ -226,9 +226,9 @@ class EpochBatches:
             TypeError / ValueError: an argument has the wrong type or is out of range.
 
         """
-        world = _as_int("world_size", world_size, minimum=1)
-        r = _as_int("rank", rank)
-        size = _as_int("per_rank", per_rank, minimum=1)
+        world = as_int("world_size", world_size, minimum=1)
+        r = as_int("rank", rank)
+        size = as_int("per_rank", per_rank, minimum=1)
         if r >= world:
             raise ValueError(
                 f"rank must be in [0, world_size) = [0, {world}), got {r}; pass the rank of "

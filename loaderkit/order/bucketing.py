@@ -133,7 +133,7 @@ import numpy.typing as npt
 from loaderkit.order.batches import EpochBatches, index_dtype
 from loaderkit.order.epoch import CHUNK as ORDER_CHUNK
 from loaderkit.order.feistel import FeistelPermutation
-from loaderkit.order.keys import _as_int, derive_key
+from loaderkit.order.keys import as_int, derive_key
 from loaderkit.order.padding import BatchPadding
 from loaderkit.order.token_budget import (
     MAX_BUDGET,
@@ -217,7 +217,7 @@ def bucket_ids(lengths: npt.NDArray[np.integer[Any]], num_buckets: int) -> _I32:
 
     """
     arr = check_lengths(lengths)
-    buckets = _as_int("num_buckets", num_buckets, minimum=1)
+    buckets = as_int("num_buckets", num_buckets, minimum=1)
     n = int(arr.size)
     if buckets >= 2**31:
         raise ValueError(f"num_buckets must be < 2**31 (bucket ids are int32), got {buckets}")
@@ -361,8 +361,8 @@ class _Batching:
         padding: object = None,
     ) -> None:
         self.padding = check_padding(padding)
-        self.seed = _as_int("seed", seed)
-        self.epoch = _as_int("epoch", epoch)
+        self.seed = as_int("seed", seed)
+        self.epoch = as_int("epoch", epoch)
         self.size = optional_int("batch_size", batch_size)
         self.budget = optional_int("max_tokens", max_tokens)
         if self.budget is not None and self.budget >= MAX_BUDGET:

@@ -62,7 +62,7 @@ import numpy.typing as npt
 
 from loaderkit.order.batches import EpochBatches, index_dtype
 from loaderkit.order.feistel import BLOCK, FeistelPermutation
-from loaderkit.order.keys import _as_int, derive_key
+from loaderkit.order.keys import as_int, derive_key
 
 __all__ = [
     "COMPONENT_EPOCH",
@@ -320,7 +320,7 @@ def eligible_count(n: int, c: float) -> int:
         ValueError: ``n < 0`` or ``c`` outside ``(0, 1]``.
 
     """
-    size = _as_int("n", n)
+    size = as_int("n", n)
     frac = _check_competence("c", c)
     if size == 0:
         return 0
@@ -367,9 +367,9 @@ def curriculum_epoch_batches(
     """
     arr = _check_order(order)
     frac = _check_competence("c", c)
-    seed_int = _as_int("seed", seed)
-    epoch_int = _as_int("epoch", epoch)
-    size = _as_int("batch_size", batch_size, minimum=1)
+    seed_int = as_int("seed", seed)
+    epoch_int = as_int("epoch", epoch)
+    size = as_int("batch_size", batch_size, minimum=1)
     drop = _check_bool("drop_last", drop_last)
     m = eligible_count(int(arr.size), frac)
     full, rest = divmod(m, size)
@@ -424,9 +424,9 @@ def curriculum_step_batch(
     """
     arr = _check_order(order)
     frac = _check_competence("c", c)
-    seed_int = _as_int("seed", seed)
-    step_int = _as_int("step", step)
-    size = _as_int("batch_size", batch_size, minimum=1)
+    seed_int = as_int("seed", seed)
+    step_int = as_int("step", step)
+    size = as_int("batch_size", batch_size, minimum=1)
     return _step_batch(arr, frac, seed_int, step_int, size)
 
 
@@ -465,9 +465,9 @@ def curriculum_step_batches(
             f"competences must be a sequence of floats, got {type(competences).__name__}"
         )
     fracs = [_check_competence(f"competences[{j}]", c) for j, c in enumerate(competences)]
-    seed_int = _as_int("seed", seed)
-    first = _as_int("first_step", first_step)
-    size = _as_int("batch_size", batch_size, minimum=1)
+    seed_int = as_int("seed", seed)
+    first = as_int("first_step", first_step)
+    size = as_int("batch_size", batch_size, minimum=1)
     parts = [_step_batch(arr, f, seed_int, first + j, size) for j, f in enumerate(fracs)]
     offsets = np.zeros(len(parts) + 1, dtype=np.int64)
     np.cumsum([p.size for p in parts], out=offsets[1:])

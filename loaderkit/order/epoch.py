@@ -26,7 +26,7 @@ import numpy as np
 import numpy.typing as npt
 
 from loaderkit.order.feistel import MAX_N, FeistelPermutation
-from loaderkit.order.keys import _as_int, derive_key
+from loaderkit.order.keys import as_int, derive_key
 
 __all__ = ["CHUNK", "BatchLayout", "EpochOrder", "batch_indices", "epoch_batches"]
 
@@ -39,7 +39,7 @@ _I64 = npt.NDArray[np.int64]
 
 def _check_n(n: object) -> int:
     """Validate a sample count."""
-    value = _as_int("n", n)
+    value = as_int("n", n)
     if value > MAX_N:
         raise ValueError(f"n must be <= 2**63 - 1, got {value}; use a smaller dataset size")
     return value
@@ -111,8 +111,8 @@ class EpochOrder:
     def __post_init__(self) -> None:
         """Validate the fields and build the permutation once."""
         object.__setattr__(self, "n", _check_n(self.n))
-        object.__setattr__(self, "seed", _as_int("seed", self.seed))
-        object.__setattr__(self, "epoch", _as_int("epoch", self.epoch))
+        object.__setattr__(self, "seed", as_int("seed", self.seed))
+        object.__setattr__(self, "epoch", as_int("epoch", self.epoch))
         object.__setattr__(self, "shuffle", _check_bool("shuffle", self.shuffle))
         perm = None
         if self.shuffle:
@@ -141,8 +141,8 @@ class EpochOrder:
             ValueError: unless ``0 <= start <= stop <= n``.
 
         """
-        lo = _as_int("start", start)
-        hi = _as_int("stop", stop)
+        lo = as_int("start", start)
+        hi = as_int("stop", stop)
         if not lo <= hi <= self.n:
             raise ValueError(
                 f"need 0 <= start <= stop <= n, got start={lo}, stop={hi}, n={self.n}; "
@@ -248,7 +248,7 @@ class BatchLayout:
     def __post_init__(self) -> None:
         """Validate the fields."""
         object.__setattr__(self, "n", _check_n(self.n))
-        object.__setattr__(self, "batch_size", _as_int("batch_size", self.batch_size, minimum=1))
+        object.__setattr__(self, "batch_size", as_int("batch_size", self.batch_size, minimum=1))
         object.__setattr__(self, "drop_last", _check_bool("drop_last", self.drop_last))
 
     def __len__(self) -> int:
@@ -277,7 +277,7 @@ class BatchLayout:
             IndexError: ``batch_index`` is not in ``[0, len(self))``.
 
         """
-        b = _as_int("batch_index", batch_index, minimum=None)
+        b = as_int("batch_index", batch_index, minimum=None)
         count = len(self)
         if not 0 <= b < count:
             raise IndexError(
@@ -322,7 +322,7 @@ def epoch_batches(
     """
     order = EpochOrder(n=n, seed=seed, epoch=epoch, shuffle=shuffle)
     layout = BatchLayout(n=n, batch_size=batch_size, drop_last=drop_last)
-    first = _as_int("start_batch", start_batch)
+    first = as_int("start_batch", start_batch)
     if first > len(layout):
         raise ValueError(
             f"start_batch must be <= the number of batches ({len(layout)}), got {first}; "

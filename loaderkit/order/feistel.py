@@ -31,9 +31,9 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from loaderkit.order.keys import _as_int, derive_key
+from loaderkit.order.keys import as_int, derive_key
 
-__all__ = ["BLOCK", "MAX_N", "ROUNDS", "FeistelPermutation"]
+__all__ = ["BLOCK", "MAX_N", "ROUNDS", "FeistelPermutation", "mix64"]
 
 #: Number of Feistel rounds.  Part of the order contract.
 ROUNDS = 6
@@ -64,6 +64,21 @@ _Unsigned = npt.NDArray[Any]
 _Step = Callable[[_Unsigned], _Unsigned]
 
 
+def mix64(z: npt.NDArray[np.uint64]) -> npt.NDArray[np.uint64]:
+    """The splitmix64 finalizer of an array of uint64, in place (``z`` is returned).
+
+    ``z ^= z >> 30; z *= 0xBF58476D1CE4E5B9; z ^= z >> 27; z *= 0x94D049BB133111EB;
+    z ^= z >> 31``, multiplication modulo ``2**64``: a bijection of 64-bit words. Arrays
+    only (never numpy scalars), so the wrap-around stays silent.
+    """
+    z ^= z >> _SHIFT1
+    z *= _MUL1
+    z ^= z >> _SHIFT2
+    z *= _MUL2
+    z ^= z >> _SHIFT3
+    return z
+
+
 def _round_values(half: _U64, round_key: np.uint64, modulus: int) -> _U64:
     """Return ``mix64(half XOR round_key) mod modulus`` for an array of half-blocks.
 
@@ -73,12 +88,7 @@ def _round_values(half: _U64, round_key: np.uint64, modulus: int) -> _U64:
     numpy scalars) keeps the wrap-around silent: numpy's array ufuncs do not check
     integer overflow, while scalar arithmetic would warn.  ``half`` is not modified.
     """
-    z = np.bitwise_xor(half, round_key)
-    z ^= z >> _SHIFT1
-    z *= _MUL1
-    z ^= z >> _SHIFT2
-    z *= _MUL2
-    z ^= z >> _SHIFT3
+    z = mix64(np.bitwise_xor(half, round_key))
     if modulus & (modulus - 1) == 0:  # a power of two: the remainder is a mask
         z &= np.uint64(modulus - 1)
     else:
@@ -123,12 +133,12 @@ class FeistelPermutation:
             ValueError: ``n`` or ``key`` is out of range.
 
         """
-        n_int = _as_int("n", n)
+        n_int = as_int("n", n)
         if n_int > MAX_N:
             raise ValueError(
                 f"n must be <= 2**63 - 1 (positions are int64), got {n_int}; use a smaller n"
             )
-        key_int = _as_int("key", key)
+        key_int = as_int("key", key)
         if key_int >= 2**64:
             raise ValueError(
                 f"key must be a 64-bit unsigned int (< 2**64), got {key_int}; "
@@ -380,8 +390,8 @@ class FeistelPermutation:
             ValueError: ``start`` or ``stop`` is negative.
 
         """
-        lo = min(_as_int("start", start), self._n)
-        hi = min(_as_int("stop", stop), self._n)
+        lo = min(as_int("start", start), self._n)
+        hi = min(as_int("stop", stop), self._n)
         if hi <= lo:
             return np.empty(0, dtype=np.int64)
         if self._n <= 1:

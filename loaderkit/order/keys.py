@@ -19,6 +19,7 @@ import numpy as np
 
 __all__ = [
     "DOMAIN",
+    "as_int",
     "batch_rng",
     "derive_key",
     "sample_rng",
@@ -48,7 +49,7 @@ def _encode_int(value: int) -> bytes:
     return b"i" + size.to_bytes(8, "little") + value.to_bytes(size, "little", signed=True)
 
 
-def _as_int(name: str, value: object, *, minimum: int | None = 0) -> int:
+def as_int(name: str, value: object, *, minimum: int | None = 0) -> int:
     """Return ``value`` as a Python int, rejecting bools, non-integers and too-small values."""
     if isinstance(value, (bool, np.bool_)):
         raise TypeError(
@@ -102,7 +103,7 @@ def derive_key(seed: int, *components: str | int) -> int:
         ValueError: ``seed`` is negative.
 
     """
-    seed_int = _as_int("seed", seed)
+    seed_int = as_int("seed", seed)
     parts = [_encode_str(DOMAIN), _encode_int(seed_int)]
     parts.extend(_encode_component(i, c) for i, c in enumerate(components))
     digest = hashlib.blake2b(b"".join(parts), digest_size=8).digest()
@@ -137,8 +138,8 @@ def sample_seed(seed: int, component: str, epoch: int, index: int) -> np.random.
 
     """
     name = _check_component(component)
-    epoch_int = _as_int("epoch", epoch)
-    index_int = _as_int("index", index)
+    epoch_int = as_int("epoch", epoch)
+    index_int = as_int("index", index)
     return np.random.SeedSequence(
         entropy=derive_key(seed, "sample", name), spawn_key=(epoch_int, index_int)
     )
@@ -161,8 +162,8 @@ def batch_rng(seed: int, component: str, epoch: int, batch_index: int) -> np.ran
     MLM masking) whose randomness belongs to the batch rather than a sample.
     """
     name = _check_component(component)
-    epoch_int = _as_int("epoch", epoch)
-    batch_int = _as_int("batch_index", batch_index)
+    epoch_int = as_int("epoch", epoch)
+    batch_int = as_int("batch_index", batch_index)
     sequence = np.random.SeedSequence(
         entropy=derive_key(seed, "batch", name), spawn_key=(epoch_int, batch_int)
     )
@@ -181,7 +182,7 @@ def worker_seed(seed: int, epoch: int, rank: int, worker_id: int) -> int:
     return derive_key(
         seed,
         "worker",
-        _as_int("epoch", epoch),
-        _as_int("rank", rank),
-        _as_int("worker_id", worker_id),
+        as_int("epoch", epoch),
+        as_int("rank", rank),
+        as_int("worker_id", worker_id),
     )

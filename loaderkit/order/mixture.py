@@ -106,7 +106,7 @@ import numpy.typing as npt
 
 from loaderkit.order.batches import EpochBatches, index_dtype
 from loaderkit.order.feistel import FeistelPermutation
-from loaderkit.order.keys import _as_int, derive_key
+from loaderkit.order.keys import as_int, derive_key
 from loaderkit.order.weighted import uniform_draws
 
 __all__ = [
@@ -162,7 +162,7 @@ def _check_sizes(sizes: object) -> tuple[int, ...]:
         )
     if isinstance(sizes, np.ndarray) and sizes.ndim != 1:
         raise ValueError(f"sizes must be 1-d (one size per source), got shape {sizes.shape}")
-    values = tuple(_as_int(f"sizes[{s}]", n, minimum=None) for s, n in enumerate(sizes))
+    values = tuple(as_int(f"sizes[{s}]", n, minimum=None) for s, n in enumerate(sizes))
     if not values:
         raise ValueError("sizes must not be empty: a mixture needs at least one source")
     for s, n in enumerate(values):
@@ -229,7 +229,7 @@ def _check_num_samples(mode: str, num_samples: object) -> int | None:
             f"num_samples only applies to mode='weighted' (got mode={mode!r}, "
             f"num_samples={num_samples!r}); leave it None, or use mode='weighted'"
         )
-    return _as_int("num_samples", num_samples)
+    return as_int("num_samples", num_samples)
 
 
 def _sample_count(sizes: tuple[int, ...], mode: str, num_samples: int | None) -> int:
@@ -522,7 +522,7 @@ def mixture_num_batches(
     """
     values = _check_sizes(sizes)
     kind = _check_mode(mode)
-    size = _as_int("batch_size", batch_size, minimum=1)
+    size = as_int("batch_size", batch_size, minimum=1)
     count = _check_num_samples(kind, num_samples)
     drop = _check_bool("drop_last", drop_last)
     return _num_batches(values, kind, size, count, drop)
@@ -593,9 +593,9 @@ def mixture_batches(
     k = len(values)
     labels_of = _check_names(names, k)
     kind = _check_mode(mode)
-    seed_int = _as_int("seed", seed)
-    epoch_int = _as_int("epoch", epoch)
-    size = _as_int("batch_size", batch_size, minimum=1)
+    seed_int = as_int("seed", seed)
+    epoch_int = as_int("epoch", epoch)
+    size = as_int("batch_size", batch_size, minimum=1)
     shuffled = _check_bool("shuffle", shuffle)
     strata = _check_bool("stratified", stratified)
     drop = _check_bool("drop_last", drop_last)

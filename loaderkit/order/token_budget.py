@@ -19,7 +19,7 @@ import numpy.typing as npt
 
 from loaderkit.order.batches import EpochBatches
 from loaderkit.order.epoch import CHUNK
-from loaderkit.order.keys import _as_int
+from loaderkit.order.keys import as_int
 from loaderkit.order.padding import NO_PADDING, BatchPadding, PackedRows, PaddedLength, padded_costs
 
 __all__ = [
@@ -92,7 +92,7 @@ def check_cost(cost: object) -> bool:
 
 def optional_int(name: str, value: object) -> int | None:
     """``None`` or an int ``>= 1``."""
-    return None if value is None else _as_int(name, value, minimum=1)
+    return None if value is None else as_int(name, value, minimum=1)
 
 
 # -- 3. cutting under a budget ---------------------------------------------------------------

@@ -105,8 +105,8 @@ import numpy as np
 import numpy.typing as npt
 
 from loaderkit.order.batches import EpochBatches, index_dtype
-from loaderkit.order.feistel import _MUL1, _MUL2, _SHIFT1, _SHIFT2, _SHIFT3
-from loaderkit.order.keys import _as_int, derive_key
+from loaderkit.order.feistel import mix64
+from loaderkit.order.keys import as_int, derive_key
 
 __all__ = ["BLOCK", "uniform_draws", "weighted_batches", "weighted_sample"]
 
@@ -150,12 +150,7 @@ _Int = npt.NDArray[Any]
 
 def _bits53(key: int, positions: _U64) -> _U64:
     """``mix64(key ^ p) >> 11`` for an array of positions (a new array; wraps silently)."""
-    z = np.bitwise_xor(positions, np.uint64(key))
-    z ^= z >> _SHIFT1
-    z *= _MUL1
-    z ^= z >> _SHIFT2
-    z *= _MUL2
-    z ^= z >> _SHIFT3
+    z = mix64(np.bitwise_xor(positions, np.uint64(key)))
     z >>= _SHIFT53
     return z
 
@@ -197,9 +192,9 @@ def uniform_draws(
             f"component must be a str naming the consumer (e.g. 'weights'), "
             f"got {type(component).__name__} {component!r}"
         )
-    epoch_int = _as_int("epoch", epoch)
-    lo = _as_int("start", start)
-    hi = _as_int("stop", stop)
+    epoch_int = as_int("epoch", epoch)
+    lo = as_int("start", start)
+    hi = as_int("stop", stop)
     if hi < lo:
         raise ValueError(f"stop must be >= start, got start={lo}, stop={hi}; pass start <= stop")
     if hi > MAX_POSITION:
@@ -285,7 +280,7 @@ def _resolve_count(w: _F64, num_samples: object, replacement: bool) -> int:
     positives = int(np.count_nonzero(w)) if not replacement else 0
     if num_samples is None:
         return positives
-    count = _as_int("num_samples", num_samples)
+    count = as_int("num_samples", num_samples)
     if not replacement and count > positives:
         raise ValueError(
             f"num_samples={count} is more than the {positives} samples with a positive weight: "
@@ -612,8 +607,8 @@ def weighted_sample(
 
     """
     w = _check_weights(weights)
-    seed_int = _as_int("seed", seed)
-    epoch_int = _as_int("epoch", epoch)
+    seed_int = as_int("seed", seed)
+    epoch_int = as_int("epoch", epoch)
     with_replacement = _check_bool("replacement", replacement)
     count = _resolve_count(w, num_samples, with_replacement)
     return _sample_into(w, seed_int, epoch_int, count, with_replacement, np.int64)
@@ -658,10 +653,10 @@ def weighted_batches(
 
     """
     w = _check_weights(weights)
-    seed_int = _as_int("seed", seed)
-    epoch_int = _as_int("epoch", epoch)
+    seed_int = as_int("seed", seed)
+    epoch_int = as_int("epoch", epoch)
     with_replacement = _check_bool("replacement", replacement)
-    size = _as_int("batch_size", batch_size, minimum=1)
+    size = as_int("batch_size", batch_size, minimum=1)
     drop = _check_bool("drop_last", drop_last)
     count = _resolve_count(w, num_samples, with_replacement)
     full, rest = divmod(count, size)

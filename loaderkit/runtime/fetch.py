@@ -32,6 +32,7 @@ __all__ = [
     "Fetched",
     "Skipped",
     "WorkerSeeder",
+    "failure_from",
     "plan_fetcher",
 ]
 
