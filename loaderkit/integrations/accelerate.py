@@ -35,10 +35,10 @@ from loaderkit.integrations._lookahead import LookaheadLoader
 if TYPE_CHECKING:
     from loaderkit.runtime.loader import Loader
 
-__all__ = ["AcceleratedLoader", "SkippedLoader", "skip_first_batches"]
+__all__ = ["AcceleratedLoader", "SkippedLoader", "base_loader", "skip_first_batches"]
 
 
-def _base(loader: Any) -> Loader:
+def base_loader(loader: Any) -> Loader:
     """The loaderkit loader under ``loader`` (an :class:`AcceleratedLoader` or a view)."""
     from loaderkit.runtime.loader import Loader
 
@@ -69,7 +69,7 @@ class AcceleratedLoader(LookaheadLoader):
     """
 
     def __init__(self, loader: Any) -> None:
-        _base(loader)  # check it is one
+        base_loader(loader)  # check it is one
         super().__init__(loader)
         self.end_of_dataloader = False
         """Whether the batch last yielded is the last of its pass (Accelerate reads it)."""
@@ -122,7 +122,7 @@ class SkippedLoader:
     def __init__(self, loader: Any, skip: int) -> None:
         if isinstance(skip, bool) or not isinstance(skip, int) or skip < 0:
             raise ValueError(f"skip_first_batches: num_batches must be an int >= 0 (got {skip!r})")
-        _base(loader)
+        base_loader(loader)
         if isinstance(loader, AcceleratedLoader):
             raise TypeError(
                 "SkippedLoader takes the loader itself; for an AcceleratedLoader call "
@@ -136,7 +136,7 @@ class SkippedLoader:
     def __iter__(self) -> Iterator[Any]:
         from loaderkit.runtime.stream import StreamLoader
 
-        base = _base(self.loader)
+        base = base_loader(self.loader)
         if self.skip == 0:
             return iter(self.loader)
         if isinstance(base, StreamLoader):  # no random access: read the skipped batches

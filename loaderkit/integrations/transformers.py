@@ -24,7 +24,7 @@ from typing import Any
 
 from transformers import Trainer
 
-from loaderkit.integrations.accelerate import _base, skip_first_batches
+from loaderkit.integrations.accelerate import base_loader, skip_first_batches
 
 __all__ = ["LoaderkitTrainer"]
 
@@ -51,7 +51,7 @@ def _loaderkit_skipping() -> Iterator[None]:
 
             def skip(dataloader: Any, num_batches: int = 0) -> Any:
                 try:
-                    _base(dataloader)
+                    base_loader(dataloader)
                 except TypeError:
                     return original(dataloader, num_batches)
                 return skip_first_batches(dataloader, num_batches)
@@ -95,9 +95,9 @@ class LoaderkitTrainer(Trainer):
     def __init__(
         self, *args: Any, train_loader: Any, eval_loader: Any = None, **kwargs: Any
     ) -> None:
-        _base(train_loader)  # a loaderkit loader, or a TypeError that says what to pass
+        base_loader(train_loader)  # a loaderkit loader, or a TypeError that says what to pass
         if eval_loader is not None:
-            _base(eval_loader)
+            base_loader(eval_loader)
             kwargs.setdefault("eval_dataset", eval_loader)  # what the Trainer checks is set
         super().__init__(*args, **kwargs)
         self.train_loader = train_loader
