@@ -36,7 +36,8 @@ from loaderkit.plan.fields import (
 )
 from loaderkit.plan.plan import PLAN_SECTIONS, SETTINGS, LoaderPlan, Setting
 from loaderkit.plan.preset import PresetSpec, preset_chain, preset_sections
-from loaderkit.plan.serde import checks_to_dict, error_policy_options
+from loaderkit.plan.sections.checks import checks_to_dict
+from loaderkit.plan.sections.error_policy import error_policy_options
 from loaderkit.plan.specs import (
     DEFAULT_COLLATOR,
     DEFAULT_SEED,

@@ -12,6 +12,7 @@ import attrs
 from loaderkit._checks import Bindings
 from loaderkit.errors import PlanError
 from loaderkit.plan.preset import PresetSpec
+from loaderkit.plan.sections import SECTIONS
 from loaderkit.plan.specs import (
     DEFAULT_COLLATOR,
     BatchSpec,
@@ -333,6 +334,11 @@ SETTINGS: tuple[Setting, ...] = get_args(Setting)
 """The names :data:`Setting` accepts, at run time (read from the type, so they cannot drift)."""
 
 _SOURCES = ("dataset", "mixture", "preset")
+if {section.name for section in SECTIONS} != set(PLAN_SECTIONS):
+    raise AssertionError(  # pragma: no cover - a section added to LoaderPlan but not declared
+        "loaderkit.plan.sections.SECTIONS must declare every section of LoaderPlan: "
+        f"{sorted(set(PLAN_SECTIONS) ^ {section.name for section in SECTIONS})} differ"
+    )
 if set(SETTINGS) | set(_SOURCES) != set(PLAN_SECTIONS) or set(SETTINGS) & set(_SOURCES):
     raise AssertionError(  # pragma: no cover - a section added to LoaderPlan but not here
         f"Setting must name every section of LoaderPlan but {_SOURCES}: "

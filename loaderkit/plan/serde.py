@@ -26,7 +26,6 @@ from loaderkit._checks import (
     check_str,
     did_you_mean,
     freeze_value,
-    thaw_value,
     unknown_keys,
 )
 from loaderkit.datasets import (
@@ -36,7 +35,6 @@ from loaderkit.datasets import (
     make_source,
     rebuild,
     relative_path,
-    relative_to,
     source_problems,
 )
 from loaderkit.errors import PlanError, PlanTypeError, Problem
@@ -65,6 +63,10 @@ from loaderkit.plan.fields import (
 )
 from loaderkit.plan.plan import SCHEMA_VERSION, LoaderPlan
 from loaderkit.plan.preset import PresetSpec, preset_spec
+from loaderkit.plan.sections import FILE_KEYS
+from loaderkit.plan.sections import SECTIONS as PLAN_FILE_SECTIONS
+from loaderkit.plan.sections.dataset import source_table
+from loaderkit.plan.sections.error_policy import ERROR_POLICY_KEYS
 from loaderkit.plan.specs import (
     CHECK_KINDS,
     DATASET_KINDS,
@@ -74,7 +76,6 @@ from loaderkit.plan.specs import (
     CacheSpec,
     CallableSpec,
     ChecksSpec,
-    ClassCheck,
     CurriculumSpec,
     DatasetSpec,
     DistributedSpec,
@@ -101,312 +102,17 @@ else:  # pragma: no cover - exercised on Python 3.10 only
 
 __all__ = ["load_plan", "plan_from_dict", "plan_to_dict", "read_plan_file", "save_plan"]
 
-SECTIONS = (
-    "schema_version",
-    "dataset",
-    "batch",
-    "order",
-    "collator",
-    "transform",
-    "workers",
-    "device",
-    "distributed",
-    "bucketing",
-    "sampling_weights",
-    "curriculum",
-    "mixture",
-    "max_length",
-    "checks",
-    "error_policy",
-    "split",
-    "cache",
-    "preset",
-)
-
-
-def _callable_to_dict(spec: CallableSpec, *, with_options: bool) -> dict[str, Any]:
-    key = {"registry": "name", "ref": "ref", "binding": "binding"}[spec.source]
-    out: dict[str, Any] = {key: spec.name}
-    if spec.label:
-        out["label"] = spec.label
-    if spec.reason:
-        out["reason"] = spec.reason
-    if with_options:
-        out["options"] = thaw_value(spec.options)
-    else:
-        out["accepts_rng"] = spec.accepts_rng
-    return out
+SECTIONS = FILE_KEYS
+"""The top-level keys of a plan file (``schema_version`` and each section's)."""
 
 
 def plan_to_dict(plan: LoaderPlan) -> dict[str, Any]:
-    """Plain data for ``plan``; ``None`` (automatic) settings are left out."""
-    dataset = dataset_to_dict(plan.dataset)
-    w = plan.workers
-    workers = {
-        key: value
-        for key, value in (
-            ("num_workers", w.num_workers),
-            ("prefetch_factor", w.prefetch_factor),
-            ("persistent", w.persistent),
-            ("pin_memory", w.pin_memory),
-            ("start_method", w.start_method),
-            ("timeout", w.timeout),
-        )
-        if value is not None
-    }
-    d = plan.distributed
-    distributed: dict[str, Any] = {"enabled": d.enabled, "even_batches": d.even_batches}
-    if d.world_size is not None:
-        distributed["world_size"] = d.world_size
-    if d.rank is not None:
-        distributed["rank"] = d.rank
-    out: dict[str, Any] = {
-        "schema_version": SCHEMA_VERSION,
-        "dataset": dataset,
-        "batch": batch_to_dict(plan.batch),
-        "order": _order_to_dict(plan.order),
-        "collator": _callable_to_dict(plan.collator, with_options=True),
-        "workers": workers,
-        "device": plan.device,
-        "distributed": distributed,
-    }
-    if plan.transform is not None:
-        out["transform"] = _callable_to_dict(plan.transform, with_options=False)
-    if plan.bucketing is not None:
-        out["bucketing"] = bucketing_to_dict(plan.bucketing)
-    if plan.sampling_weights is not None:
-        out["sampling_weights"] = weights_to_dict(plan.sampling_weights)
-    if plan.curriculum is not None:
-        out["curriculum"] = curriculum_to_dict(plan.curriculum)
-    if plan.mixture is not None:
-        out["mixture"] = mixture_to_dict(plan.mixture)
-    if plan.max_length is not None:
-        out["max_length"] = max_length_to_dict(plan.max_length)
-    if plan.checks is not None:
-        out["checks"] = checks_to_dict(plan.checks)
-    if plan.split is not None:
-        out["split"] = split_to_dict(plan.split)
-    if plan.error_policy != ErrorPolicySpec():
-        out["error_policy"] = error_policy_to_dict(plan.error_policy)
-    if plan.cache is not None:
-        out["cache"] = cache_to_dict(plan.cache)
-    if plan.preset is not None:  # information only: which loaderkit.presets entry made it
-        out["preset"] = {"name": plan.preset.name, "options": thaw_value(plan.preset.options)}
-    return out
-
-
-def cache_to_dict(spec: CacheSpec) -> dict[str, Any]:
-    """The ``[cache]`` table of a plan file (execution only: never fingerprinted)."""
-    out: dict[str, Any] = {"storage": spec.storage, "stage": spec.stage}
-    if spec.path is not None:
-        out["path"] = spec.path
-    if spec.max_bytes is not None:
-        out["max_bytes"] = spec.max_bytes
-    return out
-
-
-ERROR_POLICY_KEYS = tuple(field.name for field in attrs.fields(ErrorPolicySpec))
-"""The keys of the ``[error_policy]`` table: the fields of :class:`ErrorPolicySpec`."""
-
-
-def error_policy_options(spec: ErrorPolicySpec) -> dict[str, Any]:
-    """The options of ``spec`` (its fields after ``policy``) that differ from their default.
-
-    The plan file's table, the fingerprint and the builder's repr all list these, so a new
-    option of ``with_error_policy`` is one field of :class:`ErrorPolicySpec`.
-    """
-    return {
-        field.name: getattr(spec, field.name)
-        for field in attrs.fields(ErrorPolicySpec)[1:]
-        if getattr(spec, field.name) != field.default
-    }
-
-
-def error_policy_to_dict(spec: ErrorPolicySpec) -> dict[str, Any]:
-    """The ``[error_policy]`` table of a plan file (also what the fingerprint hashes)."""
-    return {"policy": spec.policy, **error_policy_options(spec)}
-
-
-def _class_to_dict(check: ClassCheck) -> int | dict[str, int]:
-    if check.one_hot:
-        return {"one_hot": check.n}
-    if check.ignore_index is None:
-        return check.n
-    return {"n": check.n, "ignore_index": check.ignore_index}
-
-
-def checks_to_dict(spec: ChecksSpec) -> dict[str, Any]:
-    """The ``[checks]`` table of a plan file: the arguments ``with_checks`` takes back."""
-    out: dict[str, Any] = {}
-    if spec.keys:
-        out["keys"] = list(spec.keys)
-    if spec.dtypes:
-        out["dtypes"] = dict(spec.dtypes)
-    if spec.shapes:
-        out["shapes"] = {key: list(dims) for key, dims in spec.shapes}
-    if spec.finite:
-        out["finite"] = list(spec.finite)
-    if spec.ranges:
-        out["ranges"] = {
-            key: {name: v for name, v in (("low", low), ("high", high)) if v is not None}
-            for key, low, high in spec.ranges
-        }
-    if spec.label_pad is not None:
-        out["label_pad"] = attrs.asdict(spec.label_pad)
-    if spec.classes:
-        out["classes"] = {check.key: _class_to_dict(check) for check in spec.classes}
-    if spec.every is not None:
-        out["every"] = spec.every
-    return out
-
-
-def split_to_dict(spec: SplitSpec) -> dict[str, Any]:
-    """The ``[split]`` table of a plan file (also what the fingerprint hashes).
-
-    Sizes keep their type: a float is a fraction, an int a number of samples.
-    """
-    out: dict[str, Any] = {"val": spec.val, "test": spec.test}
-    if spec.seed is not None:
-        out["seed"] = spec.seed
-    if spec.stratify_by is not None:
-        out["stratify_by"] = spec.stratify_by
-    return out
-
-
-def max_length_to_dict(spec: MaxLengthSpec) -> dict[str, Any]:
-    """The ``[max_length]`` table of a plan file (also what the fingerprint hashes)."""
-    out: dict[str, Any] = {"by": spec.by}
-    if spec.value is not None:
-        out["value"] = spec.value
-    if spec.schedule:
-        out["schedule"] = [[until, length] for until, length in spec.schedule]
-    if spec.fn is not None:
-        fn = _callable_to_dict(spec.fn, with_options=False)
-        fn.pop("accepts_rng", None)
-        out["fn"] = fn
-    return out
-
-
-def _order_to_dict(spec: OrderSpec) -> dict[str, Any]:
-    out: dict[str, Any] = {"shuffle": spec.shuffle, "seed": spec.seed}
-    if spec.buffer_size is not None:  # a streamed source's shuffle buffer
-        out["buffer_size"] = spec.buffer_size
-    return out
-
-
-def batch_to_dict(spec: BatchSpec) -> dict[str, Any]:
-    """The ``[batch]`` table of a plan file (also what the fingerprint hashes)."""
-    out: dict[str, Any] = {"batch_size": spec.batch_size, "drop_last": spec.drop_last}
-    if spec.schedule:
-        out["schedule"] = [[until, size] for until, size in spec.schedule]
-    if spec.fn is not None:
-        fn = _callable_to_dict(spec.fn, with_options=False)
-        fn.pop("accepts_rng", None)
-        out["size_fn"] = fn
-    if spec.scheduled:
-        out["by"] = spec.by
-    return out
-
-
-def dataset_to_dict(ds: DatasetSpec) -> dict[str, Any]:
-    """The ``[dataset]`` table of a plan file (and of each ``[[mixture.sources]]``)."""
-    out: dict[str, Any] = {"binding": ds.binding, "kind": ds.kind, "type": ds.type_name}
-    if ds.length is not None:
-        out["length"] = ds.length
-    if ds.identity is not None:
-        out["identity"] = ds.identity
-    if ds.columns:
-        out["columns"] = list(ds.columns)
-    if ds.features:
-        out["features"] = list(ds.features)
-    if ds.source is not None:
-        out["source"] = source_table(ds.source)
-    return out
-
-
-def source_table(source: DatasetSource, folder: Path | None = None) -> dict[str, Any]:
-    """The ``[dataset.source]`` table: ``name`` or ``ref``, and ``options``.
-
-    With ``folder`` (the folder of the file being written), path options that lie inside it
-    are written relative to it.
-    """
-    if folder is not None:
-        source = relative_to(source, folder)
-    key = "ref" if source.is_ref else "name"
-    return {key: source.name, "options": thaw_value(source.options)}
-
-
-def mixture_to_dict(spec: MixtureSpec) -> dict[str, Any]:
-    """The ``[mixture]`` table of a plan file (also what the fingerprint hashes)."""
-    out: dict[str, Any] = {
-        "mode": spec.mode,
-        "by": spec.by,
-        "stratified": spec.stratified,
-        "sources": [dataset_to_dict(s) for s in spec.sources],
-    }
-    if spec.weights is not None:
-        out["weights"] = dict(zip(spec.names, spec.weights, strict=True))
-    if spec.schedule:
-        out["schedule"] = [
-            [until, dict(zip(spec.names, w, strict=True))] for until, w in spec.schedule
-        ]
-    if spec.fn is not None:
-        fn = _callable_to_dict(spec.fn, with_options=False)
-        fn.pop("accepts_rng", None)
-        out["weights_fn"] = fn
-    if spec.num_samples is not None:
-        out["num_samples"] = spec.num_samples
-    if spec.source_key is not None:
-        out["source_key"] = spec.source_key
-    return out
-
-
-def source_to_dict(source: LengthSource) -> dict[str, Any]:
-    """A per-sample value source as a file table: column, array + digest, ref or binding."""
-    if source.kind == "column":
-        return {"column": source.name}
-    if source.kind == "array":
-        return {"array": source.name, "digest": source.digest}
-    assert source.fn is not None
-    table = _callable_to_dict(source.fn, with_options=False)
-    table.pop("accepts_rng", None)
-    return table
-
-
-def weights_to_dict(spec: WeightsSpec) -> dict[str, Any]:
-    """The ``[sampling_weights]`` table of a plan file (also what the fingerprint hashes)."""
-    out: dict[str, Any] = {"weights": source_to_dict(spec.source), "replacement": spec.replacement}
-    if spec.num_samples is not None:
-        out["num_samples"] = spec.num_samples
-    return out
-
-
-def curriculum_to_dict(spec: CurriculumSpec) -> dict[str, Any]:
-    """The ``[curriculum]`` table of a plan file (also what the fingerprint hashes)."""
-    schedule: Any = spec.schedule
-    if spec.fn is not None:
-        schedule = _callable_to_dict(spec.fn, with_options=False)
-        schedule.pop("accepts_rng", None)
-    out: dict[str, Any] = {
-        "difficulty": source_to_dict(spec.difficulty),
-        "schedule": schedule,
-        "by": spec.by,
-        "start": spec.start,
-        "degree": spec.degree,
-    }
-    if spec.horizon is not None:
-        out["horizon"] = spec.horizon
-    if spec.steps:
-        out["steps"] = [list(pair) for pair in spec.steps]
-    return out
-
-
-def bucketing_to_dict(spec: BucketingSpec) -> dict[str, Any]:
-    """The ``[bucketing]`` table of a plan file (also what the fingerprint hashes)."""
-    out: dict[str, Any] = {"length": source_to_dict(spec.length), "cost": spec.cost}
-    for key in ("num_buckets", "max_tokens", "max_batch_size"):
-        if getattr(spec, key) is not None:
-            out[key] = getattr(spec, key)
+    """Plain data for ``plan``: each section's table when written (see ``plan.sections``)."""
+    out: dict[str, Any] = {"schema_version": SCHEMA_VERSION}
+    for section in PLAN_FILE_SECTIONS:
+        value = getattr(plan, section.name)
+        if section.written(value):
+            out[section.key] = section.to_dict(value)
     return out
 
 

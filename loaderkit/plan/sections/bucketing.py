@@ -1,0 +1,55 @@
+"""The ``[bucketing]`` section: batches of samples of similar length, or a token budget."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from loaderkit.plan.padding_rule import bucket_padding, registry_padding
+from loaderkit.plan.sections.base import FingerprintRow, Section
+from loaderkit.plan.sections.common import source_to_dict
+from loaderkit.plan.specs import BucketingSpec
+
+if TYPE_CHECKING:
+    from loaderkit.plan.plan import LoaderPlan
+
+__all__ = ["SECTION", "bucketing_to_dict"]
+
+
+def bucketing_to_dict(spec: BucketingSpec) -> dict[str, Any]:
+    """The ``[bucketing]`` table of a plan file (also what the fingerprint hashes)."""
+    out: dict[str, Any] = {"length": source_to_dict(spec.length), "cost": spec.cost}
+    for key in ("num_buckets", "max_tokens", "max_batch_size"):
+        if getattr(spec, key) is not None:
+            out[key] = getattr(spec, key)
+    return out
+
+
+def _stream(plan: LoaderPlan) -> dict[str, Any]:
+    if plan.bucketing is None:
+        return {}
+    data = bucketing_to_dict(plan.bucketing)
+    # absent when the budget is cut on the longest sample, as before padding rules: those
+    # plans keep their fingerprints; the others' batches changed (issue 16), so do they
+    padding = registry_padding(plan.collator) if bucket_padding(plan) is not None else None
+    if padding is not None and not padding.exact:
+        data["padding"] = padding.to_dict()
+    return {"bucketing": data}
+
+
+SECTION: Section[BucketingSpec] = Section(
+    name="bucketing",
+    key="bucketing",
+    to_dict=bucketing_to_dict,
+    fingerprint="stream",
+    stream=_stream,
+    rows=(
+        FingerprintRow(
+            "`bucketing`",
+            "stream",
+            "length source (column, function or digest of the lengths), `num_buckets`, "
+            "`max_tokens`, `max_batch_size`, `cost`; under a token budget, the registry "
+            "collator's padding rule when it pads beyond the longest sample (the budget bounds "
+            "the padded batch, so the rule cuts the batches)",
+        ),
+    ),
+)

@@ -1,0 +1,60 @@
+"""The ``[distributed]`` section: sharding between ranks."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from loaderkit.plan.sections.base import FingerprintRow, Section
+from loaderkit.plan.specs import DistributedSpec
+
+if TYPE_CHECKING:
+    from loaderkit.plan.plan import LoaderPlan
+
+__all__ = ["SECTION", "distributed_to_dict"]
+
+
+def distributed_to_dict(spec: DistributedSpec) -> dict[str, Any]:
+    """The ``[distributed]`` table of a plan file; rank and world size only when fixed."""
+    out: dict[str, Any] = {"enabled": spec.enabled, "even_batches": spec.even_batches}
+    if spec.world_size is not None:
+        out["world_size"] = spec.world_size
+    if spec.rank is not None:
+        out["rank"] = spec.rank
+    return out
+
+
+def _stream(plan: LoaderPlan) -> dict[str, Any]:
+    dist = plan.distributed
+    if not dist.enabled or dist.world_size == 1:  # one shard: the whole dataset
+        return {"distributed": {"world_size": 1, "rank": 0}}
+    return {
+        "distributed": {
+            "world_size": dist.world_size if dist.world_size is not None else "auto",
+            "rank": dist.rank if dist.rank is not None else "auto",
+            "even_batches": dist.even_batches,
+        }
+    }
+
+
+SECTION: Section[DistributedSpec] = Section(
+    name="distributed",
+    key="distributed",
+    to_dict=distributed_to_dict,
+    fingerprint="stream",
+    stream=_stream,
+    execution_only=("enabled",),
+    rows=(
+        FingerprintRow(
+            "distributed world / rank",
+            "stream",
+            'which shard this loader delivers (1 / 0 when not sharded; `"auto"` when detected '
+            "at build time: the loader's state records the rank it resolved, and checks it on "
+            "resume)",
+        ),
+        FingerprintRow(
+            "`distributed.even_batches`",
+            "stream",
+            "(only when sharded) whether the tail is wrapped around",
+        ),
+    ),
+)
