@@ -9,10 +9,9 @@ from __future__ import annotations
 
 import hashlib
 import inspect
-import os
 import re
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, TypeVar, cast, get_args
+from typing import Any, TypeVar, get_args
 
 import attrs
 
@@ -27,43 +26,27 @@ from loaderkit._checks import (
     check_str,
     did_you_mean,
     freeze_value,
-    unknown_keys,
 )
 from loaderkit.datasets import plain_type_name, source_of
 from loaderkit.errors import PlanError, PlanTypeError, Problem
-from loaderkit.order.split import decimal_ratio
 from loaderkit.plan.specs import (
     BUCKET_COSTS,
-    BUDGET_SCOPES,
-    CACHE_STAGES,
-    CACHE_STORAGES,
-    CHECK_KINDS,
     CURRICULUM_UNITS,
     DEVICES,
-    ERROR_POLICIES,
-    LABEL_PAD_MODES,
     MIXTURE_BINDING,
     MIXTURE_MODES,
     SCHEDULES,
     START_METHODS,
     BatchSpec,
     BucketingSpec,
-    BudgetScope,
-    CacheSpec,
     CallableSpec,
-    ChecksSpec,
-    ClassCheck,
     CurriculumSpec,
     DatasetSpec,
     DistributedSpec,
-    ErrorPolicySpec,
-    LabelPadCheck,
     LengthSource,
-    MaxLengthSpec,
     MixtureSpec,
     Modality,
     OrderSpec,
-    SplitSpec,
     WeightsSpec,
     WorkersSpec,
     describe_dataset,
@@ -72,27 +55,20 @@ from loaderkit.plan.workers import num_workers_value
 from loaderkit.registry import callable_ref, resolve_ref
 
 __all__ = [
-    "CHECK_DTYPES",
     "batch_schedule_spec",
     "batch_size_value",
     "batch_spec",
     "binding_name",
     "bucketing_spec",
-    "cache_spec",
-    "checks_spec",
     "collator_spec",
     "dataset_spec",
     "device_spec",
     "distributed_spec",
-    "error_policy_spec",
     "int_schedule",
-    "max_length_spec",
-    "max_length_value",
     "mixture_options",
     "mixture_spec",
     "order_spec",
     "source_weights",
-    "split_spec",
     "transform_spec",
     "weights_spec",
     "workers_spec",
@@ -828,44 +804,6 @@ def distributed_spec(
     return DistributedSpec(True, size, index, check_bool("distributed.even_batches", even_batches))
 
 
-def _split_part(path: str, value: object) -> float:
-    """A part's size: a fraction in (0, 1), a count (an int >= 1), or 0 for no such part."""
-    fix = "a fraction in (0, 1) as a float, a number of samples as an int, or 0 for none"
-    if isinstance(value, float) and not isinstance(value, bool):
-        if value == 0:
-            return 0
-        if not 0 < value < 1:  # NaN fails too
-            raise PlanError.single(path, f"must be in (0, 1) as a fraction (got {value!r}); {fix}")
-        return float(value)
-    return check_int(path, value, minimum=0, fix=fix)
-
-
-def split_spec(
-    val: object = 0.1, test: object = 0, seed: object = None, stratify_by: object = None
-) -> SplitSpec:
-    """The split of ``with_split``: part sizes, seed and the label key to stratify by."""
-    parts = _split_part("split.val", val), _split_part("split.test", test)
-    if not any(parts):
-        raise PlanError.single(
-            "split", "val and test are both 0: nothing to split off; give either a size"
-        )
-    if all(isinstance(p, float) for p in parts):
-        (a, b), (c, d) = decimal_ratio(parts[0]), decimal_ratio(parts[1])
-        if a * d + c * b >= b * d:  # exactly: val + test >= 1
-            raise PlanError.single(
-                "split",
-                f"val={parts[0]!r} and test={parts[1]!r} add up to {parts[0] + parts[1]:g} "
-                f"and leave nothing for train; make them add up to less than 1",
-            )
-    key = None
-    if seed is not None:
-        key = check_int(
-            "split.seed", seed, minimum=0, maximum=MAX_SEED, fix="seeds are ints in [0, 2**63)"
-        )
-    label = None if stratify_by is None else check_str("split.stratify_by", stratify_by)
-    return SplitSpec(parts[0], parts[1], key, label)
-
-
 def source_weights(path: str, value: object, names: tuple[str, ...]) -> tuple[float, ...]:
     """One weight per source, from a mapping name -> weight or a sequence in source order."""
     import math
@@ -1070,332 +1008,3 @@ def combined_dataset(mixture: MixtureSpec) -> DatasetSpec:
         columns,
         features,
     )
-
-
-def max_length_value(value: object, path: str = "max_length") -> int:
-    """One sequence length: an int >= 1."""
-    return check_int(
-        path, value, minimum=1, maximum=LIMITS.batch_size, fix="pass a positive number of tokens"
-    )
-
-
-def max_length_spec(
-    max_length: object, by: object = "epoch"
-) -> tuple[MaxLengthSpec, object | None]:
-    """The sequence-length schedule of ``with_max_length`` and a function to bind."""
-    fixed, table, fn, live = int_schedule(
-        "max_length", max_length, "max_length_fn", max_length_value
-    )
-    unit = check_choice("max_length.by", by, CURRICULUM_UNITS)
-    return MaxLengthSpec(fixed, table, fn, unit), live
-
-
-CHECK_DTYPES = (
-    "bool",
-    "uint8",
-    "uint16",
-    "uint32",
-    "uint64",
-    "int8",
-    "int16",
-    "int32",
-    "int64",
-    "float16",
-    "bfloat16",
-    "float32",
-    "float64",
-    "complex64",
-    "complex128",
-)
-"""The dtype names ``with_checks(dtypes=...)`` takes (torch's names, without ``torch.``)."""
-
-_DTYPE_ALIASES = {
-    "half": "float16",
-    "float": "float32",
-    "double": "float64",
-    "short": "int16",
-    "int": "int32",
-    "long": "int64",
-    "cfloat": "complex64",
-    "cdouble": "complex128",
-}
-_DIM_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-_DIMS_HINT = "an int size, a dim name such as 'B', '*' (any size) or '...' (any number of dims)"
-
-
-def _check_key(path: str, key: object) -> str:
-    text = check_str(path, key)
-    if not all(text.split(".")):
-        raise PlanError.single(
-            path,
-            f"{text!r} is not a key path: join key names with '.' ('a.b'); items of a tuple "
-            f"batch are '0', '1', ...",
-        )
-    return text
-
-
-def _key_list(path: str, value: object) -> tuple[str, ...]:
-    if value is None:
-        return ()
-    if isinstance(value, str) or not isinstance(value, Sequence):
-        raise PlanTypeError.single(
-            path,
-            f"must be a list of keys (got {type(value).__name__} {value!r}); e.g. "
-            f"['input_ids', 'labels']",
-        )
-    keys = tuple(_check_key(f"{path}[{i}]", key) for i, key in enumerate(value))
-    for i, key in enumerate(keys):
-        if key in keys[:i]:
-            raise PlanError.single(f"{path}[{i}]", f"{key!r} is listed twice; list each key once")
-    return keys
-
-
-def _key_table(path: str, value: object, what: str) -> list[tuple[str, str, object]]:
-    """``(key, path of the key, value)`` of a ``{key: value}`` check table."""
-    if value is None:
-        return []
-    if not isinstance(value, Mapping):
-        raise PlanTypeError.single(
-            path, f"must be a mapping of keys to {what} (got {type(value).__name__} {value!r})"
-        )
-    table = []
-    for key, item in value.items():
-        where = f"{path}.{key}" if isinstance(key, str) else path
-        table.append((_check_key(where, key), where, item))
-    return table
-
-
-def _dtype_name(path: str, value: object) -> str:
-    text = check_str(path, value)
-    name = text.removeprefix("torch.")
-    name = _DTYPE_ALIASES.get(name, name)
-    if name not in CHECK_DTYPES:
-        hint = did_you_mean(name, CHECK_DTYPES) or f"; known: {', '.join(CHECK_DTYPES)}"
-        raise PlanError.single(path, f"unknown dtype {text!r}{hint}")
-    return name
-
-
-def _shape(path: str, value: object) -> tuple[int | str, ...]:
-    if isinstance(value, str) or not isinstance(value, Sequence):
-        raise PlanTypeError.single(
-            path,
-            f"must be a list of dims, each {_DIMS_HINT} (got {type(value).__name__} "
-            f"{value!r}); e.g. ['B', 'T'] or ['B', 3, 224, 224]",
-        )
-    dims: list[int | str] = []
-    for i, dim in enumerate(value):
-        where = f"{path}[{i}]"
-        if isinstance(dim, bool) or not isinstance(dim, int | str):
-            raise PlanTypeError.single(
-                where, f"must be {_DIMS_HINT} (got {type(dim).__name__} {dim!r})"
-            )
-        if isinstance(dim, int) and dim < 0:
-            raise PlanError.single(where, f"must be >= 0 (got {dim}); sizes count elements")
-        if isinstance(dim, str) and dim not in ("*", "...") and not _DIM_NAME.match(dim):
-            raise PlanError.single(
-                where,
-                f"{dim!r} is not a dim name: use letters, digits and '_' ('B', 'T', "
-                f"'seq_len'), '*' for any size or '...' for any number of dims",
-            )
-        if dim == "..." and "..." in dims:
-            raise PlanError.single(where, "'...' may appear once in a shape")
-        dims.append(dim)
-    return tuple(dims)
-
-
-def _bound(path: str, value: object) -> int | float | None:
-    if value is None:
-        return None
-    number = check_number(path, value, fix="bounds are finite numbers, or None for an open end")
-    return value if isinstance(value, int) else number
-
-
-def _range(path: str, value: object) -> tuple[int | float | None, int | float | None]:
-    if isinstance(value, Mapping):
-        problems = unknown_keys(path, value, ("low", "high"))
-        if problems:
-            raise PlanError(problems)
-        low, high = value.get("low"), value.get("high")
-    elif isinstance(value, Sequence) and not isinstance(value, str) and len(value) == 2:
-        low, high = value
-    else:
-        raise PlanTypeError.single(
-            path,
-            f"must be [low, high] (inclusive; None for an open end) or a table with low and/or "
-            f"high (got {type(value).__name__} {value!r})",
-        )
-    lo, hi = _bound(f"{path}.low", low), _bound(f"{path}.high", high)
-    if lo is None and hi is None:
-        raise PlanError.single(path, "has no bound; give low, high or both")
-    if lo is not None and hi is not None and lo > hi:
-        raise PlanError.single(
-            path, f"low {lo} is above high {hi}; ranges are [low, high], both included"
-        )
-    return lo, hi
-
-
-def _label_pad(path: str, value: object) -> LabelPadCheck | None:
-    if value is None or value is False:
-        return None
-    if value is True:
-        return LabelPadCheck()
-    if not isinstance(value, Mapping):
-        raise PlanTypeError.single(
-            path,
-            f"must be True or a mapping with labels, mask, ignore_index, mode (got "
-            f"{type(value).__name__} {value!r})",
-        )
-    problems = unknown_keys(path, value, ("labels", "mask", "ignore_index", "mode"))
-    if problems:
-        raise PlanError(problems)
-    default = LabelPadCheck()
-    labels = _check_key(f"{path}.labels", value.get("labels", default.labels))
-    mask = _check_key(f"{path}.mask", value.get("mask", default.mask))
-    ignore = check_int(f"{path}.ignore_index", value.get("ignore_index", default.ignore_index))
-    mode = check_choice(f"{path}.mode", value.get("mode", default.mode), LABEL_PAD_MODES)
-    if labels == mask:
-        raise PlanError.single(path, f"labels and mask are both {labels!r}; name two keys")
-    return LabelPadCheck(labels, mask, ignore, mode)
-
-
-def _class_check(path: str, key: str, value: object) -> ClassCheck:
-    if not isinstance(value, Mapping):
-        n = check_int(path, value, minimum=1, fix="the number of classes: ids are in [0, n)")
-        return ClassCheck(key, n)
-    problems = unknown_keys(path, value, ("n", "one_hot", "ignore_index"))
-    if problems:
-        raise PlanError(problems)
-    given = [k for k in ("n", "one_hot") if k in value]
-    if len(given) != 1:
-        raise PlanError.single(
-            path,
-            f"needs exactly one of n (class ids in [0, n)) or one_hot (one-hot rows of width "
-            f"n) (got {', '.join(given) or 'none'})",
-        )
-    n = check_int(f"{path}.{given[0]}", value[given[0]], minimum=1, fix="the number of classes")
-    ignore = value.get("ignore_index")
-    if ignore is not None:
-        ignore = check_int(f"{path}.ignore_index", ignore)
-        if given[0] == "one_hot":
-            raise PlanError.single(
-                f"{path}.ignore_index", "applies to class ids, not to one-hot rows; drop it"
-            )
-    return ClassCheck(key, n, given[0] == "one_hot", ignore)
-
-
-def checks_spec(
-    *,
-    keys: object = None,
-    dtypes: object = None,
-    shapes: object = None,
-    finite: object = None,
-    ranges: object = None,
-    label_pad: object = None,
-    classes: object = None,
-    every: object = None,
-) -> ChecksSpec:
-    """The batch contract of ``with_checks`` (also how a ``[checks]`` table is read)."""
-    spec = ChecksSpec(
-        keys=_key_list("checks.keys", keys),
-        dtypes=tuple(
-            (key, _dtype_name(where, v))
-            for key, where, v in _key_table("checks.dtypes", dtypes, "dtype names")
-        ),
-        shapes=tuple(
-            (key, _shape(where, v))
-            for key, where, v in _key_table("checks.shapes", shapes, "lists of dims")
-        ),
-        finite=_key_list("checks.finite", finite),
-        ranges=tuple(
-            (key, *_range(where, v))
-            for key, where, v in _key_table("checks.ranges", ranges, "[low, high] ranges")
-        ),
-        label_pad=_label_pad("checks.label_pad", label_pad),
-        classes=tuple(
-            _class_check(where, key, v)
-            for key, where, v in _key_table("checks.classes", classes, "numbers of classes")
-        ),
-        every=None
-        if every is None
-        else check_int(
-            "checks.every",
-            every,
-            minimum=1,
-            fix="N checks every N-th batch of an epoch; None checks the first batch of each "
-            "iteration",
-        ),
-    )
-    if not spec.kinds:
-        raise PlanError.single(
-            "checks",
-            f"holds no check; pass at least one of {', '.join(CHECK_KINDS)} to with_checks",
-        )
-    return spec
-
-
-def error_policy_spec(
-    policy: object = "raise",
-    *,
-    max_errors: object = None,
-    max_error_rate: object = None,
-    per: object = "epoch",
-) -> ErrorPolicySpec:
-    """The error policy of ``with_error_policy``."""
-    chosen = check_choice("error_policy.policy", policy, ERROR_POLICIES)
-    scope = cast("BudgetScope", check_choice("error_policy.per", per, BUDGET_SCOPES))
-    count = (
-        None
-        if max_errors is None
-        else check_int(
-            "error_policy.max_errors", max_errors, minimum=0, fix="samples that may be skipped"
-        )
-    )
-    rate = None
-    if max_error_rate is not None:
-        rate = check_number("error_policy.max_error_rate", max_error_rate, minimum=0.0)
-        if not 0 < rate <= 1:
-            raise PlanError.single(
-                "error_policy.max_error_rate",
-                f"must be in (0, 1], a share of the samples read (got {max_error_rate!r})",
-            )
-    if chosen == "raise" and (count is not None or rate is not None or scope != "epoch"):
-        raise PlanError.single(
-            "error_policy",
-            "max_errors, max_error_rate and per only apply to policy='skip' (with 'raise' "
-            "the first bad sample stops the loader); drop them (.with_error_policy('raise')) or "
-            "use 'skip'",
-        )
-    return ErrorPolicySpec(chosen, count, rate, scope)
-
-
-def cache_spec(
-    storage: object = "memory",
-    *,
-    stage: object = "fetched",
-    path: object = None,
-    max_bytes: object = None,
-) -> CacheSpec:
-    """The sample cache of ``with_cache``."""
-    chosen = check_choice("cache.storage", storage, CACHE_STORAGES)
-    at = check_choice("cache.stage", stage, CACHE_STAGES)
-    folder: str | None = None
-    if path is not None:
-        if isinstance(path, os.PathLike):
-            path = os.fspath(path)
-        folder = check_str("cache.path", path)
-    if chosen == "disk" and folder is None:
-        raise PlanError.single(
-            "cache.path",
-            "a disk cache needs a folder; pass with_cache('disk', path='...') (it is created "
-            "if missing, and shared by workers, ranks and later runs)",
-        )
-    if chosen == "memory" and folder is not None:
-        raise PlanError.single(
-            "cache.path",
-            f"a memory cache keeps no folder (got {folder!r}); drop path (.with_cache()), or use "
-            f"with_cache('disk', path={folder!r})",
-        )
-    limit = None
-    if max_bytes is not None:
-        limit = check_int("cache.max_bytes", max_bytes, minimum=1, fix="bytes the cache may hold")
-    return CacheSpec(chosen, at, folder, limit)

@@ -13,21 +13,21 @@ from loaderkit._checks import Bindings
 from loaderkit.errors import PlanError
 from loaderkit.plan.preset import PresetSpec
 from loaderkit.plan.sections import SECTIONS
+from loaderkit.plan.sections.cache import CacheSpec
+from loaderkit.plan.sections.checks import ChecksSpec
+from loaderkit.plan.sections.error_policy import ErrorPolicySpec
+from loaderkit.plan.sections.max_length import MaxLengthSpec
+from loaderkit.plan.sections.split import SplitSpec
 from loaderkit.plan.specs import (
     DEFAULT_COLLATOR,
     BatchSpec,
     BucketingSpec,
-    CacheSpec,
     CallableSpec,
-    ChecksSpec,
     CurriculumSpec,
     DatasetSpec,
     DistributedSpec,
-    ErrorPolicySpec,
-    MaxLengthSpec,
     MixtureSpec,
     OrderSpec,
-    SplitSpec,
     WeightsSpec,
     WorkersSpec,
 )

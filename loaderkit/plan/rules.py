@@ -10,32 +10,30 @@ from __future__ import annotations
 import contextlib
 import multiprocessing
 import pickle
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 
-import attrs
 import numpy as np
 
 from loaderkit._checks import LIMITS, did_you_mean
 from loaderkit.collators import collators
 from loaderkit.errors import PlanError, Problem
 from loaderkit.order.padding import PackedRows
-from loaderkit.order.split import split_sizes
 from loaderkit.plan.padding_rule import registry_padding
+from loaderkit.plan.sections.cache import CacheSpec, cache_problems
+from loaderkit.plan.sections.checks import ChecksSpec, checks_problems
+from loaderkit.plan.sections.error_policy import ErrorPolicySpec
+from loaderkit.plan.sections.max_length import MaxLengthSpec
+from loaderkit.plan.sections.split import SplitSpec, split_problems
 from loaderkit.plan.specs import (
     BatchSpec,
     BucketingSpec,
-    CacheSpec,
     CallableSpec,
-    ChecksSpec,
     CurriculumSpec,
     DatasetSpec,
     DistributedSpec,
-    ErrorPolicySpec,
     LengthSource,
-    MaxLengthSpec,
     MixtureSpec,
     OrderSpec,
-    SplitSpec,
     WeightsSpec,
     WorkersSpec,
 )
@@ -536,136 +534,6 @@ def _uneven_reason(
     return ""
 
 
-def _split_problems(
-    split: SplitSpec,
-    dataset: DatasetSpec,
-    batch: BatchSpec,
-    distributed: DistributedSpec,
-    mixture: MixtureSpec | None,
-    uneven: Callable[[DatasetSpec], str],
-) -> list[Problem]:
-    """What keeps ``with_split`` from splitting this dataset into non-empty parts."""
-    if dataset.iterable:
-        return [
-            Problem(
-                "split",
-                f"needs random access to pick each part's samples, and {dataset.binding!r} is "
-                f"an iterable dataset; pass a map-style dataset, or split the data before "
-                f"streaming it (e.g. HF Dataset.train_test_split)",
-            )
-        ]
-    if mixture is not None:
-        return [
-            Problem(
-                "split",
-                "cannot be combined with with_mixture yet (splitting every source is not "
-                "implemented); split each source first and mix the parts, or use one dataset",
-            )
-        ]
-    problems: list[Problem] = []
-    key = split.stratify_by
-    if key is not None and dataset.kind == "tensors":
-        problems.append(
-            Problem(
-                "split.stratify_by",
-                f"names a column or sample key ({key!r}), and a tuple of tensors has no named "
-                f"columns; pass the columns as a dict ({{'x': ..., {key!r}: labels}})",
-            )
-        )
-    elif key is not None and dataset.columns and key not in dataset.columns:
-        problems.append(
-            Problem(
-                "split.stratify_by",
-                f"{key!r} is not a column of {dataset.binding!r} (columns: "
-                f"{', '.join(dataset.columns)}){did_you_mean(key, dataset.columns)}",
-            )
-        )
-    n = dataset.length
-    if n is None or n == 0:
-        return problems
-    train, val, test = split_sizes(n, split.val, split.test)
-    if train < 1:
-        problems.append(
-            Problem(
-                "split",
-                f"of {n} samples, val takes {val} and test {test}, leaving {max(train, 0)} for "
-                f"train; give val and test smaller sizes",
-            )
-        )
-        return problems
-    world = distributed.world_size if distributed.enabled and distributed.world_size else 1
-    if batch.drop_last and n // world >= batch.batch_size > train // world:
-        problems.append(
-            Problem(
-                "batch.drop_last",
-                f"with batch_size {batch.batch_size} and the train part's {train // world} "
-                f"samples per rank, drop_last=True leaves 0 batches per epoch; lower "
-                f"batch_size or keep the partial batch: .with_batch_size({batch.batch_size})",
-            )
-        )
-    if distributed.enabled and not distributed.even_batches and not uneven(dataset):
-        for name, size in (("train", train), ("val", val), ("test", test)):
-            reason = uneven(attrs.evolve(dataset, length=size)) if size else ""
-            if reason:
-                problems.append(
-                    Problem(
-                        "distributed.even_batches",
-                        f"False is allowed only where every rank gets the same number of "
-                        f"batches, and in the {name} part of the split {reason}; keep "
-                        f"even_batches=True or set drop_last=True",
-                    )
-                )
-                break
-    return problems
-
-
-def _cache_problems(
-    cache: CacheSpec,
-    dataset: DatasetSpec | None,
-    transform: CallableSpec | None,
-    workers: WorkersSpec,
-) -> list[Problem]:
-    """What keeps ``with_cache`` from caching this plan's samples."""
-    problems: list[Problem] = []
-    if dataset is not None and dataset.iterable:
-        problems.append(
-            Problem(
-                "cache",
-                f"dataset {dataset.binding!r} is an iterable (streamed) source, and the cache "
-                f"keeps samples by index; drop it with .without('cache'), or pass a map-style "
-                f"dataset",
-            )
-        )
-    if cache.stage == "transformed":
-        if transform is None:
-            problems.append(
-                Problem(
-                    "cache.stage",
-                    "is 'transformed' but the plan has no transform; use stage='fetched' "
-                    "(the samples as the dataset returns them)",
-                )
-            )
-        elif transform.accepts_rng:
-            problems.append(
-                Problem(
-                    "cache.stage",
-                    f"is 'transformed' but transform {transform.describe()} takes rng (a "
-                    f"random transform: a cached output would repeat every epoch); use "
-                    f"stage='fetched' so the transform runs anew, or drop its rng",
-                )
-            )
-    if cache.storage == "memory" and workers.num_workers != 0 and workers.persistent is False:
-        problems.append(
-            Problem(
-                "cache.storage",
-                f"a memory cache lives in each worker, and with_workers({workers.num_workers!r}, "
-                f"persistent=False) drops the workers (and their caches) after every epoch; "
-                f"keep the workers persistent, or use with_cache('disk', path=...)",
-            )
-        )
-    return problems
-
-
 def plan_problems(
     *,
     dataset: DatasetSpec | None,
@@ -953,18 +821,13 @@ def plan_problems(
                 part, batch, distributed, bucketing, sampling_weights, curriculum, mixture
             )
 
-        problems.extend(_split_problems(split, dataset, batch, distributed, mixture, uneven))
+        problems.extend(split_problems(split, dataset, batch, distributed, mixture, uneven))
 
     if cache is not None:
-        problems.extend(_cache_problems(cache, dataset, transform, workers))
+        problems.extend(cache_problems(cache, dataset, transform, workers))
 
-    if checks is not None and not checks.kinds:
-        problems.append(
-            Problem(
-                "checks",
-                "holds no check; give with_checks at least one, or drop it with .without('checks')",
-            )
-        )
+    if checks is not None:
+        problems.extend(checks_problems(checks))
 
     names: dict[str, str] = {}
     sources = [(f"mixture.sources.{n}", n) for n in (mixture.names if mixture else ())]

@@ -18,6 +18,7 @@ import attrs
 
 if TYPE_CHECKING:
     from loaderkit.plan.plan import LoaderPlan
+    from loaderkit.plan.reader import Reader
 
 __all__ = [
     "FingerprintKind",
@@ -71,6 +72,10 @@ class Section(Generic[S]):
     """The attribute of ``LoaderPlan`` (and the builder's ``without`` setting) it is stored in."""
     key: str
     """The key of its table in a plan file."""
+    read: Callable[[Reader, Mapping[str, Any]], S | None]
+    """Reads the section from plan data (the whole file's): reports problems to the reader
+    with their paths, and returns the spec, or ``None`` when the table is absent (the
+    plan's default applies) or unreadable (a problem says why)."""
     to_dict: Callable[[S], Any]
     """The section's table in a plan file (plain data): what the reader takes back."""
     fingerprint: FingerprintKind

@@ -2,13 +2,22 @@
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
 
+import attrs
+
+from loaderkit.errors import Problem
+from loaderkit.plan.fields import batch_schedule_spec, batch_size_value
+from loaderkit.plan.reader import value_fn
 from loaderkit.plan.sections.base import FingerprintRow, Section
 from loaderkit.plan.sections.common import function_table
 from loaderkit.plan.specs import BatchSpec
 
-__all__ = ["SECTION", "batch_to_dict"]
+if TYPE_CHECKING:
+    from loaderkit.plan.reader import Reader
+
+__all__ = ["SECTION", "batch_to_dict", "read_batch"]
 
 
 def batch_to_dict(spec: BatchSpec) -> dict[str, Any]:
@@ -23,9 +32,53 @@ def batch_to_dict(spec: BatchSpec) -> dict[str, Any]:
     return out
 
 
+def read_batch(reader: Reader, data: Mapping[str, Any]) -> BatchSpec | None:
+    """Read the ``[batch]`` table: a size, a schedule or a size function."""
+    sec = reader.section(data, "batch", ("batch_size", "drop_last", "schedule", "size_fn", "by"))
+    if not sec:
+        return None
+    drop = sec.get("drop_last", False)
+    if "schedule" in sec and "size_fn" in sec:
+        reader.problems.append(Problem("batch", "give schedule or size_fn, not both"))
+        return None
+    if "size_fn" in sec:
+        fn = reader.read_callable(
+            {"batch.batch_size": sec["size_fn"]}, "batch.batch_size", value_fn
+        )
+        if fn is None:
+            return None
+        size = reader.attempt(lambda: batch_size_value(sec.get("batch_size", 1)))
+        base = reader.attempt(lambda: batch_schedule_spec([(1, 1)], drop, sec.get("by", "epoch")))
+        if size is None or base is None:
+            return None
+        timed: BatchSpec = attrs.evolve(base[0], batch_size=size, schedule=(), fn=fn)
+        return timed
+    if "schedule" in sec:
+        spec = reader.attempt(
+            lambda: batch_schedule_spec(sec["schedule"], drop, sec.get("by", "epoch"))
+        )
+        if spec is None:
+            return None
+        if "batch_size" in sec and sec["batch_size"] != spec[0].batch_size:
+            reader.problems.append(
+                Problem(
+                    "batch.batch_size",
+                    f"is {sec['batch_size']!r} but the schedule starts at "
+                    f"{spec[0].batch_size}; drop batch_size or make them agree",
+                )
+            )
+        chosen: BatchSpec = spec[0]
+        return chosen
+    plain: BatchSpec | None = reader.attempt(
+        lambda: batch_schedule_spec(sec.get("batch_size", 1), drop, sec.get("by", "epoch"))[0]
+    )
+    return plain
+
+
 SECTION: Section[BatchSpec] = Section(
     name="batch",
     key="batch",
+    read=read_batch,
     to_dict=batch_to_dict,
     fingerprint="stream",
     rows=(

@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+import attrs
+
+from loaderkit.plan.fields import bucketing_spec
 from loaderkit.plan.padding_rule import bucket_padding, registry_padding
 from loaderkit.plan.sections.base import FingerprintRow, Section
 from loaderkit.plan.sections.common import source_to_dict
@@ -11,8 +15,9 @@ from loaderkit.plan.specs import BucketingSpec
 
 if TYPE_CHECKING:
     from loaderkit.plan.plan import LoaderPlan
+    from loaderkit.plan.reader import Reader
 
-__all__ = ["SECTION", "bucketing_to_dict"]
+__all__ = ["SECTION", "bucketing_to_dict", "read_bucketing"]
 
 
 def bucketing_to_dict(spec: BucketingSpec) -> dict[str, Any]:
@@ -36,9 +41,30 @@ def _stream(plan: LoaderPlan) -> dict[str, Any]:
     return {"bucketing": data}
 
 
+def read_bucketing(reader: Reader, data: Mapping[str, Any]) -> BucketingSpec | None:
+    """Read the ``[bucketing]`` table: the length source and the options."""
+    if "bucketing" not in data:
+        return None
+    sec = reader.section(
+        data, "bucketing", ("length", "num_buckets", "max_tokens", "max_batch_size", "cost")
+    )
+    options = {
+        k: sec[k] for k in ("num_buckets", "max_tokens", "max_batch_size", "cost") if k in sec
+    }
+    base = reader.attempt(lambda: bucketing_spec("placeholder", **options))
+    source = reader.values_source(
+        sec.get("length"), "bucketing.length", lambda v: bucketing_spec(v)[0].length
+    )
+    if base is None or source is None:
+        return None
+    chosen: BucketingSpec = attrs.evolve(base[0], length=source)
+    return chosen
+
+
 SECTION: Section[BucketingSpec] = Section(
     name="bucketing",
     key="bucketing",
+    read=read_bucketing,
     to_dict=bucketing_to_dict,
     fingerprint="stream",
     stream=_stream,

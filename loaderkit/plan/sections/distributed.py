@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from loaderkit.plan.fields import distributed_spec
 from loaderkit.plan.sections.base import FingerprintRow, Section
 from loaderkit.plan.specs import DistributedSpec
 
 if TYPE_CHECKING:
     from loaderkit.plan.plan import LoaderPlan
+    from loaderkit.plan.reader import Reader
 
-__all__ = ["SECTION", "distributed_to_dict"]
+__all__ = ["SECTION", "distributed_to_dict", "read_distributed"]
 
 
 def distributed_to_dict(spec: DistributedSpec) -> dict[str, Any]:
@@ -36,9 +39,26 @@ def _stream(plan: LoaderPlan) -> dict[str, Any]:
     }
 
 
+def read_distributed(reader: Reader, data: Mapping[str, Any]) -> DistributedSpec | None:
+    """Read the ``[distributed]`` table: present, it shards unless it says enabled = false."""
+    sec = reader.section(data, "distributed", ("enabled", "world_size", "rank", "even_batches"))
+    if "distributed" not in data:
+        return None
+    spec: DistributedSpec | None = reader.attempt(
+        lambda: distributed_spec(
+            world_size=sec.get("world_size"),
+            rank=sec.get("rank"),
+            even_batches=sec.get("even_batches", True),
+            enabled=sec.get("enabled", True),
+        )
+    )
+    return spec
+
+
 SECTION: Section[DistributedSpec] = Section(
     name="distributed",
     key="distributed",
+    read=read_distributed,
     to_dict=distributed_to_dict,
     fingerprint="stream",
     stream=_stream,

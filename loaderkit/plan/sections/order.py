@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
 
+from loaderkit.plan.fields import order_spec
 from loaderkit.plan.sections.base import FingerprintRow, Section
 from loaderkit.plan.specs import OrderSpec
 
-__all__ = ["SECTION", "order_to_dict"]
+if TYPE_CHECKING:
+    from loaderkit.plan.reader import Reader
+
+__all__ = ["SECTION", "order_to_dict", "read_order"]
 
 
 def order_to_dict(spec: OrderSpec) -> dict[str, Any]:
@@ -18,9 +23,24 @@ def order_to_dict(spec: OrderSpec) -> dict[str, Any]:
     return out
 
 
+def read_order(reader: Reader, data: Mapping[str, Any]) -> OrderSpec | None:
+    """Read the ``[order]`` table (unset keys keep their defaults)."""
+    default = OrderSpec()
+    sec = reader.section(data, "order", ("shuffle", "seed", "buffer_size"))
+    spec: OrderSpec | None = reader.attempt(
+        lambda: order_spec(
+            sec.get("shuffle", default.shuffle),
+            sec.get("seed", default.seed),
+            sec.get("buffer_size"),
+        )
+    )
+    return spec
+
+
 SECTION: Section[OrderSpec] = Section(
     name="order",
     key="order",
+    read=read_order,
     to_dict=order_to_dict,
     fingerprint="stream",
     rows=(

@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
 
 from loaderkit._checks import thaw_value
-from loaderkit.plan.preset import PresetSpec
+from loaderkit.plan.preset import PresetSpec, preset_spec
 from loaderkit.plan.sections.base import FingerprintRow, Section
 
-__all__ = ["SECTION", "preset_to_dict"]
+if TYPE_CHECKING:
+    from loaderkit.plan.reader import Reader
+
+__all__ = ["SECTION", "preset_to_dict", "read_preset"]
 
 
 def preset_to_dict(spec: PresetSpec) -> dict[str, Any]:
@@ -16,9 +20,21 @@ def preset_to_dict(spec: PresetSpec) -> dict[str, Any]:
     return {"name": spec.name, "options": thaw_value(spec.options)}
 
 
+def read_preset(reader: Reader, data: Mapping[str, Any]) -> PresetSpec | None:
+    """Read the ``[preset]`` table: a name and options, recorded, never called."""
+    if "preset" not in data:
+        return None
+    sec = reader.section(data, "preset", ("name", "options"))
+    spec: PresetSpec | None = reader.attempt(
+        lambda: preset_spec(sec.get("name"), sec.get("options"))
+    )
+    return spec
+
+
 SECTION: Section[PresetSpec] = Section(
     name="preset",
     key="preset",
+    read=read_preset,
     to_dict=preset_to_dict,
     fingerprint="info",
     rows=(

@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from loaderkit.plan.fields import workers_spec
 from loaderkit.plan.sections.base import FingerprintRow, Section
 from loaderkit.plan.specs import WorkersSpec
 
 if TYPE_CHECKING:
     from loaderkit.plan.plan import LoaderPlan
+    from loaderkit.plan.reader import Reader
 
-__all__ = ["SECTION", "workers_to_dict"]
+__all__ = ["SECTION", "read_workers", "workers_to_dict"]
 
 _KEYS = ("num_workers", "prefetch_factor", "persistent", "pin_memory", "start_method", "timeout")
 
@@ -26,9 +29,21 @@ def _stream(plan: LoaderPlan) -> dict[str, Any]:
     return {}
 
 
+def read_workers(reader: Reader, data: Mapping[str, Any]) -> WorkersSpec | None:
+    """Read the ``[workers]`` table: the arguments of ``with_workers``."""
+    sec = reader.section(data, "workers", _KEYS)
+    if not sec:
+        return None
+    spec: WorkersSpec | None = reader.attempt(
+        lambda: workers_spec(sec.get("num_workers", 0), **{key: sec.get(key) for key in _KEYS[1:]})
+    )
+    return spec
+
+
 SECTION: Section[WorkersSpec] = Section(
     name="workers",
     key="workers",
+    read=read_workers,
     to_dict=workers_to_dict,
     fingerprint="both",
     stream=_stream,
