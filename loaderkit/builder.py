@@ -15,24 +15,21 @@ from loaderkit.errors import PlanError, PlanTypeError, Problem
 from loaderkit.plan.display import builder_html
 from loaderkit.plan.fields import (
     batch_schedule_spec,
-    bucketing_spec,
     collator_for_modality,
     collator_spec,
-    curriculum_spec,
     dataset_spec,
-    device_spec,
-    distributed_spec,
-    mixture_spec,
     order_spec,
     resolve_auto,
     transform_spec,
-    weights_spec,
-    workers_spec,
 )
 from loaderkit.plan.plan import PLAN_SECTIONS, SETTINGS, LoaderPlan, Setting
 from loaderkit.plan.preset import PresetSpec, preset_chain, preset_sections
+from loaderkit.plan.sections.bucketing import bucketing_spec
 from loaderkit.plan.sections.cache import CacheSpec, CacheStage, CacheStorage, cache_spec
 from loaderkit.plan.sections.checks import ChecksSpec, checks_spec, checks_to_dict
+from loaderkit.plan.sections.curriculum import curriculum_spec
+from loaderkit.plan.sections.device import device_spec
+from loaderkit.plan.sections.distributed import distributed_spec
 from loaderkit.plan.sections.error_policy import (
     BudgetScope,
     ErrorPolicy,
@@ -41,7 +38,10 @@ from loaderkit.plan.sections.error_policy import (
     error_policy_spec,
 )
 from loaderkit.plan.sections.max_length import MaxLengthSpec, max_length_spec
+from loaderkit.plan.sections.mixture import mixture_spec
+from loaderkit.plan.sections.sampling_weights import weights_spec
 from loaderkit.plan.sections.split import SplitSpec, split_spec
+from loaderkit.plan.sections.workers import workers_spec
 from loaderkit.plan.specs import (
     DEFAULT_COLLATOR,
     DEFAULT_SEED,

@@ -52,10 +52,11 @@ from loaderkit.order.padding import BatchPadding
 from loaderkit.order.shard import ShardLayout
 from loaderkit.order.weighted import weighted_batches
 from loaderkit.plan.display import bucket_plan, budget_split, diff_dicts, loader_html
-from loaderkit.plan.fields import batch_size_value, source_weights
+from loaderkit.plan.fields import batch_size_value
 from loaderkit.plan.fingerprint import compute_elastic_fingerprint
 from loaderkit.plan.padding_rule import bucket_padding
 from loaderkit.plan.sections.max_length import max_length_value
+from loaderkit.plan.sections.mixture import source_weights
 from loaderkit.plan.workers import resolve_workers
 from loaderkit.runtime.cache import CachedSource, CacheStats, open_cache
 from loaderkit.runtime.dataset_length import LengthCheck

@@ -7,17 +7,82 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from loaderkit.plan.fields import bucketing_spec
+from loaderkit._checks import LIMITS, check_choice, check_int
+from loaderkit.errors import PlanError, PlanTypeError
 from loaderkit.plan.padding_rule import bucket_padding, registry_padding
 from loaderkit.plan.sections.base import FingerprintRow, Section
-from loaderkit.plan.sections.common import source_to_dict
-from loaderkit.plan.specs import BucketingSpec
+from loaderkit.plan.sections.common import check_count, source_to_dict, values_source
+from loaderkit.plan.specs import BUCKET_COSTS, BucketingSpec
 
 if TYPE_CHECKING:
     from loaderkit.plan.plan import LoaderPlan
     from loaderkit.plan.reader import Reader
 
-__all__ = ["SECTION", "bucketing_to_dict", "read_bucketing"]
+__all__ = ["SECTION", "bucketing_spec", "bucketing_to_dict", "read_bucketing"]
+
+
+def bucketing_spec(
+    length: object,
+    *,
+    num_buckets: object = None,
+    max_tokens: object = None,
+    max_batch_size: object = None,
+    cost: object = "linear",
+) -> tuple[BucketingSpec, object | None]:
+    """The bucketing spec and the live object to bind (lengths or a length function).
+
+    ``length`` is a column/sample key name, a ``"module:qualname"`` function, a callable taking
+    a sample, or a sequence of precomputed lengths (one int per sample).
+    """
+    source, live = values_source("bucketing.length", length, "lengths", "length", _lengths_array)
+    buckets = (
+        None
+        if num_buckets is None
+        else check_int("bucketing.num_buckets", num_buckets, minimum=1, maximum=LIMITS.batch_size)
+    )
+    tokens = (
+        None
+        if max_tokens is None
+        else check_int(
+            "bucketing.max_tokens",
+            max_tokens,
+            minimum=1,
+            maximum=LIMITS.batch_size,
+            fix="a token budget",
+        )
+    )
+    cap = (
+        None
+        if max_batch_size is None
+        else check_int(
+            "bucketing.max_batch_size", max_batch_size, minimum=1, maximum=LIMITS.batch_size
+        )
+    )
+    model = check_choice("bucketing.cost", cost, BUCKET_COSTS)
+    return BucketingSpec(source, buckets, tokens, cap, model), live
+
+
+def _lengths_array(path: str, values: object) -> Any:
+    import numpy as np
+
+    if isinstance(values, str | bytes) or not hasattr(values, "__len__"):
+        raise PlanTypeError.single(
+            path,
+            f"must be a column name, a function of a sample or a sequence of lengths (got "
+            f"{type(values).__name__})",
+        )
+    check_count(path, values, "lengths")
+    try:
+        array = np.asarray(values)
+    except (TypeError, ValueError, OverflowError, MemoryError) as exc:
+        raise PlanTypeError.single(path, f"cannot read lengths from it: {exc}") from None
+    if array.ndim != 1 or (array.size and array.dtype.kind not in "iu"):
+        raise PlanTypeError.single(
+            path, f"must be one int per sample (got an array of {array.dtype}, shape {array.shape})"
+        )
+    if array.size and int(array.min()) < 0:
+        raise PlanError.single(path, f"lengths must be >= 0 (got {int(array.min())})")
+    return np.ascontiguousarray(array, dtype=np.int64)
 
 
 def bucketing_to_dict(spec: BucketingSpec) -> dict[str, Any]:

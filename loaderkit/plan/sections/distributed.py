@@ -5,7 +5,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from loaderkit.plan.fields import distributed_spec
+from loaderkit._checks import check_bool, check_int
+from loaderkit.errors import PlanError
 from loaderkit.plan.sections.base import FingerprintRow, Section
 from loaderkit.plan.specs import DistributedSpec
 
@@ -13,7 +14,31 @@ if TYPE_CHECKING:
     from loaderkit.plan.plan import LoaderPlan
     from loaderkit.plan.reader import Reader
 
-__all__ = ["SECTION", "distributed_to_dict", "read_distributed"]
+__all__ = ["SECTION", "distributed_spec", "distributed_to_dict", "read_distributed"]
+
+
+def distributed_spec(
+    *,
+    world_size: object = None,
+    rank: object = None,
+    even_batches: object = True,
+    enabled: object = True,
+) -> DistributedSpec:
+    """Sharding settings; ``None`` sizes are detected when the plan is built."""
+    if not check_bool("distributed.enabled", enabled):
+        if world_size is not None or rank is not None or even_batches is not True:
+            raise PlanError.single(
+                "distributed.enabled",
+                f"is False but world_size={world_size!r}, rank={rank!r}, even_batches="
+                f"{even_batches!r} were given; drop them (.with_distributed(enabled=False)) or "
+                f"enable sharding",
+            )
+        return DistributedSpec()
+    size = (
+        None if world_size is None else check_int("distributed.world_size", world_size, minimum=1)
+    )
+    index = None if rank is None else check_int("distributed.rank", rank, minimum=0)
+    return DistributedSpec(True, size, index, check_bool("distributed.even_batches", even_batches))
 
 
 def distributed_to_dict(spec: DistributedSpec) -> dict[str, Any]:

@@ -2,24 +2,260 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from loaderkit.errors import Problem
-from loaderkit.plan.fields import combined_dataset, mixture_options
+from loaderkit._checks import (
+    check_bool,
+    check_choice,
+    check_int,
+    check_number,
+    check_str,
+    did_you_mean,
+)
+from loaderkit.errors import PlanError, PlanTypeError, Problem
+from loaderkit.plan.fields import (
+    RESERVED_BINDINGS,
+    binding_name,
+    described,
+    function_spec,
+    is_function,
+    until_table,
+)
 from loaderkit.plan.reader import value_fn
 from loaderkit.plan.sections.base import FingerprintRow, Section
 from loaderkit.plan.sections.common import function_table
 from loaderkit.plan.sections.dataset import dataset_to_dict, describe_recorded, read_dataset
-from loaderkit.plan.specs import CallableSpec, DatasetSpec, MixtureSpec
+from loaderkit.plan.specs import (
+    CURRICULUM_UNITS,
+    MIXTURE_BINDING,
+    MIXTURE_MODES,
+    CallableSpec,
+    DatasetSpec,
+    MixtureSpec,
+)
 
 if TYPE_CHECKING:
     from loaderkit.plan.plan import LoaderPlan
     from loaderkit.plan.reader import Reader
 
-__all__ = ["SECTION", "mixture_to_dict", "read_mixture"]
+__all__ = [
+    "SECTION",
+    "combined_dataset",
+    "mixture_options",
+    "mixture_spec",
+    "mixture_to_dict",
+    "read_mixture",
+    "source_weights",
+]
+
+
+def source_weights(path: str, value: object, names: tuple[str, ...]) -> tuple[float, ...]:
+    """One weight per source, from a mapping name -> weight or a sequence in source order."""
+    import math
+
+    if isinstance(value, Mapping):
+        unknown = [k for k in value if k not in names]
+        if unknown:
+            name = str(unknown[0])
+            raise PlanError.single(
+                path,
+                f"names no source {name!r}{did_you_mean(name, names)}; the sources are "
+                f"{', '.join(repr(n) for n in names)}",
+            )
+        missing = [n for n in names if n not in value]
+        if missing:
+            raise PlanError.single(
+                path,
+                f"has no weight for {', '.join(repr(n) for n in missing)}; give every source "
+                f"a weight (0 leaves a source out)",
+            )
+        raw = [value[n] for n in names]
+    elif isinstance(value, list | tuple):
+        if len(value) != len(names):
+            raise PlanError.single(
+                path,
+                f"has {len(value)} weights for {len(names)} sources "
+                f"({', '.join(repr(n) for n in names)}); give one weight per source",
+            )
+        raw = list(value)
+    else:
+        raise PlanTypeError.single(
+            path,
+            f"must be a mapping of source name to weight or a list of weights (got "
+            f"{type(value).__name__})",
+        )
+    weights = tuple(
+        check_number(f"{path}[{n!r}]", w, minimum=0.0, fix="weights are numbers >= 0")
+        for n, w in zip(names, raw, strict=True)
+    )
+    if not all(math.isfinite(w) for w in weights):
+        raise PlanError.single(path, f"weights must be finite (got {list(weights)})")
+    if not any(weights):
+        raise PlanError.single(path, "all weights are 0; give some source a positive weight")
+    return weights
+
+
+def _weights_table(
+    path: str, value: object, names: tuple[str, ...]
+) -> tuple[tuple[float, tuple[float, ...]], ...]:
+    """A discrete weight schedule ``[(until, weights), ...]`` with increasing ``until``."""
+    assert isinstance(value, list | tuple)
+    out = until_table(path, value, "weights", lambda where, v: source_weights(where, v, names))
+    if not out:
+        raise PlanError.single(path, "an empty weight schedule; give (until, weights) pairs")
+    return out
+
+
+def _is_schedule_table(value: object) -> bool:
+    return (
+        isinstance(value, list | tuple)
+        and bool(value)
+        and all(isinstance(p, list | tuple) and len(p) == 2 for p in value)
+        and all(isinstance(p[1], Mapping | list | tuple) for p in value)
+    )
+
+
+def mixture_spec(
+    sources: object,
+    *,
+    weights: object = None,
+    mode: object = "weighted",
+    stratified: object = False,
+    by: object = "epoch",
+    num_samples: object = None,
+    source_key: object = None,
+) -> tuple[MixtureSpec, DatasetSpec, list[tuple[str, object]]]:
+    """The mixture spec, the combined dataset spec, and the live objects to bind."""
+    if not isinstance(sources, Mapping) or not sources:
+        raise PlanTypeError.single(
+            "mixture.sources",
+            f"must be a non-empty mapping of source name to dataset, e.g. {{'wiki': wiki_ds, "
+            f"'code': code_ds}} (got {type(sources).__name__})",
+        )
+    specs: list[DatasetSpec] = []
+    bound: list[tuple[str, object]] = []
+    for key, obj in sources.items():
+        name = binding_name("mixture.sources", key)
+        path = f"mixture.sources.{name}"
+        if name in RESERVED_BINDINGS:
+            raise PlanError.single(
+                path, f"{name!r} is reserved for an object the builder binds itself; rename it"
+            )
+        if obj is None:
+            raise PlanTypeError.single(path, "got None; pass a dataset object")
+        try:
+            spec = described(obj, name)
+        except PlanError as exc:
+            raise type(exc)(
+                [Problem(p.path.replace("dataset", path, 1), p.message) for p in exc.problems]
+            ) from None
+        if spec.iterable:
+            raise PlanError.single(
+                path,
+                f"{name!r} is an iterable (streaming) dataset; mixtures draw by index, so pass "
+                f"map-style datasets",
+            )
+        if spec.length == 0:
+            raise PlanError.single(path, f"{name!r} has 0 samples; drop it from the mixture")
+        specs.append(spec)
+        bound.append((name, obj))
+    mixture, live = mixture_options(
+        specs,
+        weights=weights,
+        mode=mode,
+        stratified=stratified,
+        by=by,
+        num_samples=num_samples,
+        source_key=source_key,
+    )
+    return mixture, combined_dataset(mixture), bound + live
+
+
+def mixture_options(
+    specs: Sequence[DatasetSpec],
+    *,
+    weights: object = None,
+    mode: object = "weighted",
+    stratified: object = False,
+    by: object = "epoch",
+    num_samples: object = None,
+    source_key: object = None,
+) -> tuple[MixtureSpec, list[tuple[str, object]]]:
+    """Check a mixture's options against its sources; the spec and a weight function to bind."""
+    bound: list[tuple[str, object]] = []
+    names = tuple(s.binding for s in specs)
+    kind = check_choice("mixture.mode", mode, MIXTURE_MODES)
+    unit = check_choice("mixture.by", by, CURRICULUM_UNITS)
+    strat = check_bool("mixture.stratified", stratified)
+    draws = (
+        None
+        if num_samples is None
+        else check_int("mixture.num_samples", num_samples, minimum=1, fix="samples per epoch")
+    )
+    key = None if source_key is None else check_str("mixture.source_key", source_key)
+    fixed: tuple[float, ...] | None = None
+    table: tuple[tuple[float, tuple[float, ...]], ...] = ()
+    fn: CallableSpec | None = None
+    if weights is None:
+        pass
+    elif is_function(weights):
+        fn, target = function_spec("mixture.weights", weights, "mixture_weights")
+        bound.append((fn.name, target))
+    elif _is_schedule_table(weights):
+        table = _weights_table("mixture.weights", weights, names)
+    else:
+        fixed = source_weights("mixture.weights", weights, names)
+    if kind != "weighted":
+        given = [
+            label
+            for label, value in (
+                ("weights", weights),
+                ("num_samples", num_samples),
+                ("stratified", strat or None),
+            )
+            if value is not None
+        ]
+        if given:
+            raise PlanError.single(
+                f"mixture.{given[0]}",
+                f"only applies to mode='weighted' (got mode={kind!r}); drop "
+                f"{', '.join(given)} or use mode='weighted'",
+            )
+    if key is not None:
+        clash = [s.binding for s in specs if key in s.columns]
+        if clash:
+            raise PlanError.single(
+                "mixture.source_key",
+                f"{key!r} is already a column of {', '.join(repr(c) for c in clash)}; pick "
+                f"another key for the source ids",
+            )
+    mixture = MixtureSpec(tuple(specs), kind, fixed, table, fn, unit, strat, draws, key)
+    return mixture, bound
+
+
+def combined_dataset(mixture: MixtureSpec) -> DatasetSpec:
+    """The dataset spec a mixture reads as: the concatenation of its sources."""
+    first = mixture.sources[0]
+    columns: tuple[str, ...] = ()
+    features: tuple[str, ...] = ()
+    if all(s.columns for s in mixture.sources):
+        shared = [c for c in first.columns if all(c in s.columns for s in mixture.sources)]
+        columns = tuple(shared)
+        if first.features:
+            by_name = dict(zip(first.columns, first.features, strict=False))
+            features = tuple(by_name[c] for c in shared)
+    return DatasetSpec(
+        MIXTURE_BINDING,
+        "mixture",
+        "loaderkit.mixture",
+        sum(mixture.sizes),
+        None,
+        columns,
+        features,
+    )
 
 
 def mixture_to_dict(spec: MixtureSpec) -> dict[str, Any]:

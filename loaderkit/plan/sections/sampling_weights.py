@@ -7,15 +7,49 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from loaderkit.plan.fields import weights_spec
+from loaderkit._checks import check_bool, check_int
+from loaderkit.errors import PlanError
 from loaderkit.plan.sections.base import FingerprintRow, Section
-from loaderkit.plan.sections.common import source_to_dict
+from loaderkit.plan.sections.common import float_array, source_to_dict, values_source
 from loaderkit.plan.specs import WeightsSpec
 
 if TYPE_CHECKING:
     from loaderkit.plan.reader import Reader
 
-__all__ = ["SECTION", "read_weights", "weights_to_dict"]
+__all__ = ["SECTION", "read_weights", "weights_spec", "weights_to_dict"]
+
+
+def weights_spec(
+    weights: object, *, replacement: object = True, num_samples: object = None
+) -> tuple[WeightsSpec, object | None]:
+    """The sampling-weights spec and the live object to bind (weights or a weight function)."""
+    source, live = values_source(
+        "sampling_weights.weights", weights, "weights", "weight", _weights_array
+    )
+    draws = (
+        None
+        if num_samples is None
+        else check_int(
+            "sampling_weights.num_samples", num_samples, minimum=1, fix="samples drawn per epoch"
+        )
+    )
+    return (
+        WeightsSpec(source, check_bool("sampling_weights.replacement", replacement), draws),
+        live,
+    )
+
+
+def _weights_array(path: str, values: object) -> Any:
+    import numpy as np
+
+    array = float_array(path, values, "weights")
+    if array.size and not np.isfinite(array).all():
+        raise PlanError.single(path, "weights must be finite (got NaN or inf)")
+    if array.size and float(array.min()) < 0:
+        raise PlanError.single(path, f"weights must be >= 0 (got {float(array.min())})")
+    if array.size and not array.any():
+        raise PlanError.single(path, "all weights are 0; give some sample a positive weight")
+    return array
 
 
 def weights_to_dict(spec: WeightsSpec) -> dict[str, Any]:

@@ -5,15 +5,76 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from loaderkit.plan.fields import workers_spec
+from loaderkit._checks import LIMITS, check_choice, check_int, check_number, check_optional_bool
+from loaderkit.errors import PlanError
 from loaderkit.plan.sections.base import FingerprintRow, Section
-from loaderkit.plan.specs import WorkersSpec
+from loaderkit.plan.specs import START_METHODS, WorkersSpec
+from loaderkit.plan.workers import num_workers_value
 
 if TYPE_CHECKING:
     from loaderkit.plan.plan import LoaderPlan
     from loaderkit.plan.reader import Reader
 
-__all__ = ["SECTION", "read_workers", "workers_to_dict"]
+__all__ = ["SECTION", "read_workers", "workers_spec", "workers_to_dict"]
+
+
+def workers_spec(
+    num_workers: object,
+    *,
+    prefetch_factor: object = None,
+    persistent: object = None,
+    pin_memory: object = None,
+    start_method: object = None,
+    timeout: object = None,
+) -> WorkersSpec:
+    """Worker count (an int or ``"auto"``) and execution settings; ``None`` means automatic."""
+    count = num_workers_value(num_workers)
+    prefetch = (
+        None
+        if prefetch_factor is None
+        else check_int(
+            "workers.prefetch_factor",
+            prefetch_factor,
+            minimum=1,
+            maximum=LIMITS.prefetch_factor,
+            fix="it counts batches prefetched per worker",
+        )
+    )
+    if (
+        isinstance(count, int)
+        and prefetch is not None
+        and count * prefetch > (LIMITS.batches_in_flight)
+    ):
+        raise PlanError.single(
+            "workers.prefetch_factor",
+            f"{count} workers x prefetch_factor {prefetch} = {count * prefetch:,} batches in "
+            f"flight, more than the bound of {LIMITS.batches_in_flight:,}; lower one of them",
+        )
+    method = (
+        None
+        if start_method is None
+        else check_choice("workers.start_method", start_method, START_METHODS)
+    )
+    wait = (
+        None
+        if timeout is None
+        else check_number(
+            "workers.timeout",
+            timeout,
+            minimum=0.0,
+            maximum=LIMITS.timeout_seconds,
+            fix="give seconds to wait for a batch, or None for no limit",
+        )
+    )
+    return WorkersSpec(
+        count,
+        prefetch,
+        check_optional_bool("workers.persistent", persistent),
+        check_optional_bool("workers.pin_memory", pin_memory),
+        method,
+        wait,
+    )
+
 
 _KEYS = ("num_workers", "prefetch_factor", "persistent", "pin_memory", "start_method", "timeout")
 
