@@ -91,10 +91,8 @@ class LoaderPlan:
     def __attrs_post_init__(self) -> None:
         from loaderkit.plan.rules import plan_problems
 
-        sections = {
-            name: getattr(self, name) for name in PLAN_SECTIONS if name not in ("device", "preset")
-        }
-        problems = plan_problems(**sections, bindings=self.bindings)
+        sections = {name: getattr(self, name) for name in PLAN_SECTIONS}
+        problems = plan_problems(sections, self.bindings)
         if problems:
             raise PlanError(problems)
 

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar
 import attrs
 
 if TYPE_CHECKING:
+    from loaderkit.errors import Problem
     from loaderkit.plan.plan import LoaderPlan
     from loaderkit.plan.reader import Reader
 
@@ -90,6 +91,10 @@ class Section(Generic[S]):
     a ``"stream"`` section, nothing for ``"exec"`` and ``"info"`` ones. A hook is for what
     differs from the table: parts left out (paths, display-only fields), parts hashed only
     when set so that older plans keep their fingerprints."""
+    rules: Callable[[Mapping[str, Any]], list[Problem]] | None = None
+    """The section's own problems, run by :func:`~loaderkit.plan.rules.plan_problems` when the
+    section is set; it receives every section of the plan by name (the rules that belong to
+    no one section are written in :mod:`loaderkit.plan.rules`)."""
     execution_only: tuple[str, ...] = ()
     """Fields of the table that are never hashed (of a section that is otherwise hashed)."""
 

@@ -11,13 +11,13 @@ from loaderkit.errors import Problem
 from loaderkit.plan.fields import batch_schedule_spec, batch_size_value
 from loaderkit.plan.reader import value_fn
 from loaderkit.plan.sections.base import FingerprintRow, Section
-from loaderkit.plan.sections.common import function_table
-from loaderkit.plan.specs import BatchSpec
+from loaderkit.plan.sections.common import callable_problems, function_table
+from loaderkit.plan.specs import BatchSpec, BucketingSpec, CurriculumSpec, MixtureSpec, WeightsSpec
 
 if TYPE_CHECKING:
     from loaderkit.plan.reader import Reader
 
-__all__ = ["SECTION", "batch_to_dict", "read_batch"]
+__all__ = ["SECTION", "batch_schedule_problems", "batch_to_dict", "read_batch"]
 
 
 def batch_to_dict(spec: BatchSpec) -> dict[str, Any]:
@@ -73,6 +73,55 @@ def read_batch(reader: Reader, data: Mapping[str, Any]) -> BatchSpec | None:
         lambda: batch_schedule_spec(sec.get("batch_size", 1), drop, sec.get("by", "epoch"))[0]
     )
     return plain
+
+
+def batch_schedule_problems(
+    batch: BatchSpec,
+    bindings: Mapping[str, object] | None,
+    bucketing: BucketingSpec | None,
+    sampling_weights: WeightsSpec | None,
+    curriculum: CurriculumSpec | None,
+    mixture: MixtureSpec | None,
+) -> list[Problem]:
+    """What keeps a progressive batch size from working with the rest of the plan."""
+    problems: list[Problem] = []
+    if batch.fn is not None:  # runs in the main process: no pickling needed
+        problems.extend(callable_problems("batch.batch_size", batch.fn, bindings, None))
+    if bucketing is not None:
+        problems.append(
+            Problem(
+                "batch.batch_size",
+                "a batch-size schedule cannot be combined with with_bucketing yet; use a fixed "
+                "batch size (or a token budget, which sizes batches itself)",
+                related=("bucketing",),
+            )
+        )
+    if curriculum is not None and curriculum.by == "step":
+        problems.append(
+            Problem(
+                "batch.batch_size",
+                "a batch-size schedule cannot be combined with a per-step curriculum yet (its "
+                "steps per epoch follow the batch size); use with_curriculum(..., by='epoch')",
+            )
+        )
+    others = [
+        label
+        for spec, label in (
+            (sampling_weights, "with_sampling_weights"),
+            (curriculum, "with_curriculum"),
+            (mixture, "with_mixture"),
+        )
+        if spec is not None
+    ]
+    if batch.by == "step" and others:
+        problems.append(
+            Problem(
+                "batch.by",
+                f"a per-step batch-size schedule works with plain (shuffled or sequential) "
+                f"order, not yet with {others[0]}; use by='epoch'",
+            )
+        )
+    return problems
 
 
 SECTION: Section[BatchSpec] = Section(

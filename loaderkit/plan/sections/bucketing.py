@@ -2,23 +2,47 @@
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 import attrs
+import numpy as np
 
-from loaderkit._checks import LIMITS, check_choice, check_int
-from loaderkit.errors import PlanError, PlanTypeError
+from loaderkit._checks import LIMITS, check_choice, check_int, did_you_mean
+from loaderkit.errors import PlanError, PlanTypeError, Problem
+from loaderkit.order.padding import PackedRows
 from loaderkit.plan.padding_rule import bucket_padding, registry_padding
 from loaderkit.plan.sections.base import FingerprintRow, Section
-from loaderkit.plan.sections.common import check_count, source_to_dict, values_source
-from loaderkit.plan.specs import BUCKET_COSTS, BucketingSpec
+from loaderkit.plan.sections.common import (
+    check_count,
+    source_problems,
+    source_to_dict,
+    values_source,
+)
+from loaderkit.plan.sections.max_length import MaxLengthSpec
+from loaderkit.plan.specs import (
+    BUCKET_COSTS,
+    BatchSpec,
+    BucketingSpec,
+    CallableSpec,
+    DatasetSpec,
+    MixtureSpec,
+)
+from loaderkit.registry import PluginNotImportedError
 
 if TYPE_CHECKING:
     from loaderkit.plan.plan import LoaderPlan
     from loaderkit.plan.reader import Reader
 
-__all__ = ["SECTION", "bucketing_spec", "bucketing_to_dict", "read_bucketing"]
+__all__ = [
+    "SECTION",
+    "bucketing_problems",
+    "bucketing_spec",
+    "bucketing_to_dict",
+    "budget_padding_problems",
+    "read_bucketing",
+]
 
 
 def bucketing_spec(
@@ -124,6 +148,119 @@ def read_bucketing(reader: Reader, data: Mapping[str, Any]) -> BucketingSpec | N
         return None
     chosen: BucketingSpec = attrs.evolve(base[0], length=source)
     return chosen
+
+
+def bucketing_problems(
+    spec: BucketingSpec,
+    dataset: DatasetSpec | None,
+    batch: BatchSpec,
+    bindings: Mapping[str, object] | None,
+    needs_pickle: str | None,
+    mixture: MixtureSpec | None,
+) -> list[Problem]:
+    """What keeps ``with_bucketing`` from grouping this plan's samples by length."""
+    problems: list[Problem] = []
+    if dataset is not None and dataset.iterable:
+        problems.append(
+            Problem(
+                "bucketing",
+                f"needs random access to group samples by length, and {dataset.binding!r} is an "
+                f"iterable dataset; pass a map-style dataset",
+            )
+        )
+    if mixture is not None and spec.length.kind == "column":
+        # lengths are read source by source: the column must be in every one of them
+        for source in mixture.sources:
+            if source.columns and spec.length.name not in source.columns:
+                problems.append(
+                    Problem(
+                        "bucketing.length",
+                        f"column {spec.length.name!r} is not in mixture source "
+                        f"{source.binding!r} (columns: {', '.join(source.columns)})"
+                        f"{did_you_mean(spec.length.name, source.columns)}; the lengths are "
+                        f"read from every source, so every source needs it (or give a "
+                        f"function of a sample)",
+                    )
+                )
+        checked = None  # the combined spec lists only the columns shared by every source
+    else:
+        checked = dataset
+    problems.extend(
+        source_problems("bucketing.length", spec.length, checked, bindings, needs_pickle)
+    )
+    samples = dataset.length if dataset is not None else None
+    if samples and spec.num_buckets is not None and spec.num_buckets > samples:
+        problems.append(
+            Problem(
+                "bucketing.num_buckets",
+                f"must be <= the {samples} samples of the dataset (got {spec.num_buckets})",
+            )
+        )
+    if spec.max_tokens is not None and batch.batch_size != 1:
+        problems.append(
+            Problem(
+                "batch.batch_size",
+                f"with a token budget (max_tokens={spec.max_tokens}) the batch size varies (got "
+                f"batch_size={batch.batch_size}); drop the fixed size with "
+                f".with_batch_size(None), or cap samples per batch with "
+                f".with_bucketing(..., max_batch_size={batch.batch_size})",
+                related=("bucketing",),
+            )
+        )
+    if spec.max_tokens is None and spec.max_batch_size is not None:
+        problems.append(
+            Problem(
+                "bucketing.max_batch_size",
+                f"only applies with max_tokens (got {spec.max_batch_size}); set the batch size "
+                f"with with_batch_size",
+            )
+        )
+    return problems
+
+
+def budget_padding_problems(
+    spec: BucketingSpec, collator: CallableSpec, max_length: MaxLengthSpec | None
+) -> list[Problem]:
+    """What keeps a token budget from holding the collator's padded batches, data unseen.
+
+    The budget bounds the padded tensor (the collator's ``padded_length()``): a registry
+    collator that pads every batch wider than the budget (``padding="max_length"``, rows of
+    ``packed``, a ``pad_to_multiple_of`` above it) leaves no batch possible; and ``packed``
+    rows narrowed per step by ``with_max_length`` are more numerous than the planner counts.
+    """
+    if spec.max_tokens is None or collator.source != "registry":
+        return []
+    from loaderkit.order.bucketing import oversize_sample
+
+    padding = None
+    with contextlib.suppress(PlanError, PluginNotImportedError):  # reported by the collator
+        padding = registry_padding(collator)
+    if padding is None:
+        return []
+    problems: list[Problem] = []
+    if oversize_sample(np.ones(1, dtype=np.int64), spec.max_tokens, spec.cost, padding):
+        problems.append(
+            Problem(
+                "bucketing.max_tokens",
+                f"no batch fits: collator {collator.name!r} pads even a one-token sample "
+                f"beyond max_tokens={spec.max_tokens} (cost={spec.cost}; "
+                f"{padding.describe()}); raise max_tokens, or lower the collator's max_length "
+                f"or pad_to_multiple_of",
+                related=("collator",),
+            )
+        )
+    if isinstance(padding, PackedRows) and max_length is not None:
+        problems.append(
+            Problem(
+                "max_length",
+                f"a sequence-length schedule narrows the packed rows, so a batch fills more "
+                f"rows than the token budget (max_tokens={spec.max_tokens}) was cut for; drop "
+                f"the schedule with .without('max_length'), or the token budget with "
+                f".with_bucketing(...) without max_tokens",
+                related=("bucketing", "collator"),
+            )
+        )
+    return problems
 
 
 SECTION: Section[BucketingSpec] = Section(

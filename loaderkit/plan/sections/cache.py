@@ -194,12 +194,19 @@ def cache_line(plan: LoaderPlan) -> str:
     return f"{where}, {stage}{limit}"
 
 
+def _rules(sections: Mapping[str, Any]) -> list[Problem]:
+    return cache_problems(
+        sections["cache"], sections["dataset"], sections["transform"], sections["workers"]
+    )
+
+
 SECTION: Section[CacheSpec] = Section(
     name="cache",
     key="cache",
     read=read_cache,
     to_dict=cache_to_dict,
     fingerprint="exec",
+    rules=_rules,
     rows=(
         FingerprintRow(
             "`cache`",

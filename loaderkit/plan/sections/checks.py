@@ -406,12 +406,17 @@ def checks_line(plan: LoaderPlan) -> str:
     return f"{', '.join(parts)} on {when}; a violation raises DataError"
 
 
+def _rules(sections: Mapping[str, Any]) -> list[Problem]:
+    return checks_problems(sections["checks"])
+
+
 SECTION: Section[ChecksSpec] = Section(
     name="checks",
     key="checks",
     read=read_checks,
     to_dict=checks_to_dict,
     fingerprint="exec",
+    rules=_rules,
     rows=(
         FingerprintRow(
             "`checks`",

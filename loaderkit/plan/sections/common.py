@@ -3,19 +3,27 @@
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable
+import multiprocessing
+import pickle
+from collections.abc import Callable, Mapping
 from typing import Any
 
-from loaderkit._checks import LIMITS, check_str, thaw_value
-from loaderkit.errors import PlanError, PlanTypeError
+from loaderkit._checks import LIMITS, check_str, did_you_mean, thaw_value
+from loaderkit.collators import collators
+from loaderkit.errors import PlanError, PlanTypeError, Problem
 from loaderkit.plan.fields import function_spec, is_function
-from loaderkit.plan.specs import CallableSpec, LengthSource
+from loaderkit.plan.specs import CallableSpec, DatasetSpec, LengthSource
+from loaderkit.registry import PluginNotImportedError
+from loaderkit.transforms import transforms
 
 __all__ = [
+    "callable_problems",
     "callable_to_dict",
     "check_count",
+    "default_start_method",
     "float_array",
     "function_table",
+    "source_problems",
     "source_to_dict",
     "values_source",
 ]
@@ -101,3 +109,104 @@ def check_count(path: str, values: object, what: str) -> None:
             f"holds {count:,} {what}; at most {LIMITS.dataset_length:,} (one per sample) are "
             f"allowed",
         )
+
+
+def default_start_method() -> str:
+    """The start method workers get when the plan names none (this platform's default)."""
+    chosen = multiprocessing.get_start_method(allow_none=True)
+    return chosen or multiprocessing.get_all_start_methods()[0]
+
+
+def callable_problems(
+    path: str,
+    spec: CallableSpec,
+    bindings: Mapping[str, object] | None,
+    needs_pickle: str | None,
+) -> list[Problem]:
+    """Problems of a collator, transform or function at ``path``: unknown, unbound, unpicklable."""
+    problems: list[Problem] = []
+    if spec.source == "registry":
+        registry = collators if path == "collator" else transforms
+        if spec.name not in registry:
+            problems.append(Problem(path, registry.unknown_message(spec.name)))
+        elif path == "collator":
+            try:
+                found = registry.get(spec.name).option_problems(dict(spec.options))
+            except PluginNotImportedError:  # inspecting: a plugin's options are checked to build
+                found = []
+            for option, message in found:
+                where = f"{path}.options.{option}" if option else f"{path}.options"
+                problems.append(Problem(where, message))
+        return problems
+    if bindings is None:
+        return problems
+    if spec.name not in bindings:
+        problems.append(
+            Problem(
+                path,
+                f"no object bound to {spec.name!r}; give the object to the builder, or pass "
+                f"bindings={{{spec.name!r}: ...}} when loading the plan",
+            )
+        )
+        return problems
+    if needs_pickle and spec.source == "binding":
+        obj = bindings[spec.name]
+        try:
+            pickle.dumps(obj)
+        except Exception as exc:  # noqa: BLE001 - any pickling failure is the same problem
+            label = getattr(obj, "__qualname__", type(obj).__name__)
+            problems.append(
+                Problem(
+                    path,
+                    f"{label!r} cannot be pickled ({type(exc).__name__}: {exc}), but workers "
+                    f"started with {needs_pickle!r} must receive it by pickling; define it at "
+                    f"module level, or use with_workers(..., start_method='fork')",
+                )
+            )
+    return problems
+
+
+def source_problems(
+    path: str,
+    source: LengthSource,
+    dataset: DatasetSpec | None,
+    bindings: Mapping[str, object] | None,
+    needs_pickle: str | None,
+) -> list[Problem]:
+    """Problems of a per-sample value source (column, values, function)."""
+    problems: list[Problem] = []
+    if (
+        source.kind == "column"
+        and dataset is not None
+        and dataset.columns
+        and source.name not in dataset.columns
+    ):
+        problems.append(
+            Problem(
+                path,
+                f"column {source.name!r} is not in dataset {dataset.binding!r} (columns: "
+                f"{', '.join(dataset.columns)}){did_you_mean(source.name, dataset.columns)}",
+            )
+        )
+    if source.kind == "array" and bindings is not None:
+        if source.name not in bindings:
+            problems.append(
+                Problem(
+                    path,
+                    f"no object bound to {source.name!r}; give the values to the builder, or "
+                    f"pass bindings={{{source.name!r}: values}} when loading",
+                )
+            )
+        else:
+            size = len(bindings[source.name])  # type: ignore[arg-type]
+            if dataset is not None and dataset.length is not None and size != dataset.length:
+                problems.append(
+                    Problem(
+                        path,
+                        f"has {size} values but dataset {dataset.binding!r} has "
+                        f"{dataset.length} samples; pass one value per sample",
+                    )
+                )
+    if source.kind == "callable" and source.fn is not None:
+        problems.extend(callable_problems(path, source.fn, bindings, needs_pickle))
+    return problems

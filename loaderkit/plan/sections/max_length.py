@@ -2,18 +2,21 @@
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 import attrs
 
 from loaderkit._checks import LIMITS, check_choice, check_int
+from loaderkit.collators import collators
 from loaderkit.errors import Problem
 from loaderkit.plan.fields import int_schedule
 from loaderkit.plan.reader import value_fn
 from loaderkit.plan.sections.base import FingerprintRow, Section
-from loaderkit.plan.sections.common import function_table
+from loaderkit.plan.sections.common import callable_problems, function_table
 from loaderkit.plan.specs import CURRICULUM_UNITS, CallableSpec
+from loaderkit.registry import PluginNotImportedError
 
 if TYPE_CHECKING:
     from loaderkit.plan.plan import LoaderPlan
@@ -23,6 +26,7 @@ __all__ = [
     "SECTION",
     "MaxLengthSpec",
     "max_length_line",
+    "max_length_problems",
     "max_length_spec",
     "max_length_to_dict",
     "max_length_value",
@@ -117,6 +121,51 @@ def max_length_line(plan: LoaderPlan) -> str:
     else:
         text = f"{spec.value}"
     return f"{text} tokens, applied by the collator ({plan.collator.describe()})"
+
+
+def max_length_problems(
+    spec: MaxLengthSpec, collator: CallableSpec, bindings: Mapping[str, object] | None
+) -> list[Problem]:
+    """What keeps the collator from applying a sequence-length schedule."""
+    problems: list[Problem] = []
+    if spec.fn is not None:  # runs in the main process: no pickling needed
+        problems.extend(callable_problems("max_length", spec.fn, bindings, None))
+    if collator.source == "registry":
+        entry = None
+        if collator.name in collators:
+            with contextlib.suppress(PluginNotImportedError):  # inspecting: checked to build
+                entry = collators.get(collator.name)
+        if entry is not None:
+            factory = entry.factory
+            if not getattr(factory, "supports_max_length", False):
+                able = [  # the collators imported: listing them imports no plugin
+                    found.name
+                    for found in map(collators.loaded, collators.names())
+                    if found is not None and getattr(found.factory, "supports_max_length", False)
+                ]
+                problems.append(
+                    Problem(
+                        "max_length",
+                        f"collator {collator.name!r} has no max_length to apply a "
+                        f"sequence-length schedule to; use one that does ({', '.join(able)})",
+                        related=("collator",),
+                    )
+                )
+    elif (
+        collator.source == "binding"
+        and bindings is not None
+        and collator.name in bindings
+        and not callable(getattr(bindings[collator.name], "with_max_length", None))
+    ):
+        problems.append(
+            Problem(
+                "max_length",
+                f"the collator bound to {collator.name!r} has no with_max_length(n) method "
+                f"to apply a sequence-length schedule; give it one (see "
+                f"loaderkit.collators.Collator.with_max_length) or use the 'text' collator",
+            )
+        )
+    return problems
 
 
 SECTION: Section[MaxLengthSpec] = Section(

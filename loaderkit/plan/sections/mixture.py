@@ -26,15 +26,18 @@ from loaderkit.plan.fields import (
 )
 from loaderkit.plan.reader import value_fn
 from loaderkit.plan.sections.base import FingerprintRow, Section
-from loaderkit.plan.sections.common import function_table
+from loaderkit.plan.sections.common import callable_problems, function_table
 from loaderkit.plan.sections.dataset import dataset_to_dict, describe_recorded, read_dataset
 from loaderkit.plan.specs import (
     CURRICULUM_UNITS,
     MIXTURE_BINDING,
     MIXTURE_MODES,
+    BucketingSpec,
     CallableSpec,
+    CurriculumSpec,
     DatasetSpec,
     MixtureSpec,
+    WeightsSpec,
 )
 
 if TYPE_CHECKING:
@@ -44,7 +47,9 @@ if TYPE_CHECKING:
 __all__ = [
     "SECTION",
     "combined_dataset",
+    "mixture_bucketing_problems",
     "mixture_options",
+    "mixture_problems",
     "mixture_spec",
     "mixture_to_dict",
     "read_mixture",
@@ -372,6 +377,108 @@ def read_mixture(reader: Reader, data: Mapping[str, Any]) -> MixtureSpec | None:
 def _equal_weights(t: float) -> float:
     """A weight-schedule stand-in used while a file's mixture options are checked."""
     return 1.0
+
+
+def mixture_problems(
+    mixture: MixtureSpec,
+    dataset: DatasetSpec | None,
+    bindings: Mapping[str, object] | None,
+    needs_pickle: str | None,
+    bucketing: BucketingSpec | None,
+    sampling_weights: WeightsSpec | None,
+    curriculum: CurriculumSpec | None,
+) -> list[Problem]:
+    """What keeps ``with_mixture`` from mixing these sources with the rest of the plan."""
+    problems: list[Problem] = []
+    if dataset is not None and dataset.kind != "mixture":
+        problems.append(
+            Problem(
+                "mixture",
+                f"the plan reads dataset {dataset.binding!r} and a mixture; with_mixture "
+                f"replaces with_dataset, so use one of them",
+            )
+        )
+    elif dataset is not None and dataset.length != sum(mixture.sizes):
+        problems.append(
+            Problem(
+                "dataset.length",
+                f"is {dataset.length} but the mixture's sources hold {sum(mixture.sizes)} "
+                f"samples; compile the plan again",
+            )
+        )
+    for source in mixture.sources:
+        if bindings is not None and source.binding not in bindings:
+            problems.append(
+                Problem(
+                    f"mixture.sources.{source.binding}",
+                    f"no object bound to {source.binding!r}; pass bindings="
+                    f"{{{source.binding!r}: your_dataset}} when loading",
+                )
+            )
+    if mixture.fn is not None:
+        # weight functions run in the main process: no pickling needed
+        problems.extend(callable_problems("mixture.weights", mixture.fn, bindings, None))
+    if bucketing is not None:
+        problems.extend(mixture_bucketing_problems(mixture))
+    for other, label in (
+        (sampling_weights, "with_sampling_weights"),
+        (curriculum, "with_curriculum"),
+    ):
+        if other is not None:
+            problems.append(
+                Problem(
+                    "mixture",
+                    f"cannot be combined with {label} yet; weight the sources with "
+                    f"with_mixture(..., weights=...) instead (and .without({label[5:]!r})), or "
+                    f"use one dataset",
+                )
+            )
+    if mixture.stratified and mixture.mode != "weighted":
+        problems.append(
+            Problem("mixture.stratified", f"only applies to mode='weighted' (got {mixture.mode!r})")
+        )
+    return problems
+
+
+def mixture_bucketing_problems(mixture: MixtureSpec) -> list[Problem]:
+    """What keeps a mixture's epoch from being grouped into length buckets."""
+    problems: list[Problem] = []
+    if mixture.mode == "sequential":
+        problems.append(
+            Problem(
+                "mixture.mode",
+                "mode='sequential' cannot be combined with with_bucketing: its batches never "
+                "straddle sources and come source after source, which regrouping the epoch by "
+                "length would undo; use mode='round_robin' (every sample of every source "
+                "once) or 'weighted', or drop the bucketing with .without('bucketing')",
+                related=("bucketing",),
+            )
+        )
+    if mixture.stratified:
+        problems.append(
+            Problem(
+                "mixture.stratified",
+                "stratified=True cannot be combined with with_bucketing: stratification sets "
+                "each batch's per-source counts, and bucketing regroups the epoch's samples by "
+                "length into other batches; pass stratified=False to with_mixture (the weighted "
+                "draws still follow the weights over the epoch), or drop the bucketing with "
+                ".without('bucketing')",
+                related=("bucketing",),
+            )
+        )
+    if mixture.mode == "weighted" and mixture.by == "step" and (mixture.fn or mixture.schedule):
+        problems.append(
+            Problem(
+                "mixture.by",
+                "a per-step weight schedule cannot be combined with with_bucketing: the "
+                "weights change from batch to batch, and bucketing regroups the whole epoch "
+                "by length, so no batch would follow its step's weights; use by='epoch' "
+                "(weights that change per epoch) or fixed weights, or drop the bucketing with "
+                ".without('bucketing')",
+                related=("bucketing",),
+            )
+        )
+    return problems
 
 
 SECTION: Section[MixtureSpec] = Section(

@@ -8,15 +8,20 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from loaderkit._checks import check_bool, check_int
-from loaderkit.errors import PlanError
+from loaderkit.errors import PlanError, Problem
 from loaderkit.plan.sections.base import FingerprintRow, Section
-from loaderkit.plan.sections.common import float_array, source_to_dict, values_source
-from loaderkit.plan.specs import WeightsSpec
+from loaderkit.plan.sections.common import (
+    float_array,
+    source_problems,
+    source_to_dict,
+    values_source,
+)
+from loaderkit.plan.specs import DatasetSpec, WeightsSpec
 
 if TYPE_CHECKING:
     from loaderkit.plan.reader import Reader
 
-__all__ = ["SECTION", "read_weights", "weights_spec", "weights_to_dict"]
+__all__ = ["SECTION", "read_weights", "weights_problems", "weights_spec", "weights_to_dict"]
 
 
 def weights_spec(
@@ -74,6 +79,36 @@ def read_weights(reader: Reader, data: Mapping[str, Any]) -> WeightsSpec | None:
         return None
     chosen: WeightsSpec = attrs.evolve(base[0], source=source)
     return chosen
+
+
+def weights_problems(
+    spec: WeightsSpec,
+    dataset: DatasetSpec | None,
+    bindings: Mapping[str, object] | None,
+    needs_pickle: str | None,
+) -> list[Problem]:
+    """What keeps ``with_sampling_weights`` from drawing this dataset's samples."""
+    problems = source_problems(
+        "sampling_weights.weights", spec.source, dataset, bindings, needs_pickle
+    )
+    if dataset is not None and dataset.iterable:
+        problems.append(
+            Problem(
+                "sampling_weights",
+                f"needs random access to draw samples, and {dataset.binding!r} is an iterable "
+                f"dataset; pass a map-style dataset",
+            )
+        )
+    size = dataset.length if dataset is not None else None
+    if not spec.replacement and size and spec.num_samples is not None and spec.num_samples > size:
+        problems.append(
+            Problem(
+                "sampling_weights.num_samples",
+                f"draws {spec.num_samples} samples without replacement from {size}; lower "
+                f"num_samples or set replacement=True",
+            )
+        )
+    return problems
 
 
 SECTION: Section[WeightsSpec] = Section(
