@@ -18,15 +18,17 @@ from loaderkit.order.split import split_sizes
 from loaderkit.plan.padding_rule import bucket_padding
 from loaderkit.plan.sections.cache import cache_line
 from loaderkit.plan.sections.checks import checks_line
+from loaderkit.plan.sections.curriculum import curriculum_line
 from loaderkit.plan.sections.error_policy import error_line
 from loaderkit.plan.sections.max_length import max_length_line
+from loaderkit.plan.sections.sampling_weights import weights_line
 from loaderkit.plan.sections.split import split_line
+from loaderkit.plan.sections.workers import workers_line
 from loaderkit.plan.specs import (
     BatchSpec,
     BucketingSpec,
     dataset_summary,
 )
-from loaderkit.plan.workers import resolve_workers
 
 if TYPE_CHECKING:
     from loaderkit.plan.plan import LoaderPlan
@@ -210,31 +212,6 @@ def _batch_schedule(batch: BatchSpec) -> str:
     return f"progressive by {batch.by}: {', '.join(parts)}"
 
 
-def _workers_line(plan: LoaderPlan) -> str:
-    w = plan.workers
-    try:
-        r = resolve_workers(w, check_machine=False)  # "auto" as this machine resolves it
-    except PlanError as exc:  # a malformed LOCAL_WORLD_SIZE: build() raises it too
-        return f"auto, resolved at build; on this machine it cannot be: {exc}"
-    if r.auto is not None:
-        text = f"{r.reason} (on this machine; build() resolves it where it runs)"
-    else:
-        text = "0 (load in the main process)" if r.num_workers == 0 else str(r.num_workers)
-    if r.num_workers > 0:
-        prefetch = f"prefetch {r.prefetch_factor}" if r.prefetch_factor else "prefetch auto (2)"
-        persistent = {None: "persistent auto (on)", True: "persistent", False: "not persistent"}[
-            r.persistent
-        ]
-        if plan.dataset.iterable:
-            persistent = "started for every pass over the stream"
-        start = r.start_method or "platform default start method"
-        text = f"{text}, {prefetch}, {persistent}, {start}"
-        if r.timeout:
-            text += f", timeout {r.timeout:g} s"
-    pin = {None: "auto (when delivering to CUDA)", True: "on", False: "off"}[r.pin_memory]
-    return f"{text}; pin memory {pin}"
-
-
 def _bucketing_line(plan: LoaderPlan) -> str:
     spec = plan.bucketing
     if spec is None:
@@ -251,31 +228,6 @@ def _bucketing_line(plan: LoaderPlan) -> str:
     elif spec.length.kind == "column":
         text += "; lengths read at build (for HF columns: Arrow list lengths, nothing decoded)"
     return text + "; padding estimated by loader.explain()"
-
-
-def _weights_line(plan: LoaderPlan) -> str:
-    spec = plan.sampling_weights
-    assert spec is not None
-    draws = f"{spec.num_samples:,}" if spec.num_samples else "dataset-size"
-    how = "with replacement" if spec.replacement else "without replacement (a weighted order)"
-    return (
-        f"weighted by {spec.source.describe()}, {draws} draws per epoch {how}; keyed by "
-        f"(seed, epoch)"
-    )
-
-
-def _curriculum_line(plan: LoaderPlan) -> str:
-    spec = plan.curriculum
-    assert spec is not None
-    if spec.fn is not None:
-        how = f"competence from {spec.fn.describe()}"
-    elif spec.schedule == "discrete":
-        table = ", ".join(f"{c:g} until {u:g}" for u, c in spec.steps)
-        how = f"competence {table}, then 1"
-    else:
-        shape = "linear" if spec.schedule == "linear" else f"root (degree {spec.degree:g})"
-        how = f"{shape} competence from {spec.start:g} to 1 over {spec.horizon:g} {spec.by}s"
-    return f"easiest first by {spec.difficulty.describe()}, {how}, per {spec.by}"
 
 
 def _budget_unit(spec: BucketingSpec) -> str:
@@ -458,14 +410,14 @@ def explain_plan(plan: LoaderPlan) -> str:
         f"  collator    {plan.collator.describe()}"
         + (f"  ({plan.collator.reason})" if plan.collator.reason else ""),
         *([f"  bucketing   {bucketing}"] if bucketing else []),
-        *([f"  sampling    {_weights_line(plan)}"] if plan.sampling_weights else []),
-        *([f"  curriculum  {_curriculum_line(plan)}"] if plan.curriculum else []),
+        *([f"  sampling    {weights_line(plan)}"] if plan.sampling_weights else []),
+        *([f"  curriculum  {curriculum_line(plan)}"] if plan.curriculum else []),
         *([f"  mixture     {_mixture_line(plan)}"] if plan.mixture else []),
         *([f"  max length  {max_length_line(plan)}"] if plan.max_length else []),
         *([f"  checks      {checks_line(plan)}"] if plan.checks else []),
         f"  transform   {transform}",
         *([f"  errors      {error_line(plan)}"] if plan.error_policy.policy != "raise" else []),
-        f"  workers     {_workers_line(plan)}",
+        f"  workers     {workers_line(plan)}",
         *([f"  cache       {cache_line(plan)}"] if plan.cache else []),
         f"  device      {plan.device}",
         f"  distributed {dist_line}",

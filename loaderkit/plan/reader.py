@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import attrs
 
@@ -22,6 +22,8 @@ from loaderkit.plan.specs import CallableSpec, LengthSource
 from loaderkit.registry import PluginNotImportedError, resolve_ref
 
 __all__ = ["Reader", "short", "value_fn"]
+
+S = TypeVar("S")
 
 
 class Reader:
@@ -232,6 +234,34 @@ class Reader:
             return attrs.evolve(source, name=name)
         fn = self.read_callable({path: table}, path, value_fn)
         return None if fn is None else LengthSource("callable", fn=fn)
+
+    def values_section(
+        self,
+        data: Mapping[str, Any],
+        name: str,
+        source_key: str,
+        field: str,
+        options: tuple[str, ...],
+        make: Callable[..., tuple[S, object | None]],
+    ) -> S | None:
+        """Read table ``name``: a per-sample value source at ``source_key``, and ``options``.
+
+        ``make(value, **options)`` is the section's constructor (the builder's ``with_*``
+        checks): it checks the options, and the source once read (a column name or the bound
+        values); the source goes to the spec's attribute ``field``.
+        """
+        if name not in data:
+            return None
+        sec = self.section(data, name, (source_key, *options))
+        given = {k: sec[k] for k in options if k in sec}
+        base = self.attempt(lambda: make("placeholder", **given))
+        source = self.values_source(
+            sec.get(source_key), f"{name}.{source_key}", lambda v: getattr(make(v)[0], field)
+        )
+        if base is None or source is None:
+            return None
+        chosen: S = attrs.evolve(base[0], **{field: source})
+        return chosen
 
 
 def value_fn(fn: object) -> tuple[CallableSpec, object | None]:

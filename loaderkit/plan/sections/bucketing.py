@@ -6,7 +6,6 @@ import contextlib
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-import attrs
 import numpy as np
 
 from loaderkit._checks import LIMITS, check_choice, check_int, did_you_mean
@@ -132,22 +131,8 @@ def _stream(plan: LoaderPlan) -> dict[str, Any]:
 
 def read_bucketing(reader: Reader, data: Mapping[str, Any]) -> BucketingSpec | None:
     """Read the ``[bucketing]`` table: the length source and the options."""
-    if "bucketing" not in data:
-        return None
-    sec = reader.section(
-        data, "bucketing", ("length", "num_buckets", "max_tokens", "max_batch_size", "cost")
-    )
-    options = {
-        k: sec[k] for k in ("num_buckets", "max_tokens", "max_batch_size", "cost") if k in sec
-    }
-    base = reader.attempt(lambda: bucketing_spec("placeholder", **options))
-    source = reader.values_source(
-        sec.get("length"), "bucketing.length", lambda v: bucketing_spec(v)[0].length
-    )
-    if base is None or source is None:
-        return None
-    chosen: BucketingSpec = attrs.evolve(base[0], length=source)
-    return chosen
+    options = ("num_buckets", "max_tokens", "max_batch_size", "cost")
+    return reader.values_section(data, "bucketing", "length", "length", options, bucketing_spec)
 
 
 def bucketing_problems(

@@ -21,9 +21,10 @@ from loaderkit.plan.sections.common import (
 from loaderkit.plan.specs import CURRICULUM_UNITS, SCHEDULES, CallableSpec, CurriculumSpec
 
 if TYPE_CHECKING:
+    from loaderkit.plan.plan import LoaderPlan
     from loaderkit.plan.reader import Reader
 
-__all__ = ["SECTION", "curriculum_spec", "curriculum_to_dict", "read_curriculum"]
+__all__ = ["SECTION", "curriculum_line", "curriculum_spec", "curriculum_to_dict", "read_curriculum"]
 
 
 def curriculum_spec(
@@ -152,6 +153,21 @@ def read_curriculum(reader: Reader, data: Mapping[str, Any]) -> CurriculumSpec |
 def _full_competence(t: float) -> float:
     """A schedule stand-in used while a file's curriculum options are checked."""
     return 1.0
+
+
+def curriculum_line(plan: LoaderPlan) -> str:
+    """The ``curriculum`` line of ``explain()``: the difficulty and the competence schedule."""
+    spec = plan.curriculum
+    assert spec is not None
+    if spec.fn is not None:
+        how = f"competence from {spec.fn.describe()}"
+    elif spec.schedule == "discrete":
+        table = ", ".join(f"{c:g} until {u:g}" for u, c in spec.steps)
+        how = f"competence {table}, then 1"
+    else:
+        shape = "linear" if spec.schedule == "linear" else f"root (degree {spec.degree:g})"
+        how = f"{shape} competence from {spec.start:g} to 1 over {spec.horizon:g} {spec.by}s"
+    return f"easiest first by {spec.difficulty.describe()}, {how}, per {spec.by}"
 
 
 SECTION: Section[CurriculumSpec] = Section(

@@ -5,8 +5,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-import attrs
-
 from loaderkit._checks import check_bool, check_int
 from loaderkit.errors import PlanError, Problem
 from loaderkit.plan.sections.base import FingerprintRow, Section
@@ -19,9 +17,17 @@ from loaderkit.plan.sections.common import (
 from loaderkit.plan.specs import DatasetSpec, WeightsSpec
 
 if TYPE_CHECKING:
+    from loaderkit.plan.plan import LoaderPlan
     from loaderkit.plan.reader import Reader
 
-__all__ = ["SECTION", "read_weights", "weights_problems", "weights_spec", "weights_to_dict"]
+__all__ = [
+    "SECTION",
+    "read_weights",
+    "weights_line",
+    "weights_problems",
+    "weights_spec",
+    "weights_to_dict",
+]
 
 
 def weights_spec(
@@ -67,18 +73,10 @@ def weights_to_dict(spec: WeightsSpec) -> dict[str, Any]:
 
 def read_weights(reader: Reader, data: Mapping[str, Any]) -> WeightsSpec | None:
     """Read the ``[sampling_weights]`` table: the weight source and the options."""
-    if "sampling_weights" not in data:
-        return None
-    sec = reader.section(data, "sampling_weights", ("weights", "replacement", "num_samples"))
-    options = {k: sec[k] for k in ("replacement", "num_samples") if k in sec}
-    base = reader.attempt(lambda: weights_spec("placeholder", **options))
-    source = reader.values_source(
-        sec.get("weights"), "sampling_weights.weights", lambda v: weights_spec(v)[0].source
+    options = ("replacement", "num_samples")
+    return reader.values_section(
+        data, "sampling_weights", "weights", "source", options, weights_spec
     )
-    if base is None or source is None:
-        return None
-    chosen: WeightsSpec = attrs.evolve(base[0], source=source)
-    return chosen
 
 
 def weights_problems(
@@ -109,6 +107,18 @@ def weights_problems(
             )
         )
     return problems
+
+
+def weights_line(plan: LoaderPlan) -> str:
+    """The ``sampling`` line of ``explain()``: the weights and the draws per epoch."""
+    spec = plan.sampling_weights
+    assert spec is not None
+    draws = f"{spec.num_samples:,}" if spec.num_samples else "dataset-size"
+    how = "with replacement" if spec.replacement else "without replacement (a weighted order)"
+    return (
+        f"weighted by {spec.source.describe()}, {draws} draws per epoch {how}; keyed by "
+        f"(seed, epoch)"
+    )
 
 
 SECTION: Section[WeightsSpec] = Section(

@@ -9,13 +9,13 @@ from loaderkit._checks import LIMITS, check_choice, check_int, check_number, che
 from loaderkit.errors import PlanError
 from loaderkit.plan.sections.base import FingerprintRow, Section
 from loaderkit.plan.specs import START_METHODS, WorkersSpec
-from loaderkit.plan.workers import num_workers_value
+from loaderkit.plan.workers import num_workers_value, resolve_workers
 
 if TYPE_CHECKING:
     from loaderkit.plan.plan import LoaderPlan
     from loaderkit.plan.reader import Reader
 
-__all__ = ["SECTION", "read_workers", "workers_spec", "workers_to_dict"]
+__all__ = ["SECTION", "read_workers", "workers_line", "workers_spec", "workers_to_dict"]
 
 
 def workers_spec(
@@ -99,6 +99,32 @@ def read_workers(reader: Reader, data: Mapping[str, Any]) -> WorkersSpec | None:
         lambda: workers_spec(sec.get("num_workers", 0), **{key: sec.get(key) for key in _KEYS[1:]})
     )
     return spec
+
+
+def workers_line(plan: LoaderPlan) -> str:
+    """The ``workers`` line of ``explain()``: the settings as this machine resolves them."""
+    w = plan.workers
+    try:
+        r = resolve_workers(w, check_machine=False)  # "auto" as this machine resolves it
+    except PlanError as exc:  # a malformed LOCAL_WORLD_SIZE: build() raises it too
+        return f"auto, resolved at build; on this machine it cannot be: {exc}"
+    if r.auto is not None:
+        text = f"{r.reason} (on this machine; build() resolves it where it runs)"
+    else:
+        text = "0 (load in the main process)" if r.num_workers == 0 else str(r.num_workers)
+    if r.num_workers > 0:
+        prefetch = f"prefetch {r.prefetch_factor}" if r.prefetch_factor else "prefetch auto (2)"
+        persistent = {None: "persistent auto (on)", True: "persistent", False: "not persistent"}[
+            r.persistent
+        ]
+        if plan.dataset.iterable:
+            persistent = "started for every pass over the stream"
+        start = r.start_method or "platform default start method"
+        text = f"{text}, {prefetch}, {persistent}, {start}"
+        if r.timeout:
+            text += f", timeout {r.timeout:g} s"
+    pin = {None: "auto (when delivering to CUDA)", True: "on", False: "off"}[r.pin_memory]
+    return f"{text}; pin memory {pin}"
 
 
 SECTION: Section[WorkersSpec] = Section(
