@@ -7,17 +7,78 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from loaderkit.errors import Problem
-from loaderkit.plan.fields import batch_schedule_spec, batch_size_value
+from loaderkit._checks import check_bool, check_choice
+from loaderkit.errors import PlanError, Problem
+from loaderkit.plan.fields import batch_size_value, int_schedule
 from loaderkit.plan.reader import value_fn
 from loaderkit.plan.sections.base import FingerprintRow, Section
 from loaderkit.plan.sections.common import callable_problems, function_table
-from loaderkit.plan.specs import BatchSpec, BucketingSpec, CurriculumSpec, MixtureSpec, WeightsSpec
+from loaderkit.plan.specs import (
+    CURRICULUM_UNITS,
+    BatchSpec,
+    BucketingSpec,
+    CurriculumSpec,
+    MixtureSpec,
+    WeightsSpec,
+)
 
 if TYPE_CHECKING:
     from loaderkit.plan.reader import Reader
 
-__all__ = ["SECTION", "batch_schedule_problems", "batch_to_dict", "read_batch"]
+__all__ = [
+    "SECTION",
+    "batch_schedule_problems",
+    "batch_schedule_spec",
+    "batch_spec",
+    "batch_to_dict",
+    "read_batch",
+]
+
+
+def batch_spec(batch_size: object, drop_last: object = False) -> BatchSpec:
+    """Per-rank batch size (an int >= 1) and ``drop_last``."""
+    size = batch_size_value(batch_size)
+    return BatchSpec(size, check_bool("batch.drop_last", drop_last))
+
+
+def batch_schedule_spec(
+    batch_size: object, drop_last: object = False, by: object = "epoch"
+) -> tuple[BatchSpec, object | None]:
+    """The batch spec of ``with_batch_size`` (maybe progressive) and a function to bind.
+
+    ``None`` is no fixed batch size: the default (``BatchSpec().batch_size``), which a token
+    budget replaces by as many samples as it holds.
+    """
+    if batch_size is None:
+        batch_size = BatchSpec().batch_size
+    fixed, table, fn, live = int_schedule(
+        "batch.batch_size", batch_size, "batch_size_fn", batch_size_value
+    )
+    unit = check_choice("batch.by", by, CURRICULUM_UNITS)
+    drop = check_bool("batch.drop_last", drop_last)
+    if fixed is not None:
+        if unit != "epoch":
+            raise PlanError.single(
+                "batch.by", "only applies to a batch-size schedule (got a fixed batch size)"
+            )
+        return BatchSpec(fixed, drop), None
+    if table:
+        first = table[0][1]
+    else:
+        assert callable(live)
+        try:
+            first = batch_size_value(live(0))
+        except PlanError as exc:
+            raise PlanError.single(
+                "batch.batch_size",
+                f"the batch-size function at {unit} 0: {exc.problems[0].message}",
+            ) from None
+        except Exception as exc:
+            raise PlanError.single(
+                "batch.batch_size",
+                f"the batch-size function failed at {unit} 0: {type(exc).__name__}: {exc}",
+            ) from exc
+    return BatchSpec(first, drop, table, fn, unit), live
 
 
 def batch_to_dict(spec: BatchSpec) -> dict[str, Any]:

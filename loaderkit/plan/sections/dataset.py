@@ -9,11 +9,19 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from loaderkit._checks import LIMITS, check_int, check_str, did_you_mean, thaw_value, unknown_keys
-from loaderkit.datasets import DatasetSource, make_source, rebuild, relative_to, source_problems
+from loaderkit.datasets import (
+    DatasetSource,
+    make_source,
+    plain_type_name,
+    rebuild,
+    relative_to,
+    source_of,
+    source_problems,
+)
 from loaderkit.errors import PlanError, PlanTypeError, Problem
-from loaderkit.plan.fields import binding_name, dataset_spec
+from loaderkit.plan.fields import RESERVED_BINDINGS, binding_name
 from loaderkit.plan.sections.base import FingerprintRow, Section
-from loaderkit.plan.specs import DATASET_KINDS, DatasetSpec
+from loaderkit.plan.specs import DATASET_KINDS, DatasetSpec, describe_dataset
 from loaderkit.registry import UnknownNameError
 
 if TYPE_CHECKING:
@@ -22,12 +30,36 @@ if TYPE_CHECKING:
 
 __all__ = [
     "SECTION",
+    "dataset_spec",
     "dataset_to_dict",
     "describe_recorded",
+    "described",
     "read_dataset",
     "read_source",
     "source_table",
 ]
+
+
+def dataset_spec(dataset: object, name: object = None) -> DatasetSpec:
+    """The spec of a live dataset bound under ``name`` (default ``"dataset"``)."""
+    binding = "dataset" if name is None else binding_name("dataset.name", name)
+    if binding in RESERVED_BINDINGS:
+        raise PlanError.single(
+            "dataset.name",
+            f"{binding!r} is reserved for an object the builder binds itself (collator, "
+            f"transform, length or weight functions, precomputed lengths or weights); name the "
+            f"dataset something else",
+        )
+    if dataset is None:
+        raise PlanTypeError.single("dataset", "got None; pass a dataset object")
+    return described(dataset, binding)
+
+
+def described(dataset: object, binding: str) -> DatasetSpec:
+    """``describe_dataset``, with the source a ``loaderkit.datasets.load`` result remembers."""
+    spec = describe_dataset(dataset, binding)
+    type_name = plain_type_name(dataset) or spec.type_name
+    return attrs.evolve(spec, source=source_of(dataset), type_name=type_name)
 
 
 def dataset_to_dict(ds: DatasetSpec) -> dict[str, Any]:

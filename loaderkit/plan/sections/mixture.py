@@ -19,7 +19,6 @@ from loaderkit.errors import PlanError, PlanTypeError, Problem
 from loaderkit.plan.fields import (
     RESERVED_BINDINGS,
     binding_name,
-    described,
     function_spec,
     is_function,
     until_table,
@@ -27,7 +26,12 @@ from loaderkit.plan.fields import (
 from loaderkit.plan.reader import value_fn
 from loaderkit.plan.sections.base import FingerprintRow, Section
 from loaderkit.plan.sections.common import callable_problems, function_table
-from loaderkit.plan.sections.dataset import dataset_to_dict, describe_recorded, read_dataset
+from loaderkit.plan.sections.dataset import (
+    dataset_to_dict,
+    describe_recorded,
+    described,
+    read_dataset,
+)
 from loaderkit.plan.specs import (
     CURRICULUM_UNITS,
     MIXTURE_BINDING,

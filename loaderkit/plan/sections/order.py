@@ -5,14 +5,31 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from loaderkit.plan.fields import order_spec
+from loaderkit._checks import check_bool, check_int
+from loaderkit.plan.fields import MAX_SEED
 from loaderkit.plan.sections.base import FingerprintRow, Section
 from loaderkit.plan.specs import OrderSpec
 
 if TYPE_CHECKING:
     from loaderkit.plan.reader import Reader
 
-__all__ = ["SECTION", "order_to_dict", "read_order"]
+__all__ = ["SECTION", "order_spec", "order_to_dict", "read_order"]
+
+
+def order_spec(shuffle: object, seed: object, buffer_size: object = None) -> OrderSpec:
+    """Whether to shuffle (a bool), the seed (an int in ``[0, 2**63)``), the stream buffer."""
+    value = check_int(
+        "order.seed", seed, minimum=0, maximum=MAX_SEED, fix="seeds are ints in [0, 2**63)"
+    )
+    buffer = None
+    if buffer_size is not None:
+        buffer = check_int(
+            "order.buffer_size",
+            buffer_size,
+            minimum=1,
+            fix="pass the number of samples the stream shuffle buffer holds",
+        )
+    return OrderSpec(check_bool("order.shuffle", shuffle), value, buffer)
 
 
 def order_to_dict(spec: OrderSpec) -> dict[str, Any]:
