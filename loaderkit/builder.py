@@ -33,7 +33,7 @@ from loaderkit.plan.sections.error_policy import (
 )
 from loaderkit.plan.sections.max_length import MaxLengthSpec, max_length_spec
 from loaderkit.plan.sections.mixture import mixture_spec
-from loaderkit.plan.sections.order import order_spec
+from loaderkit.plan.sections.order import OrderSpec, order_spec
 from loaderkit.plan.sections.sampling_weights import weights_spec
 from loaderkit.plan.sections.split import SplitSpec, split_spec
 from loaderkit.plan.sections.transform import transform_spec
@@ -54,7 +54,6 @@ from loaderkit.plan.specs import (
     MixtureMode,
     MixtureSpec,
     Modality,
-    OrderSpec,
     ScheduleUnit,
     StartMethod,
     WeightsSpec,

@@ -17,6 +17,7 @@ from loaderkit.plan.sections.cache import CacheSpec
 from loaderkit.plan.sections.checks import ChecksSpec
 from loaderkit.plan.sections.error_policy import ErrorPolicySpec
 from loaderkit.plan.sections.max_length import MaxLengthSpec
+from loaderkit.plan.sections.order import OrderSpec
 from loaderkit.plan.sections.split import SplitSpec
 from loaderkit.plan.specs import (
     DEFAULT_COLLATOR,
@@ -27,7 +28,6 @@ from loaderkit.plan.specs import (
     DatasetSpec,
     DistributedSpec,
     MixtureSpec,
-    OrderSpec,
     WeightsSpec,
     WorkersSpec,
 )

@@ -18,6 +18,7 @@ from loaderkit.plan.sections.bucketing import bucketing_problems, budget_padding
 from loaderkit.plan.sections.common import callable_problems, default_start_method, source_problems
 from loaderkit.plan.sections.max_length import MaxLengthSpec, max_length_problems
 from loaderkit.plan.sections.mixture import mixture_problems
+from loaderkit.plan.sections.order import OrderSpec
 from loaderkit.plan.sections.sampling_weights import weights_problems
 from loaderkit.plan.sections.split import SplitSpec, split_problems
 from loaderkit.plan.specs import (
@@ -28,7 +29,6 @@ from loaderkit.plan.specs import (
     DatasetSpec,
     DistributedSpec,
     MixtureSpec,
-    OrderSpec,
     WeightsSpec,
     WorkersSpec,
 )

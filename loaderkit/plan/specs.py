@@ -42,7 +42,6 @@ __all__ = [
     "MixtureMode",
     "MixtureSpec",
     "Modality",
-    "OrderSpec",
     "ScheduleUnit",
     "StartMethod",
     "WeightsSpec",
@@ -110,22 +109,6 @@ class DatasetSpec:
     def iterable(self) -> bool:
         """True for sources that can only be iterated (no random access)."""
         return self.kind in ITERABLE_KINDS
-
-
-@attrs.frozen
-class OrderSpec:
-    """Whether the epoch order is shuffled, and the seed every random stream derives from.
-
-    ``buffer_size`` is the shuffle buffer of an iterable (streamed) source, ``None`` otherwise.
-    """
-
-    shuffle: bool = False
-    seed: int = DEFAULT_SEED
-    buffer_size: int | None = None
-
-    def __repr__(self) -> str:
-        buffer = "" if self.buffer_size is None else f", buffer_size={self.buffer_size}"
-        return f"OrderSpec(shuffle={self.shuffle!r}, seed={self.seed!r}{buffer})"
 
 
 @attrs.frozen

@@ -2,7 +2,21 @@
 
 Each module of this package declares one section of a plan (a
 :class:`~loaderkit.plan.sections.base.Section`); :data:`SECTIONS` lists them in the order a
-plan file writes them. A new section is a new module and one line here.
+plan file writes them.
+
+Adding a data-only section ``foo`` is:
+
+1. ``foo.py`` here: its frozen spec, its constructor (called by the builder's ``with_foo``
+   and, through ``read_foo``, by plan loading), ``foo_to_dict``, ``read_foo``, its own rules
+   and ``SECTION = Section(...)`` declaring its file key, fingerprint kind (with a ``stream``
+   hook only for what differs from its table) and its rows of the fingerprint table;
+2. one line in :data:`SECTIONS` (and its import);
+3. the ``foo`` field of :class:`~loaderkit.plan.plan.LoaderPlan` (and of ``Setting``), and
+   ``with_foo`` with its ``repr`` call in the builder;
+4. :func:`fingerprint_table` pasted into ``docs/plan-format.md`` (a test compares them), and
+   a line in :func:`~loaderkit.plan.display.explain_plan`'s report if ``explain()`` shows it.
+
+Files, the fingerprint and the reader need no code: they walk :data:`SECTIONS`.
 """
 
 from __future__ import annotations

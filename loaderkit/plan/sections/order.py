@@ -5,15 +5,33 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+import attrs
+
 from loaderkit._checks import check_bool, check_int
 from loaderkit.plan.fields import MAX_SEED
 from loaderkit.plan.sections.base import FingerprintRow, Section
-from loaderkit.plan.specs import OrderSpec
+from loaderkit.plan.specs import DEFAULT_SEED
 
 if TYPE_CHECKING:
     from loaderkit.plan.reader import Reader
 
-__all__ = ["SECTION", "order_spec", "order_to_dict", "read_order"]
+__all__ = ["SECTION", "OrderSpec", "order_spec", "order_to_dict", "read_order"]
+
+
+@attrs.frozen
+class OrderSpec:
+    """Whether the epoch order is shuffled, and the seed every random stream derives from.
+
+    ``buffer_size`` is the shuffle buffer of an iterable (streamed) source, ``None`` otherwise.
+    """
+
+    shuffle: bool = False
+    seed: int = DEFAULT_SEED
+    buffer_size: int | None = None
+
+    def __repr__(self) -> str:
+        buffer = "" if self.buffer_size is None else f", buffer_size={self.buffer_size}"
+        return f"OrderSpec(shuffle={self.shuffle!r}, seed={self.seed!r}{buffer})"
 
 
 def order_spec(shuffle: object, seed: object, buffer_size: object = None) -> OrderSpec:
