@@ -14,7 +14,6 @@ from loaderkit._checks import Bindings, did_you_mean, thaw_value
 from loaderkit.errors import PlanError, PlanTypeError, Problem
 from loaderkit.plan.display import builder_html
 from loaderkit.plan.plan import PLAN_SECTIONS, SETTINGS, LoaderPlan, Setting
-from loaderkit.plan.preset import PresetSpec, preset_chain, preset_sections
 from loaderkit.plan.sections.batch import batch_schedule_spec
 from loaderkit.plan.sections.bucketing import bucketing_spec
 from loaderkit.plan.sections.cache import CacheSpec, CacheStage, CacheStorage, cache_spec
@@ -34,6 +33,7 @@ from loaderkit.plan.sections.error_policy import (
 from loaderkit.plan.sections.max_length import MaxLengthSpec, max_length_spec
 from loaderkit.plan.sections.mixture import mixture_spec
 from loaderkit.plan.sections.order import OrderSpec, order_spec
+from loaderkit.plan.sections.preset import PresetSpec, preset_chain, preset_sections
 from loaderkit.plan.sections.sampling_weights import weights_spec
 from loaderkit.plan.sections.split import SplitSpec, split_spec
 from loaderkit.plan.sections.transform import transform_spec

@@ -11,13 +11,13 @@ import attrs
 
 from loaderkit._checks import Bindings
 from loaderkit.errors import PlanError
-from loaderkit.plan.preset import PresetSpec
 from loaderkit.plan.sections import SECTIONS
 from loaderkit.plan.sections.cache import CacheSpec
 from loaderkit.plan.sections.checks import ChecksSpec
 from loaderkit.plan.sections.error_policy import ErrorPolicySpec
 from loaderkit.plan.sections.max_length import MaxLengthSpec
 from loaderkit.plan.sections.order import OrderSpec
+from loaderkit.plan.sections.preset import PresetSpec
 from loaderkit.plan.sections.split import SplitSpec
 from loaderkit.plan.specs import (
     DEFAULT_COLLATOR,
