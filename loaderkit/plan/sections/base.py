@@ -25,6 +25,7 @@ __all__ = [
     "FingerprintKind",
     "FingerprintRow",
     "Section",
+    "fields_table",
     "is_set",
     "stream_table",
 ]
@@ -46,6 +47,22 @@ class FingerprintRow:
     kind: FingerprintKind
     why: str
     """Why the field is (or is not) part of the fingerprint, and what of it is hashed."""
+
+
+def fields_table(
+    always: tuple[str, ...], when_set: tuple[str, ...] = ()
+) -> Callable[[object], dict[str, Any]]:
+    """A ``to_dict`` for a spec of plain fields: ``always`` written, ``when_set`` unless None.
+
+    The table's keys are the spec's field names, in the order given (``always`` first).
+    """
+
+    def to_dict(spec: object) -> dict[str, Any]:
+        out = {key: getattr(spec, key) for key in always}
+        out.update({key: getattr(spec, key) for key in when_set if getattr(spec, key) is not None})
+        return out
+
+    return to_dict
 
 
 def is_set(value: object) -> bool:

@@ -11,7 +11,7 @@ import attrs
 from loaderkit._checks import check_choice, check_int, check_str
 from loaderkit.datasets import absolute_path, confined
 from loaderkit.errors import PlanError, Problem
-from loaderkit.plan.sections.base import FingerprintRow, Section
+from loaderkit.plan.sections.base import FingerprintRow, Section, fields_table
 from loaderkit.plan.specs import CallableSpec, DatasetSpec, WorkersSpec
 
 if TYPE_CHECKING:
@@ -57,14 +57,8 @@ class CacheSpec:
     max_bytes: int | None = None
 
 
-def cache_to_dict(spec: CacheSpec) -> dict[str, Any]:
-    """The ``[cache]`` table of a plan file (execution only: never fingerprinted)."""
-    out: dict[str, Any] = {"storage": spec.storage, "stage": spec.stage}
-    if spec.path is not None:
-        out["path"] = spec.path
-    if spec.max_bytes is not None:
-        out["max_bytes"] = spec.max_bytes
-    return out
+cache_to_dict = fields_table(("storage", "stage"), ("path", "max_bytes"))
+"""The ``[cache]`` table of a plan file (execution only: never fingerprinted)."""
 
 
 def read_cache(reader: Reader, data: Mapping[str, Any]) -> CacheSpec | None:

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 from loaderkit._checks import check_bool, check_int
 from loaderkit.errors import PlanError
-from loaderkit.plan.sections.base import FingerprintRow, Section
+from loaderkit.plan.sections.base import FingerprintRow, Section, fields_table
 from loaderkit.plan.specs import DistributedSpec
 
 if TYPE_CHECKING:
@@ -41,14 +41,8 @@ def distributed_spec(
     return DistributedSpec(True, size, index, check_bool("distributed.even_batches", even_batches))
 
 
-def distributed_to_dict(spec: DistributedSpec) -> dict[str, Any]:
-    """The ``[distributed]`` table of a plan file; rank and world size only when fixed."""
-    out: dict[str, Any] = {"enabled": spec.enabled, "even_batches": spec.even_batches}
-    if spec.world_size is not None:
-        out["world_size"] = spec.world_size
-    if spec.rank is not None:
-        out["rank"] = spec.rank
-    return out
+distributed_to_dict = fields_table(("enabled", "even_batches"), ("world_size", "rank"))
+"""The ``[distributed]`` table of a plan file; rank and world size only when fixed."""
 
 
 def _stream(plan: LoaderPlan) -> dict[str, Any]:

@@ -9,7 +9,7 @@ import attrs
 
 from loaderkit._checks import check_bool, check_int
 from loaderkit.plan.fields import MAX_SEED
-from loaderkit.plan.sections.base import FingerprintRow, Section
+from loaderkit.plan.sections.base import FingerprintRow, Section, fields_table
 from loaderkit.plan.specs import DEFAULT_SEED
 
 if TYPE_CHECKING:
@@ -50,12 +50,9 @@ def order_spec(shuffle: object, seed: object, buffer_size: object = None) -> Ord
     return OrderSpec(check_bool("order.shuffle", shuffle), value, buffer)
 
 
-def order_to_dict(spec: OrderSpec) -> dict[str, Any]:
-    """The ``[order]`` table of a plan file (also what the fingerprint hashes)."""
-    out: dict[str, Any] = {"shuffle": spec.shuffle, "seed": spec.seed}
-    if spec.buffer_size is not None:  # absent otherwise: older fingerprints are unchanged
-        out["buffer_size"] = spec.buffer_size
-    return out
+order_to_dict = fields_table(("shuffle", "seed"), ("buffer_size",))
+"""The ``[order]`` table of a plan file (also what the fingerprint hashes); ``buffer_size``
+only when set, so that older fingerprints are unchanged."""
 
 
 def read_order(reader: Reader, data: Mapping[str, Any]) -> OrderSpec | None:

@@ -11,7 +11,7 @@ from loaderkit._checks import check_int, check_str, did_you_mean
 from loaderkit.errors import PlanError, Problem
 from loaderkit.order.split import decimal_ratio, split_sizes
 from loaderkit.plan.fields import MAX_SEED
-from loaderkit.plan.sections.base import FingerprintRow, Section
+from loaderkit.plan.sections.base import FingerprintRow, Section, fields_table
 from loaderkit.plan.specs import BatchSpec, DatasetSpec, DistributedSpec, MixtureSpec
 
 if TYPE_CHECKING:
@@ -44,17 +44,9 @@ class SplitSpec:
     stratify_by: str | None = None
 
 
-def split_to_dict(spec: SplitSpec) -> dict[str, Any]:
-    """The ``[split]`` table of a plan file (also what the fingerprint hashes).
-
-    Sizes keep their type: a float is a fraction, an int a number of samples.
-    """
-    out: dict[str, Any] = {"val": spec.val, "test": spec.test}
-    if spec.seed is not None:
-        out["seed"] = spec.seed
-    if spec.stratify_by is not None:
-        out["stratify_by"] = spec.stratify_by
-    return out
+split_to_dict = fields_table(("val", "test"), ("seed", "stratify_by"))
+"""The ``[split]`` table of a plan file (also what the fingerprint hashes). Sizes keep their
+type: a float is a fraction, an int a number of samples."""
 
 
 def read_split(reader: Reader, data: Mapping[str, Any]) -> SplitSpec | None:

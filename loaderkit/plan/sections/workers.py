@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 from loaderkit._checks import LIMITS, check_choice, check_int, check_number, check_optional_bool
 from loaderkit.errors import PlanError
-from loaderkit.plan.sections.base import FingerprintRow, Section
+from loaderkit.plan.sections.base import FingerprintRow, Section, fields_table
 from loaderkit.plan.specs import START_METHODS, WorkersSpec
 from loaderkit.plan.workers import num_workers_value, resolve_workers
 
@@ -79,9 +79,8 @@ def workers_spec(
 _KEYS = ("num_workers", "prefetch_factor", "persistent", "pin_memory", "start_method", "timeout")
 
 
-def workers_to_dict(spec: WorkersSpec) -> dict[str, Any]:
-    """The ``[workers]`` table of a plan file; ``None`` (automatic) settings are left out."""
-    return {key: getattr(spec, key) for key in _KEYS if getattr(spec, key) is not None}
+workers_to_dict = fields_table((), _KEYS)
+"""The ``[workers]`` table of a plan file; ``None`` (automatic) settings are left out."""
 
 
 def _stream(plan: LoaderPlan) -> dict[str, Any]:
