@@ -1,6 +1,6 @@
 """Batch contracts at run time: the checks of ``with_checks`` applied to delivered batches.
 
-The plan holds the contract (:class:`~loaderkit.plan.specs.ChecksSpec`, made by
+The plan holds the contract (:class:`~loaderkit.plan.sections.checks.ChecksSpec`, made by
 ``DataLoaderBuilder.with_checks`` and kept in plan files); the loader runs it here, in the main
 process, on the batch it is about to hand over (after the copy to the device and the collator's
 ``on_device``), so what is checked is what the training step receives. A violation raises
@@ -21,7 +21,7 @@ import torch
 
 from loaderkit._checks import did_you_mean
 from loaderkit.errors import DataError
-from loaderkit.plan.specs import ChecksSpec, ClassCheck, LabelPadCheck
+from loaderkit.plan.sections.checks import ChecksSpec, ClassCheck, LabelPadCheck
 
 if TYPE_CHECKING:
     from loaderkit.plan.plan import LoaderPlan
@@ -269,7 +269,7 @@ def _first(values: torch.Tensor, bad: torch.Tensor) -> tuple[list[int], str]:
 
 
 class BatchChecker:
-    """Runs a :class:`~loaderkit.plan.specs.ChecksSpec` on batches (see ``with_checks``)."""
+    """Runs a :class:`~loaderkit.plan.sections.checks.ChecksSpec` on batches (``with_checks``)."""
 
     def __init__(self, spec: ChecksSpec, collator: str = "", *, origin: str = "") -> None:
         self.spec = spec

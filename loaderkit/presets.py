@@ -46,9 +46,9 @@ from loaderkit._checks import FrozenMap, check_bool, did_you_mean, freeze_value
 from loaderkit.builder import DataLoaderBuilder, dataset_arg
 from loaderkit.errors import PlanError, PlanTypeError, Problem
 from loaderkit.plan.display import default_num_buckets
-from loaderkit.plan.fields import dataset_spec
 from loaderkit.plan.plan import Setting
-from loaderkit.plan.preset import PresetSpec
+from loaderkit.plan.sections.dataset import dataset_spec
+from loaderkit.plan.sections.preset import PresetSpec
 from loaderkit.registry import Registry, RegistryEntry
 
 __all__ = [

@@ -44,6 +44,7 @@ from pathlib import Path
 import pytest
 
 from loaderkit import LoaderPlan
+from loaderkit.plan.sections import fingerprint_table
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs"
@@ -419,6 +420,25 @@ def test_plan_documents_load(where: str, suffix: str, text: str, tmp_path: Path)
     except Exception as exc:  # noqa: BLE001 - any failure is reported with the doc's place
         pytest.fail(f"{where}: the plan does not load: {type(exc).__name__}: {exc}", pytrace=False)
     assert LoaderPlan.from_dict(plan.to_dict(), require_bindings=False) == plan
+
+
+@pytest.mark.parametrize("page", ["docs/plan-format.md"])
+def test_the_fingerprint_table_is_the_one_the_sections_declare(page: str) -> None:
+    """The table is generated from ``loaderkit.plan.sections`` and committed: it cannot drift."""
+    text = (ROOT / page).read_text(encoding="utf-8")
+    header = "| field | kind | why |\n| --- | --- | --- |\n"
+    start = text.index(header, text.index("## The stream fingerprint"))
+    table = text[start : text.index("\n\n", start) + 1]
+    expected = fingerprint_table()
+    if table != expected:
+        diff = "\n".join(
+            difflib.unified_diff(table.splitlines(), expected.splitlines(), lineterm="")
+        )
+        pytest.fail(
+            f"{page}: the fingerprint table differs from loaderkit.plan.sections' declarations; "
+            f"paste fingerprint_table() in its place:\n{diff}",
+            pytrace=False,
+        )
 
 
 def test_the_parser_pairs_blocks_and_honours_no_run() -> None:

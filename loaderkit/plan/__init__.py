@@ -5,13 +5,13 @@ holds are in :mod:`loaderkit.plan.specs`.
 """
 
 from loaderkit.plan.plan import SCHEMA_VERSION, SETTINGS, LoaderPlan, Setting
+from loaderkit.plan.sections.order import OrderSpec
 from loaderkit.plan.specs import (
     DEFAULT_SEED,
     BatchSpec,
     CallableSpec,
     DatasetSpec,
     DistributedSpec,
-    OrderSpec,
     WorkersSpec,
 )
 

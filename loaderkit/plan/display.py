@@ -16,13 +16,19 @@ from loaderkit.order.padding import NO_PADDING, BatchPadding, PackedRows
 from loaderkit.order.shard import ShardLayout
 from loaderkit.order.split import split_sizes
 from loaderkit.plan.padding_rule import bucket_padding
+from loaderkit.plan.sections.cache import cache_line
+from loaderkit.plan.sections.checks import checks_line
+from loaderkit.plan.sections.curriculum import curriculum_line
+from loaderkit.plan.sections.error_policy import error_line
+from loaderkit.plan.sections.max_length import max_length_line
+from loaderkit.plan.sections.sampling_weights import weights_line
+from loaderkit.plan.sections.split import split_line
+from loaderkit.plan.sections.workers import workers_line
 from loaderkit.plan.specs import (
-    SKIPPED_RECORDS_KEPT,
     BatchSpec,
     BucketingSpec,
     dataset_summary,
 )
-from loaderkit.plan.workers import resolve_workers
 
 if TYPE_CHECKING:
     from loaderkit.plan.plan import LoaderPlan
@@ -194,48 +200,6 @@ def _mixture_line(plan: LoaderPlan) -> str:
     return line
 
 
-def _checks_line(plan: LoaderPlan) -> str:
-    spec = plan.checks
-    assert spec is not None
-    parts = []
-    for kind in spec.kinds:
-        value = getattr(spec, kind)
-        parts.append(f"{kind} ({value.mode})" if kind == "label_pad" else f"{kind} ({len(value)})")
-    when = "the first batch of each iteration"
-    if spec.every == 1:
-        when = "every batch"
-    elif spec.every is not None:
-        when += f" and batches 0, {spec.every}, {2 * spec.every}, ... of each epoch"
-    return f"{', '.join(parts)} on {when}; a violation raises DataError"
-
-
-def _split_line(plan: LoaderPlan) -> str:
-    spec = plan.split
-    assert spec is not None
-    seed = plan.order.seed if spec.seed is None else spec.seed
-    how = f" (stratified by {spec.stratify_by!r})" if spec.stratify_by else ""
-    n = plan.dataset.length
-    if n is None:
-        return f"val {spec.val!r}, test {spec.test!r}{how}, seed {seed}"
-    train, val, test = split_sizes(n, spec.val, spec.test)
-    return f"train {train:,}, val {val:,}, test {test:,} samples{how}, seed {seed}"
-
-
-def _max_length_line(plan: LoaderPlan) -> str:
-    spec = plan.max_length
-    assert spec is not None
-    if spec.fn is not None:
-        text = f"from {spec.fn.describe()} per {spec.by}"
-    elif spec.schedule:
-        table = spec.schedule
-        parts = [f"{length} until {until:g}" for until, length in table[:-1]]
-        parts.append(f"then {table[-1][1]}" if parts else str(table[-1][1]))
-        text = f"by {spec.by}: {', '.join(parts)}"
-    else:
-        text = f"{spec.value}"
-    return f"{text} tokens, applied by the collator ({plan.collator.describe()})"
-
-
 def _batch_schedule(batch: BatchSpec) -> str:
     """``"progressive by step: 16 until 100, 32 until 200, then 64"``."""
     if batch.fn is not None:
@@ -246,67 +210,6 @@ def _batch_schedule(batch: BatchSpec) -> str:
     parts = [f"{size} until {until:g}" for until, size in table[:-1]]
     parts.append(f"then {table[-1][1]}" if parts else f"{table[-1][1]}")
     return f"progressive by {batch.by}: {', '.join(parts)}"
-
-
-def _cache_line(plan: LoaderPlan) -> str:
-    """``"disk at 'cache/' (shared by every process), fetched samples (before the transform)"``."""
-    spec = plan.cache
-    assert spec is not None
-    if spec.storage == "disk":
-        where = f"disk at {spec.path!r} (shared by every process)"
-    elif plan.workers.num_workers == "auto":
-        where = "memory of each worker (of the main process if auto resolves to 0 workers)"
-    elif plan.workers.num_workers > 0:
-        where = f"memory of each of the {plan.workers.num_workers} workers"
-    else:
-        where = "memory of the main process"
-    stage = (
-        "fetched samples (before the transform)"
-        if spec.stage == "fetched"
-        else "transformed samples (the transform runs once per sample)"
-    )
-    limit = "" if spec.max_bytes is None else f", at most {spec.max_bytes:,} bytes"
-    return f"{where}, {stage}{limit}"
-
-
-def _error_line(plan: LoaderPlan) -> str:
-    spec = plan.error_policy
-    limits = []
-    if spec.max_errors is not None:
-        limits.append(f"at most {spec.max_errors:,} samples")
-    if spec.max_error_rate is not None:
-        limits.append(f"at most {spec.max_error_rate:.2%} of the samples read")
-    budget = f"{' and '.join(limits)} per {spec.per}" if limits else "no limit"
-    return (
-        f"skip samples that fail to load or transform ({budget}); each one is counted in "
-        f"loader.skip_counts, recorded in loader.skipped (the last "
-        f"{SKIPPED_RECORDS_KEPT:,}) and logged"
-    )
-
-
-def _workers_line(plan: LoaderPlan) -> str:
-    w = plan.workers
-    try:
-        r = resolve_workers(w, check_machine=False)  # "auto" as this machine resolves it
-    except PlanError as exc:  # a malformed LOCAL_WORLD_SIZE: build() raises it too
-        return f"auto, resolved at build; on this machine it cannot be: {exc}"
-    if r.auto is not None:
-        text = f"{r.reason} (on this machine; build() resolves it where it runs)"
-    else:
-        text = "0 (load in the main process)" if r.num_workers == 0 else str(r.num_workers)
-    if r.num_workers > 0:
-        prefetch = f"prefetch {r.prefetch_factor}" if r.prefetch_factor else "prefetch auto (2)"
-        persistent = {None: "persistent auto (on)", True: "persistent", False: "not persistent"}[
-            r.persistent
-        ]
-        if plan.dataset.iterable:
-            persistent = "started for every pass over the stream"
-        start = r.start_method or "platform default start method"
-        text = f"{text}, {prefetch}, {persistent}, {start}"
-        if r.timeout:
-            text += f", timeout {r.timeout:g} s"
-    pin = {None: "auto (when delivering to CUDA)", True: "on", False: "off"}[r.pin_memory]
-    return f"{text}; pin memory {pin}"
 
 
 def _bucketing_line(plan: LoaderPlan) -> str:
@@ -325,31 +228,6 @@ def _bucketing_line(plan: LoaderPlan) -> str:
     elif spec.length.kind == "column":
         text += "; lengths read at build (for HF columns: Arrow list lengths, nothing decoded)"
     return text + "; padding estimated by loader.explain()"
-
-
-def _weights_line(plan: LoaderPlan) -> str:
-    spec = plan.sampling_weights
-    assert spec is not None
-    draws = f"{spec.num_samples:,}" if spec.num_samples else "dataset-size"
-    how = "with replacement" if spec.replacement else "without replacement (a weighted order)"
-    return (
-        f"weighted by {spec.source.describe()}, {draws} draws per epoch {how}; keyed by "
-        f"(seed, epoch)"
-    )
-
-
-def _curriculum_line(plan: LoaderPlan) -> str:
-    spec = plan.curriculum
-    assert spec is not None
-    if spec.fn is not None:
-        how = f"competence from {spec.fn.describe()}"
-    elif spec.schedule == "discrete":
-        table = ", ".join(f"{c:g} until {u:g}" for u, c in spec.steps)
-        how = f"competence {table}, then 1"
-    else:
-        shape = "linear" if spec.schedule == "linear" else f"root (degree {spec.degree:g})"
-        how = f"{shape} competence from {spec.start:g} to 1 over {spec.horizon:g} {spec.by}s"
-    return f"easiest first by {spec.difficulty.describe()}, {how}, per {spec.by}"
 
 
 def _budget_unit(spec: BucketingSpec) -> str:
@@ -525,22 +403,22 @@ def explain_plan(plan: LoaderPlan) -> str:
         f"LoaderPlan {plan.fingerprint[:12]}{status}",
         f"  source      {dataset_summary(plan.dataset)}",
         *([f"  preset      {plan.preset.describe()}"] if plan.preset else []),
-        *([f"  split       {_split_line(plan)}"] if plan.split else []),
+        *([f"  split       {split_line(plan)}"] if plan.split else []),
         f"  order       {order}",
         f"  batches     {batch_line}",
         *(f"              {n}" for n in notes),
         f"  collator    {plan.collator.describe()}"
         + (f"  ({plan.collator.reason})" if plan.collator.reason else ""),
         *([f"  bucketing   {bucketing}"] if bucketing else []),
-        *([f"  sampling    {_weights_line(plan)}"] if plan.sampling_weights else []),
-        *([f"  curriculum  {_curriculum_line(plan)}"] if plan.curriculum else []),
+        *([f"  sampling    {weights_line(plan)}"] if plan.sampling_weights else []),
+        *([f"  curriculum  {curriculum_line(plan)}"] if plan.curriculum else []),
         *([f"  mixture     {_mixture_line(plan)}"] if plan.mixture else []),
-        *([f"  max length  {_max_length_line(plan)}"] if plan.max_length else []),
-        *([f"  checks      {_checks_line(plan)}"] if plan.checks else []),
+        *([f"  max length  {max_length_line(plan)}"] if plan.max_length else []),
+        *([f"  checks      {checks_line(plan)}"] if plan.checks else []),
         f"  transform   {transform}",
-        *([f"  errors      {_error_line(plan)}"] if plan.error_policy.policy != "raise" else []),
-        f"  workers     {_workers_line(plan)}",
-        *([f"  cache       {_cache_line(plan)}"] if plan.cache else []),
+        *([f"  errors      {error_line(plan)}"] if plan.error_policy.policy != "raise" else []),
+        f"  workers     {workers_line(plan)}",
+        *([f"  cache       {cache_line(plan)}"] if plan.cache else []),
         f"  device      {plan.device}",
         f"  distributed {dist_line}",
         f"  fingerprint {plan.fingerprint}",

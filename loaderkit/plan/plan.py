@@ -11,22 +11,23 @@ import attrs
 
 from loaderkit._checks import Bindings
 from loaderkit.errors import PlanError
-from loaderkit.plan.preset import PresetSpec
+from loaderkit.plan.sections import SECTIONS
+from loaderkit.plan.sections.cache import CacheSpec
+from loaderkit.plan.sections.checks import ChecksSpec
+from loaderkit.plan.sections.error_policy import ErrorPolicySpec
+from loaderkit.plan.sections.max_length import MaxLengthSpec
+from loaderkit.plan.sections.order import OrderSpec
+from loaderkit.plan.sections.preset import PresetSpec
+from loaderkit.plan.sections.split import SplitSpec
 from loaderkit.plan.specs import (
     DEFAULT_COLLATOR,
     BatchSpec,
     BucketingSpec,
-    CacheSpec,
     CallableSpec,
-    ChecksSpec,
     CurriculumSpec,
     DatasetSpec,
     DistributedSpec,
-    ErrorPolicySpec,
-    MaxLengthSpec,
     MixtureSpec,
-    OrderSpec,
-    SplitSpec,
     WeightsSpec,
     WorkersSpec,
 )
@@ -90,10 +91,8 @@ class LoaderPlan:
     def __attrs_post_init__(self) -> None:
         from loaderkit.plan.rules import plan_problems
 
-        sections = {
-            name: getattr(self, name) for name in PLAN_SECTIONS if name not in ("device", "preset")
-        }
-        problems = plan_problems(**sections, bindings=self.bindings)
+        sections = {name: getattr(self, name) for name in PLAN_SECTIONS}
+        problems = plan_problems(sections, self.bindings)
         if problems:
             raise PlanError(problems)
 
@@ -333,6 +332,11 @@ SETTINGS: tuple[Setting, ...] = get_args(Setting)
 """The names :data:`Setting` accepts, at run time (read from the type, so they cannot drift)."""
 
 _SOURCES = ("dataset", "mixture", "preset")
+if {section.name for section in SECTIONS} != set(PLAN_SECTIONS):
+    raise AssertionError(  # pragma: no cover - a section added to LoaderPlan but not declared
+        "loaderkit.plan.sections.SECTIONS must declare every section of LoaderPlan: "
+        f"{sorted(set(PLAN_SECTIONS) ^ {section.name for section in SECTIONS})} differ"
+    )
 if set(SETTINGS) | set(_SOURCES) != set(PLAN_SECTIONS) or set(SETTINGS) & set(_SOURCES):
     raise AssertionError(  # pragma: no cover - a section added to LoaderPlan but not here
         f"Setting must name every section of LoaderPlan but {_SOURCES}: "

@@ -7,477 +7,34 @@ builds. Nothing here spawns a process or loads data.
 
 from __future__ import annotations
 
-import contextlib
-import multiprocessing
-import pickle
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
+from typing import Any
 
-import attrs
-import numpy as np
-
-from loaderkit._checks import LIMITS, did_you_mean
-from loaderkit.collators import collators
+from loaderkit._checks import LIMITS
 from loaderkit.errors import PlanError, Problem
-from loaderkit.order.padding import PackedRows
-from loaderkit.order.split import split_sizes
-from loaderkit.plan.padding_rule import registry_padding
+from loaderkit.plan.sections import SECTIONS
+from loaderkit.plan.sections.batch import batch_schedule_problems
+from loaderkit.plan.sections.bucketing import bucketing_problems, budget_padding_problems
+from loaderkit.plan.sections.common import callable_problems, default_start_method, source_problems
+from loaderkit.plan.sections.max_length import MaxLengthSpec, max_length_problems
+from loaderkit.plan.sections.mixture import mixture_problems
+from loaderkit.plan.sections.order import OrderSpec
+from loaderkit.plan.sections.sampling_weights import weights_problems
+from loaderkit.plan.sections.split import SplitSpec, split_problems
 from loaderkit.plan.specs import (
     BatchSpec,
     BucketingSpec,
-    CacheSpec,
     CallableSpec,
-    ChecksSpec,
     CurriculumSpec,
     DatasetSpec,
     DistributedSpec,
-    ErrorPolicySpec,
-    LengthSource,
-    MaxLengthSpec,
     MixtureSpec,
-    OrderSpec,
-    SplitSpec,
     WeightsSpec,
     WorkersSpec,
 )
 from loaderkit.plan.workers import resolve_auto_workers
-from loaderkit.registry import PluginNotImportedError
-from loaderkit.transforms import transforms
 
 __all__ = ["default_start_method", "plan_problems"]
-
-
-def default_start_method() -> str:
-    """The start method workers get when the plan names none (this platform's default)."""
-    chosen = multiprocessing.get_start_method(allow_none=True)
-    return chosen or multiprocessing.get_all_start_methods()[0]
-
-
-def _callable_problems(
-    path: str,
-    spec: CallableSpec,
-    bindings: Mapping[str, object] | None,
-    needs_pickle: str | None,
-) -> list[Problem]:
-    problems: list[Problem] = []
-    if spec.source == "registry":
-        registry = collators if path == "collator" else transforms
-        if spec.name not in registry:
-            problems.append(Problem(path, registry.unknown_message(spec.name)))
-        elif path == "collator":
-            try:
-                found = registry.get(spec.name).option_problems(dict(spec.options))
-            except PluginNotImportedError:  # inspecting: a plugin's options are checked to build
-                found = []
-            for option, message in found:
-                where = f"{path}.options.{option}" if option else f"{path}.options"
-                problems.append(Problem(where, message))
-        return problems
-    if bindings is None:
-        return problems
-    if spec.name not in bindings:
-        problems.append(
-            Problem(
-                path,
-                f"no object bound to {spec.name!r}; give the object to the builder, or pass "
-                f"bindings={{{spec.name!r}: ...}} when loading the plan",
-            )
-        )
-        return problems
-    if needs_pickle and spec.source == "binding":
-        obj = bindings[spec.name]
-        try:
-            pickle.dumps(obj)
-        except Exception as exc:  # noqa: BLE001 - any pickling failure is the same problem
-            label = getattr(obj, "__qualname__", type(obj).__name__)
-            problems.append(
-                Problem(
-                    path,
-                    f"{label!r} cannot be pickled ({type(exc).__name__}: {exc}), but workers "
-                    f"started with {needs_pickle!r} must receive it by pickling; define it at "
-                    f"module level, or use with_workers(..., start_method='fork')",
-                )
-            )
-    return problems
-
-
-def _source_problems(
-    path: str,
-    source: LengthSource,
-    dataset: DatasetSpec | None,
-    bindings: Mapping[str, object] | None,
-    needs_pickle: str | None,
-) -> list[Problem]:
-    """Problems of a per-sample value source (column, values, function)."""
-    problems: list[Problem] = []
-    if (
-        source.kind == "column"
-        and dataset is not None
-        and dataset.columns
-        and source.name not in dataset.columns
-    ):
-        problems.append(
-            Problem(
-                path,
-                f"column {source.name!r} is not in dataset {dataset.binding!r} (columns: "
-                f"{', '.join(dataset.columns)}){did_you_mean(source.name, dataset.columns)}",
-            )
-        )
-    if source.kind == "array" and bindings is not None:
-        if source.name not in bindings:
-            problems.append(
-                Problem(
-                    path,
-                    f"no object bound to {source.name!r}; give the values to the builder, or "
-                    f"pass bindings={{{source.name!r}: values}} when loading",
-                )
-            )
-        else:
-            size = len(bindings[source.name])  # type: ignore[arg-type]
-            if dataset is not None and dataset.length is not None and size != dataset.length:
-                problems.append(
-                    Problem(
-                        path,
-                        f"has {size} values but dataset {dataset.binding!r} has "
-                        f"{dataset.length} samples; pass one value per sample",
-                    )
-                )
-    if source.kind == "callable" and source.fn is not None:
-        problems.extend(_callable_problems(path, source.fn, bindings, needs_pickle))
-    return problems
-
-
-def _weights_problems(
-    spec: WeightsSpec,
-    dataset: DatasetSpec | None,
-    bindings: Mapping[str, object] | None,
-    needs_pickle: str | None,
-) -> list[Problem]:
-    problems = _source_problems(
-        "sampling_weights.weights", spec.source, dataset, bindings, needs_pickle
-    )
-    if dataset is not None and dataset.iterable:
-        problems.append(
-            Problem(
-                "sampling_weights",
-                f"needs random access to draw samples, and {dataset.binding!r} is an iterable "
-                f"dataset; pass a map-style dataset",
-            )
-        )
-    size = dataset.length if dataset is not None else None
-    if not spec.replacement and size and spec.num_samples is not None and spec.num_samples > size:
-        problems.append(
-            Problem(
-                "sampling_weights.num_samples",
-                f"draws {spec.num_samples} samples without replacement from {size}; lower "
-                f"num_samples or set replacement=True",
-            )
-        )
-    return problems
-
-
-def _bucketing_problems(
-    spec: BucketingSpec,
-    dataset: DatasetSpec | None,
-    batch: BatchSpec,
-    bindings: Mapping[str, object] | None,
-    needs_pickle: str | None,
-    mixture: MixtureSpec | None,
-) -> list[Problem]:
-    problems: list[Problem] = []
-    if dataset is not None and dataset.iterable:
-        problems.append(
-            Problem(
-                "bucketing",
-                f"needs random access to group samples by length, and {dataset.binding!r} is an "
-                f"iterable dataset; pass a map-style dataset",
-            )
-        )
-    if mixture is not None and spec.length.kind == "column":
-        # lengths are read source by source: the column must be in every one of them
-        for source in mixture.sources:
-            if source.columns and spec.length.name not in source.columns:
-                problems.append(
-                    Problem(
-                        "bucketing.length",
-                        f"column {spec.length.name!r} is not in mixture source "
-                        f"{source.binding!r} (columns: {', '.join(source.columns)})"
-                        f"{did_you_mean(spec.length.name, source.columns)}; the lengths are "
-                        f"read from every source, so every source needs it (or give a "
-                        f"function of a sample)",
-                    )
-                )
-        checked = None  # the combined spec lists only the columns shared by every source
-    else:
-        checked = dataset
-    problems.extend(
-        _source_problems("bucketing.length", spec.length, checked, bindings, needs_pickle)
-    )
-    samples = dataset.length if dataset is not None else None
-    if samples and spec.num_buckets is not None and spec.num_buckets > samples:
-        problems.append(
-            Problem(
-                "bucketing.num_buckets",
-                f"must be <= the {samples} samples of the dataset (got {spec.num_buckets})",
-            )
-        )
-    if spec.max_tokens is not None and batch.batch_size != 1:
-        problems.append(
-            Problem(
-                "batch.batch_size",
-                f"with a token budget (max_tokens={spec.max_tokens}) the batch size varies (got "
-                f"batch_size={batch.batch_size}); drop the fixed size with "
-                f".with_batch_size(None), or cap samples per batch with "
-                f".with_bucketing(..., max_batch_size={batch.batch_size})",
-                related=("bucketing",),
-            )
-        )
-    if spec.max_tokens is None and spec.max_batch_size is not None:
-        problems.append(
-            Problem(
-                "bucketing.max_batch_size",
-                f"only applies with max_tokens (got {spec.max_batch_size}); set the batch size "
-                f"with with_batch_size",
-            )
-        )
-    return problems
-
-
-def _budget_padding_problems(
-    spec: BucketingSpec, collator: CallableSpec, max_length: MaxLengthSpec | None
-) -> list[Problem]:
-    """What keeps a token budget from holding the collator's padded batches, data unseen.
-
-    The budget bounds the padded tensor (the collator's ``padded_length()``): a registry
-    collator that pads every batch wider than the budget (``padding="max_length"``, rows of
-    ``packed``, a ``pad_to_multiple_of`` above it) leaves no batch possible; and ``packed``
-    rows narrowed per step by ``with_max_length`` are more numerous than the planner counts.
-    """
-    if spec.max_tokens is None or collator.source != "registry":
-        return []
-    from loaderkit.order.token_budget import oversize_sample
-
-    padding = None
-    with contextlib.suppress(PlanError, PluginNotImportedError):  # reported by the collator
-        padding = registry_padding(collator)
-    if padding is None:
-        return []
-    problems: list[Problem] = []
-    if oversize_sample(np.ones(1, dtype=np.int64), spec.max_tokens, spec.cost, padding):
-        problems.append(
-            Problem(
-                "bucketing.max_tokens",
-                f"no batch fits: collator {collator.name!r} pads even a one-token sample "
-                f"beyond max_tokens={spec.max_tokens} (cost={spec.cost}; "
-                f"{padding.describe()}); raise max_tokens, or lower the collator's max_length "
-                f"or pad_to_multiple_of",
-                related=("collator",),
-            )
-        )
-    if isinstance(padding, PackedRows) and max_length is not None:
-        problems.append(
-            Problem(
-                "max_length",
-                f"a sequence-length schedule narrows the packed rows, so a batch fills more "
-                f"rows than the token budget (max_tokens={spec.max_tokens}) was cut for; drop "
-                f"the schedule with .without('max_length'), or the token budget with "
-                f".with_bucketing(...) without max_tokens",
-                related=("bucketing", "collator"),
-            )
-        )
-    return problems
-
-
-def _batch_schedule_problems(
-    batch: BatchSpec,
-    bindings: Mapping[str, object] | None,
-    bucketing: BucketingSpec | None,
-    sampling_weights: WeightsSpec | None,
-    curriculum: CurriculumSpec | None,
-    mixture: MixtureSpec | None,
-) -> list[Problem]:
-    problems: list[Problem] = []
-    if batch.fn is not None:  # runs in the main process: no pickling needed
-        problems.extend(_callable_problems("batch.batch_size", batch.fn, bindings, None))
-    if bucketing is not None:
-        problems.append(
-            Problem(
-                "batch.batch_size",
-                "a batch-size schedule cannot be combined with with_bucketing yet; use a fixed "
-                "batch size (or a token budget, which sizes batches itself)",
-                related=("bucketing",),
-            )
-        )
-    if curriculum is not None and curriculum.by == "step":
-        problems.append(
-            Problem(
-                "batch.batch_size",
-                "a batch-size schedule cannot be combined with a per-step curriculum yet (its "
-                "steps per epoch follow the batch size); use with_curriculum(..., by='epoch')",
-            )
-        )
-    others = [
-        label
-        for spec, label in (
-            (sampling_weights, "with_sampling_weights"),
-            (curriculum, "with_curriculum"),
-            (mixture, "with_mixture"),
-        )
-        if spec is not None
-    ]
-    if batch.by == "step" and others:
-        problems.append(
-            Problem(
-                "batch.by",
-                f"a per-step batch-size schedule works with plain (shuffled or sequential) "
-                f"order, not yet with {others[0]}; use by='epoch'",
-            )
-        )
-    return problems
-
-
-def _max_length_problems(
-    spec: MaxLengthSpec, collator: CallableSpec, bindings: Mapping[str, object] | None
-) -> list[Problem]:
-    problems: list[Problem] = []
-    if spec.fn is not None:  # runs in the main process: no pickling needed
-        problems.extend(_callable_problems("max_length", spec.fn, bindings, None))
-    if collator.source == "registry":
-        entry = None
-        if collator.name in collators:
-            with contextlib.suppress(PluginNotImportedError):  # inspecting: checked to build
-                entry = collators.get(collator.name)
-        if entry is not None:
-            factory = entry.factory
-            if not getattr(factory, "supports_max_length", False):
-                able = [  # the collators imported: listing them imports no plugin
-                    found.name
-                    for found in map(collators.loaded, collators.names())
-                    if found is not None and getattr(found.factory, "supports_max_length", False)
-                ]
-                problems.append(
-                    Problem(
-                        "max_length",
-                        f"collator {collator.name!r} has no max_length to apply a "
-                        f"sequence-length schedule to; use one that does ({', '.join(able)})",
-                        related=("collator",),
-                    )
-                )
-    elif (
-        collator.source == "binding"
-        and bindings is not None
-        and collator.name in bindings
-        and not callable(getattr(bindings[collator.name], "with_max_length", None))
-    ):
-        problems.append(
-            Problem(
-                "max_length",
-                f"the collator bound to {collator.name!r} has no with_max_length(n) method "
-                f"to apply a sequence-length schedule; give it one (see "
-                f"loaderkit.collators.Collator.with_max_length) or use the 'text' collator",
-            )
-        )
-    return problems
-
-
-def _mixture_problems(
-    mixture: MixtureSpec,
-    dataset: DatasetSpec | None,
-    bindings: Mapping[str, object] | None,
-    needs_pickle: str | None,
-    bucketing: BucketingSpec | None,
-    sampling_weights: WeightsSpec | None,
-    curriculum: CurriculumSpec | None,
-) -> list[Problem]:
-    problems: list[Problem] = []
-    if dataset is not None and dataset.kind != "mixture":
-        problems.append(
-            Problem(
-                "mixture",
-                f"the plan reads dataset {dataset.binding!r} and a mixture; with_mixture "
-                f"replaces with_dataset, so use one of them",
-            )
-        )
-    elif dataset is not None and dataset.length != sum(mixture.sizes):
-        problems.append(
-            Problem(
-                "dataset.length",
-                f"is {dataset.length} but the mixture's sources hold {sum(mixture.sizes)} "
-                f"samples; compile the plan again",
-            )
-        )
-    for source in mixture.sources:
-        if bindings is not None and source.binding not in bindings:
-            problems.append(
-                Problem(
-                    f"mixture.sources.{source.binding}",
-                    f"no object bound to {source.binding!r}; pass bindings="
-                    f"{{{source.binding!r}: your_dataset}} when loading",
-                )
-            )
-    if mixture.fn is not None:
-        # weight functions run in the main process: no pickling needed
-        problems.extend(_callable_problems("mixture.weights", mixture.fn, bindings, None))
-    if bucketing is not None:
-        problems.extend(_mixture_bucketing_problems(mixture))
-    for other, label in (
-        (sampling_weights, "with_sampling_weights"),
-        (curriculum, "with_curriculum"),
-    ):
-        if other is not None:
-            problems.append(
-                Problem(
-                    "mixture",
-                    f"cannot be combined with {label} yet; weight the sources with "
-                    f"with_mixture(..., weights=...) instead (and .without({label[5:]!r})), or "
-                    f"use one dataset",
-                )
-            )
-    if mixture.stratified and mixture.mode != "weighted":
-        problems.append(
-            Problem("mixture.stratified", f"only applies to mode='weighted' (got {mixture.mode!r})")
-        )
-    return problems
-
-
-def _mixture_bucketing_problems(mixture: MixtureSpec) -> list[Problem]:
-    """What keeps a mixture's epoch from being grouped into length buckets."""
-    problems: list[Problem] = []
-    if mixture.mode == "sequential":
-        problems.append(
-            Problem(
-                "mixture.mode",
-                "mode='sequential' cannot be combined with with_bucketing: its batches never "
-                "straddle sources and come source after source, which regrouping the epoch by "
-                "length would undo; use mode='round_robin' (every sample of every source "
-                "once) or 'weighted', or drop the bucketing with .without('bucketing')",
-                related=("bucketing",),
-            )
-        )
-    if mixture.stratified:
-        problems.append(
-            Problem(
-                "mixture.stratified",
-                "stratified=True cannot be combined with with_bucketing: stratification sets "
-                "each batch's per-source counts, and bucketing regroups the epoch's samples by "
-                "length into other batches; pass stratified=False to with_mixture (the weighted "
-                "draws still follow the weights over the epoch), or drop the bucketing with "
-                ".without('bucketing')",
-                related=("bucketing",),
-            )
-        )
-    if mixture.mode == "weighted" and mixture.by == "step" and (mixture.fn or mixture.schedule):
-        problems.append(
-            Problem(
-                "mixture.by",
-                "a per-step weight schedule cannot be combined with with_bucketing: the "
-                "weights change from batch to batch, and bucketing regroups the whole epoch "
-                "by length, so no batch would follow its step's weights; use by='epoch' "
-                "(weights that change per epoch) or fixed weights, or drop the bucketing with "
-                ".without('bucketing')",
-                related=("bucketing",),
-            )
-        )
-    return problems
 
 
 def _uneven_reason(
@@ -536,157 +93,28 @@ def _uneven_reason(
     return ""
 
 
-def _split_problems(
-    split: SplitSpec,
-    dataset: DatasetSpec,
-    batch: BatchSpec,
-    distributed: DistributedSpec,
-    mixture: MixtureSpec | None,
-    uneven: Callable[[DatasetSpec], str],
-) -> list[Problem]:
-    """What keeps ``with_split`` from splitting this dataset into non-empty parts."""
-    if dataset.iterable:
-        return [
-            Problem(
-                "split",
-                f"needs random access to pick each part's samples, and {dataset.binding!r} is "
-                f"an iterable dataset; pass a map-style dataset, or split the data before "
-                f"streaming it (e.g. HF Dataset.train_test_split)",
-            )
-        ]
-    if mixture is not None:
-        return [
-            Problem(
-                "split",
-                "cannot be combined with with_mixture yet (splitting every source is not "
-                "implemented); split each source first and mix the parts, or use one dataset",
-            )
-        ]
-    problems: list[Problem] = []
-    key = split.stratify_by
-    if key is not None and dataset.kind == "tensors":
-        problems.append(
-            Problem(
-                "split.stratify_by",
-                f"names a column or sample key ({key!r}), and a tuple of tensors has no named "
-                f"columns; pass the columns as a dict ({{'x': ..., {key!r}: labels}})",
-            )
-        )
-    elif key is not None and dataset.columns and key not in dataset.columns:
-        problems.append(
-            Problem(
-                "split.stratify_by",
-                f"{key!r} is not a column of {dataset.binding!r} (columns: "
-                f"{', '.join(dataset.columns)}){did_you_mean(key, dataset.columns)}",
-            )
-        )
-    n = dataset.length
-    if n is None or n == 0:
-        return problems
-    train, val, test = split_sizes(n, split.val, split.test)
-    if train < 1:
-        problems.append(
-            Problem(
-                "split",
-                f"of {n} samples, val takes {val} and test {test}, leaving {max(train, 0)} for "
-                f"train; give val and test smaller sizes",
-            )
-        )
-        return problems
-    world = distributed.world_size if distributed.enabled and distributed.world_size else 1
-    if batch.drop_last and n // world >= batch.batch_size > train // world:
-        problems.append(
-            Problem(
-                "batch.drop_last",
-                f"with batch_size {batch.batch_size} and the train part's {train // world} "
-                f"samples per rank, drop_last=True leaves 0 batches per epoch; lower "
-                f"batch_size or keep the partial batch: .with_batch_size({batch.batch_size})",
-            )
-        )
-    if distributed.enabled and not distributed.even_batches and not uneven(dataset):
-        for name, size in (("train", train), ("val", val), ("test", test)):
-            reason = uneven(attrs.evolve(dataset, length=size)) if size else ""
-            if reason:
-                problems.append(
-                    Problem(
-                        "distributed.even_batches",
-                        f"False is allowed only where every rank gets the same number of "
-                        f"batches, and in the {name} part of the split {reason}; keep "
-                        f"even_batches=True or set drop_last=True",
-                    )
-                )
-                break
-    return problems
-
-
-def _cache_problems(
-    cache: CacheSpec,
-    dataset: DatasetSpec | None,
-    transform: CallableSpec | None,
-    workers: WorkersSpec,
-) -> list[Problem]:
-    """What keeps ``with_cache`` from caching this plan's samples."""
-    problems: list[Problem] = []
-    if dataset is not None and dataset.iterable:
-        problems.append(
-            Problem(
-                "cache",
-                f"dataset {dataset.binding!r} is an iterable (streamed) source, and the cache "
-                f"keeps samples by index; drop it with .without('cache'), or pass a map-style "
-                f"dataset",
-            )
-        )
-    if cache.stage == "transformed":
-        if transform is None:
-            problems.append(
-                Problem(
-                    "cache.stage",
-                    "is 'transformed' but the plan has no transform; use stage='fetched' "
-                    "(the samples as the dataset returns them)",
-                )
-            )
-        elif transform.accepts_rng:
-            problems.append(
-                Problem(
-                    "cache.stage",
-                    f"is 'transformed' but transform {transform.describe()} takes rng (a "
-                    f"random transform: a cached output would repeat every epoch); use "
-                    f"stage='fetched' so the transform runs anew, or drop its rng",
-                )
-            )
-    if cache.storage == "memory" and workers.num_workers != 0 and workers.persistent is False:
-        problems.append(
-            Problem(
-                "cache.storage",
-                f"a memory cache lives in each worker, and with_workers({workers.num_workers!r}, "
-                f"persistent=False) drops the workers (and their caches) after every epoch; "
-                f"keep the workers persistent, or use with_cache('disk', path=...)",
-            )
-        )
-    return problems
-
-
 def plan_problems(
-    *,
-    dataset: DatasetSpec | None,
-    batch: BatchSpec,
-    order: OrderSpec,
-    collator: CallableSpec,
-    transform: CallableSpec | None,
-    workers: WorkersSpec,
-    distributed: DistributedSpec,
-    bindings: Mapping[str, object] | None,
-    bucketing: BucketingSpec | None = None,
-    sampling_weights: WeightsSpec | None = None,
-    curriculum: CurriculumSpec | None = None,
-    mixture: MixtureSpec | None = None,
-    max_length: MaxLengthSpec | None = None,
-    split: SplitSpec | None = None,
-    error_policy: ErrorPolicySpec | None = None,
-    checks: ChecksSpec | None = None,
-    cache: CacheSpec | None = None,
+    sections: Mapping[str, Any], bindings: Mapping[str, object] | None
 ) -> list[Problem]:
-    """All problems of a plan, in section order. ``bindings=None`` skips binding checks."""
+    """All problems of a plan, in section order. ``bindings=None`` skips binding checks.
+
+    ``sections`` maps each section's name (:data:`~loaderkit.plan.sections.SECTIONS`) to its
+    value in the plan. The rules that involve several sections are written here; a section's
+    own rules are its declared ``rules`` hook, run for each section that is set.
+    """
+    dataset: DatasetSpec | None = sections["dataset"]
+    batch: BatchSpec = sections["batch"]
+    order: OrderSpec = sections["order"]
+    collator: CallableSpec = sections["collator"]
+    transform: CallableSpec | None = sections["transform"]
+    workers: WorkersSpec = sections["workers"]
+    distributed: DistributedSpec = sections["distributed"]
+    bucketing: BucketingSpec | None = sections.get("bucketing")
+    sampling_weights: WeightsSpec | None = sections.get("sampling_weights")
+    curriculum: CurriculumSpec | None = sections.get("curriculum")
+    mixture: MixtureSpec | None = sections.get("mixture")
+    max_length: MaxLengthSpec | None = sections.get("max_length")
+    split: SplitSpec | None = sections.get("split")
     problems: list[Problem] = []
 
     if dataset is None:
@@ -880,32 +308,32 @@ def plan_problems(
         method = workers.start_method or default_start_method()
         if method != "fork":
             needs_pickle = method
-    problems.extend(_callable_problems("collator", collator, bindings, needs_pickle))
+    problems.extend(callable_problems("collator", collator, bindings, needs_pickle))
     if transform is not None:
-        problems.extend(_callable_problems("transform", transform, bindings, needs_pickle))
+        problems.extend(callable_problems("transform", transform, bindings, needs_pickle))
 
     if batch.scheduled:
         problems.extend(
-            _batch_schedule_problems(
+            batch_schedule_problems(
                 batch, bindings, bucketing, sampling_weights, curriculum, mixture
             )
         )
     if bucketing is not None:
         problems.extend(
-            _bucketing_problems(bucketing, dataset, batch, bindings, needs_pickle, mixture)
+            bucketing_problems(bucketing, dataset, batch, bindings, needs_pickle, mixture)
         )
-        problems.extend(_budget_padding_problems(bucketing, collator, max_length))
+        problems.extend(budget_padding_problems(bucketing, collator, max_length))
     if sampling_weights is not None:
-        problems.extend(_weights_problems(sampling_weights, dataset, bindings, needs_pickle))
+        problems.extend(weights_problems(sampling_weights, dataset, bindings, needs_pickle))
     if curriculum is not None:
         problems.extend(
-            _source_problems(
+            source_problems(
                 "curriculum.difficulty", curriculum.difficulty, dataset, bindings, needs_pickle
             )
         )
         if curriculum.fn is not None:
             problems.extend(
-                _callable_problems("curriculum.schedule", curriculum.fn, bindings, needs_pickle)
+                callable_problems("curriculum.schedule", curriculum.fn, bindings, needs_pickle)
             )
         if dataset is not None and dataset.iterable:
             problems.append(
@@ -938,13 +366,13 @@ def plan_problems(
 
     if mixture is not None:
         problems.extend(
-            _mixture_problems(
+            mixture_problems(
                 mixture, dataset, bindings, needs_pickle, bucketing, sampling_weights, curriculum
             )
         )
 
     if max_length is not None:
-        problems.extend(_max_length_problems(max_length, collator, bindings))
+        problems.extend(max_length_problems(max_length, collator, bindings))
 
     if split is not None and dataset is not None:
 
@@ -953,18 +381,11 @@ def plan_problems(
                 part, batch, distributed, bucketing, sampling_weights, curriculum, mixture
             )
 
-        problems.extend(_split_problems(split, dataset, batch, distributed, mixture, uneven))
+        problems.extend(split_problems(split, dataset, batch, distributed, mixture, uneven))
 
-    if cache is not None:
-        problems.extend(_cache_problems(cache, dataset, transform, workers))
-
-    if checks is not None and not checks.kinds:
-        problems.append(
-            Problem(
-                "checks",
-                "holds no check; give with_checks at least one, or drop it with .without('checks')",
-            )
-        )
+    for section in SECTIONS:
+        if section.rules is not None and sections.get(section.name) is not None:
+            problems.extend(section.rules(sections))
 
     names: dict[str, str] = {}
     sources = [(f"mixture.sources.{n}", n) for n in (mixture.names if mixture else ())]

@@ -19,16 +19,10 @@ from loaderkit.errors import PlanError, PlanTypeError
 
 __all__ = [
     "BUCKET_COSTS",
-    "BUDGET_SCOPES",
-    "CACHE_STAGES",
-    "CACHE_STORAGES",
-    "CHECK_KINDS",
     "CURRICULUM_UNITS",
     "DATASET_KINDS",
     "DEFAULT_SEED",
     "DEVICES",
-    "ERROR_POLICIES",
-    "LABEL_PAD_MODES",
     "MIXTURE_MODES",
     "SCHEDULES",
     "SKIPPED_RECORDS_KEPT",
@@ -36,13 +30,7 @@ __all__ = [
     "BatchSpec",
     "BucketCost",
     "BucketingSpec",
-    "BudgetScope",
-    "CacheSpec",
-    "CacheStage",
-    "CacheStorage",
     "CallableSpec",
-    "ChecksSpec",
-    "ClassCheck",
     "CudaIndex",
     "CurriculumSchedule",
     "CurriculumSpec",
@@ -50,17 +38,11 @@ __all__ = [
     "Device",
     "DeviceName",
     "DistributedSpec",
-    "ErrorPolicy",
-    "ErrorPolicySpec",
-    "LabelPadCheck",
     "LengthSource",
-    "MaxLengthSpec",
     "MixtureMode",
     "MixtureSpec",
     "Modality",
-    "OrderSpec",
     "ScheduleUnit",
-    "SplitSpec",
     "StartMethod",
     "WeightsSpec",
     "WorkersSpec",
@@ -127,22 +109,6 @@ class DatasetSpec:
     def iterable(self) -> bool:
         """True for sources that can only be iterated (no random access)."""
         return self.kind in ITERABLE_KINDS
-
-
-@attrs.frozen
-class OrderSpec:
-    """Whether the epoch order is shuffled, and the seed every random stream derives from.
-
-    ``buffer_size`` is the shuffle buffer of an iterable (streamed) source, ``None`` otherwise.
-    """
-
-    shuffle: bool = False
-    seed: int = DEFAULT_SEED
-    buffer_size: int | None = None
-
-    def __repr__(self) -> str:
-        buffer = "" if self.buffer_size is None else f", buffer_size={self.buffer_size}"
-        return f"OrderSpec(shuffle={self.shuffle!r}, seed={self.seed!r}{buffer})"
 
 
 @attrs.frozen
@@ -282,130 +248,10 @@ class CurriculumSpec:
     steps: tuple[tuple[float, float], ...] = ()
 
 
-ErrorPolicy = Literal["raise", "skip"]
-"""What ``with_error_policy`` does with a sample that fails to load."""
-ERROR_POLICIES: tuple[ErrorPolicy, ...] = get_args(ErrorPolicy)
-
-BudgetScope = Literal["epoch", "run"]
-"""What the skip budget counts: the samples of the current epoch, or of the whole run."""
-
-BUDGET_SCOPES: tuple[BudgetScope, ...] = get_args(BudgetScope)
-
 SKIPPED_RECORDS_KEPT = 1_000
 """``loader.skipped`` keeps the records of the last this many dropped samples; the counts in
 ``loader.skip_counts`` stay exact (a long run with a few bad samples per epoch would
 otherwise grow the list without bound)."""
-
-
-@attrs.frozen
-class ErrorPolicySpec:
-    """What a sample that fails to load or transform does (see ``with_error_policy``).
-
-    ``"raise"`` stops with a :class:`~loaderkit.DataError`; ``"skip"`` drops the sample,
-    records it, and raises once ``max_errors`` samples or a ``max_error_rate`` share of the
-    samples read were dropped (``None``: no limit), counted ``per`` epoch (from 0 again at
-    each epoch) or per run (every epoch read, resumes included).
-
-    The fields after ``policy`` are its options: the builder's keyword arguments, the keys of
-    the ``[error_policy]`` table and the builder's repr are all read from this declaration.
-    """
-
-    policy: str = "raise"
-    max_errors: int | None = None
-    max_error_rate: float | None = None
-    per: BudgetScope = "epoch"
-
-
-CacheStorage = Literal["memory", "disk"]
-"""Where ``with_cache`` keeps samples."""
-CACHE_STORAGES: tuple[CacheStorage, ...] = get_args(CacheStorage)
-
-CacheStage = Literal["fetched", "transformed"]
-"""Which samples ``with_cache`` keeps: before or after the transform."""
-CACHE_STAGES: tuple[CacheStage, ...] = get_args(CacheStage)
-
-
-@attrs.frozen
-class CacheSpec:
-    """A sample cache (see ``with_cache``): where samples are kept and at which stage.
-
-    ``storage`` is ``"memory"`` (each fetching process) or ``"disk"`` (the folder ``path``,
-    shared by every process); ``stage`` is ``"fetched"`` (before the transform) or
-    ``"transformed"`` (after a transform without ``rng``); ``max_bytes`` caps the cache
-    (``None``: no cap). Execution-only: a cache never changes a batch.
-    """
-
-    storage: str = "memory"
-    stage: str = "fetched"
-    path: str | None = None
-    max_bytes: int | None = None
-
-
-@attrs.frozen
-class MaxLengthSpec:
-    """A sequence-length schedule applied by the collator (see ``with_max_length``).
-
-    ``value`` is a fixed length, ``schedule`` a table ``((until, length), ...)``, ``fn`` a
-    function of the epoch or step (``by``).
-    """
-
-    value: int | None = None
-    schedule: tuple[tuple[float, int], ...] = ()
-    fn: CallableSpec | None = None
-    by: str = "epoch"
-
-
-CHECK_KINDS = ("keys", "dtypes", "shapes", "finite", "ranges", "label_pad", "classes")
-"""The checks of a batch contract (``with_checks``), in the order they run."""
-
-LABEL_PAD_MODES = ("strict", "only_pad")
-
-
-@attrs.frozen
-class LabelPadCheck:
-    """Labels and padding agree: ``labels == ignore_index`` where ``mask == 0``.
-
-    ``"strict"``: exactly there; ``"only_pad"``: real positions may hold ``ignore_index`` too.
-    """
-
-    labels: str = "labels"
-    mask: str = "attention_mask"
-    ignore_index: int = -100
-    mode: str = "strict"
-
-
-@attrs.frozen
-class ClassCheck:
-    """Class ids in ``[0, n)`` (``ignore_index`` allowed too), or one-hot rows of width ``n``."""
-
-    key: str
-    n: int
-    one_hot: bool = False
-    ignore_index: int | None = None
-
-
-@attrs.frozen
-class ChecksSpec:
-    """A batch contract checked while loading (see ``with_checks``); never changes a batch.
-
-    Each check is keyed by a key path of the batch (``"input_ids"``, ``"0"`` for a tuple's
-    first item, ``"a.b"`` inside nested dicts). ``every`` is ``None`` (the first batch each
-    iterator delivers) or ``N`` (also every batch whose index in its epoch is a multiple of N).
-    """
-
-    keys: tuple[str, ...] = ()
-    dtypes: tuple[tuple[str, str], ...] = ()
-    shapes: tuple[tuple[str, tuple[int | str, ...]], ...] = ()
-    finite: tuple[str, ...] = ()
-    ranges: tuple[tuple[str, float | None, float | None], ...] = ()
-    label_pad: LabelPadCheck | None = None
-    classes: tuple[ClassCheck, ...] = ()
-    every: int | None = None
-
-    @property
-    def kinds(self) -> tuple[str, ...]:
-        """The kinds of check this contract holds, in ``CHECK_KINDS`` order."""
-        return tuple(kind for kind in CHECK_KINDS if getattr(self, kind))
 
 
 Modality = Literal["text", "vision", "audio", "multimodal", "tabular"]
@@ -476,21 +322,6 @@ class DistributedSpec:
     world_size: int | None = None
     rank: int | None = None
     even_batches: bool = True
-
-
-@attrs.frozen
-class SplitSpec:
-    """A seeded train / val / test split of the dataset (see ``with_split``).
-
-    ``val`` and ``test`` are fractions in (0, 1) (floats), sample counts (ints >= 1) or 0 (no
-    such part); train is the rest. ``seed`` ``None`` means the plan's seed. ``stratify_by`` is
-    a column or sample key holding class labels (each part keeps the class proportions).
-    """
-
-    val: float = 0.1
-    test: float = 0
-    seed: int | None = None
-    stratify_by: str | None = None
 
 
 def _feature_name(feature: object) -> str:

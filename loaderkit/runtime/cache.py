@@ -54,7 +54,7 @@ from loaderkit.runtime.sources import Indices, Source
 
 if TYPE_CHECKING:
     from loaderkit.plan.plan import LoaderPlan
-    from loaderkit.plan.specs import CacheSpec
+    from loaderkit.plan.sections.cache import CacheSpec
 
 __all__ = ["CacheStats", "CachedSource", "SampleCache", "cache_identity", "open_cache"]
 

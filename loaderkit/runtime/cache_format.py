@@ -40,7 +40,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from loaderkit.plan.fields import CHECK_DTYPES
+from loaderkit.plan.sections.checks import CHECK_DTYPES
 
 __all__ = ["MAX_DEPTH", "CorruptEntryError", "code_digest", "decode", "encode"]
 

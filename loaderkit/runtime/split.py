@@ -25,7 +25,8 @@ import numpy.typing as npt
 
 from loaderkit.errors import PlanError
 from loaderkit.order.split import PARTS, split_parts, split_sizes
-from loaderkit.plan.specs import DatasetSpec, SplitSpec
+from loaderkit.plan.sections.split import SplitSpec
+from loaderkit.plan.specs import DatasetSpec
 
 __all__ = ["read_labels", "split_part"]
 

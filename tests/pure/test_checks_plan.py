@@ -9,7 +9,7 @@ import attrs
 import pytest
 
 from loaderkit import DataLoaderBuilder, LoaderPlan, PlanError, PlanTypeError
-from loaderkit.plan.specs import ChecksSpec, ClassCheck, LabelPadCheck
+from loaderkit.plan.sections.checks import ChecksSpec, ClassCheck, LabelPadCheck
 
 SAMPLES = [{"input_ids": [1, 2, 3], "label": i % 3} for i in range(10)]
 

@@ -11,7 +11,7 @@ import numpy.typing as npt
 from loaderkit.errors import PlanError
 from loaderkit.order.batches import EpochBatches
 from loaderkit.order.mixture import mixture_batches, mixture_num_batches, source_of
-from loaderkit.plan.fields import source_weights
+from loaderkit.plan.sections.mixture import source_weights
 from loaderkit.runtime.callables import resolve_callable
 from loaderkit.runtime.planners.base import ListPlanner, PlannerContext, Selected
 from loaderkit.runtime.schedules import Schedule

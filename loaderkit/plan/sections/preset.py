@@ -1,4 +1,4 @@
-"""The record of the preset a builder or plan was made from (``loaderkit.presets``).
+"""The ``[preset]`` section: the record of the preset a builder or plan was made from.
 
 A preset is a named function returning a :class:`~loaderkit.DataLoaderBuilder`; the builder it
 returns remembers the preset's name and the options it was called with, and so do every builder
@@ -12,13 +12,27 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 import attrs
 
 from loaderkit._checks import FrozenMap, freeze_value, thaw_value
 from loaderkit.errors import PlanTypeError
+from loaderkit.plan.sections.base import FingerprintRow, Section
 
-__all__ = ["RESET_CALLS", "PresetSpec", "preset_chain", "preset_sections", "preset_spec"]
+if TYPE_CHECKING:
+    from loaderkit.plan.reader import Reader
+
+__all__ = [
+    "RESET_CALLS",
+    "SECTION",
+    "PresetSpec",
+    "preset_chain",
+    "preset_sections",
+    "preset_spec",
+    "preset_to_dict",
+    "read_preset",
+]
 
 RESET_CALLS = {
     "with_batch_size": ".with_batch_size(None)",
@@ -143,3 +157,35 @@ def preset_chain(spec: PresetSpec, calls: Sequence[tuple[str, str]]) -> list[str
             continue
         out.append(RESET_CALLS.get(method, f".without({section!r})"))
     return out
+
+
+def preset_to_dict(spec: PresetSpec) -> dict[str, Any]:
+    """The ``[preset]`` table of a plan file: information only, never called on load."""
+    return {"name": spec.name, "options": thaw_value(spec.options)}
+
+
+def read_preset(reader: Reader, data: Mapping[str, Any]) -> PresetSpec | None:
+    """Read the ``[preset]`` table: a name and options, recorded, never called."""
+    if "preset" not in data:
+        return None
+    sec = reader.section(data, "preset", ("name", "options"))
+    spec: PresetSpec | None = reader.attempt(
+        lambda: preset_spec(sec.get("name"), sec.get("options"))
+    )
+    return spec
+
+
+SECTION: Section[PresetSpec] = Section(
+    name="preset",
+    key="preset",
+    read=read_preset,
+    to_dict=preset_to_dict,
+    fingerprint="info",
+    rows=(
+        FingerprintRow(
+            "`preset`",
+            "info",
+            "which [preset](presets.md) made the plan: neither compared nor hashed",
+        ),
+    ),
+)

@@ -1,0 +1,86 @@
+"""The plan sections, declared once each: the registry the generic walkers read.
+
+Each module of this package declares one section of a plan (a
+:class:`~loaderkit.plan.sections.base.Section`); :data:`SECTIONS` lists them in the order a
+plan file writes them.
+
+Adding a data-only section ``foo`` is:
+
+1. ``foo.py`` here: its frozen spec, its constructor (called by the builder's ``with_foo``
+   and, through ``read_foo``, by plan loading), ``foo_to_dict``, ``read_foo``, its own rules
+   and ``SECTION = Section(...)`` declaring its file key, fingerprint kind (with a ``stream``
+   hook only for what differs from its table) and its rows of the fingerprint table;
+2. one line in :data:`SECTIONS` (and its import);
+3. the ``foo`` field of :class:`~loaderkit.plan.plan.LoaderPlan` (and of ``Setting``), and
+   ``with_foo`` with its ``repr`` call in the builder;
+4. :func:`fingerprint_table` pasted into ``docs/plan-format.md`` (a test compares them), and
+   a line in :func:`~loaderkit.plan.display.explain_plan`'s report if ``explain()`` shows it.
+
+Files, the fingerprint and the reader need no code: they walk :data:`SECTIONS`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from loaderkit.plan.sections import (
+    batch,
+    bucketing,
+    cache,
+    checks,
+    collator,
+    curriculum,
+    dataset,
+    device,
+    distributed,
+    error_policy,
+    max_length,
+    mixture,
+    order,
+    preset,
+    sampling_weights,
+    split,
+    transform,
+    workers,
+)
+from loaderkit.plan.sections.base import FingerprintRow, Section
+
+__all__ = ["FILE_KEYS", "SECTIONS", "FingerprintRow", "Section", "fingerprint_table"]
+
+SECTIONS: tuple[Section[Any], ...] = (
+    dataset.SECTION,
+    batch.SECTION,
+    order.SECTION,
+    collator.SECTION,
+    workers.SECTION,
+    device.SECTION,
+    distributed.SECTION,
+    transform.SECTION,
+    bucketing.SECTION,
+    sampling_weights.SECTION,
+    curriculum.SECTION,
+    mixture.SECTION,
+    max_length.SECTION,
+    checks.SECTION,
+    split.SECTION,
+    error_policy.SECTION,
+    cache.SECTION,
+    preset.SECTION,
+)
+"""Every plan section, in the order a plan file writes them."""
+
+FILE_KEYS: tuple[str, ...] = ("schema_version", *(section.key for section in SECTIONS))
+"""The top-level keys of a plan file."""
+
+
+def fingerprint_table() -> str:
+    """The fingerprint table of ``docs/plan-format.md`` (Markdown), made from the declarations.
+
+    ``tests/test_docs.py`` checks that the page holds exactly this table, so the page cannot
+    drift from what :func:`~loaderkit.plan.fingerprint.stream_fields` hashes.
+    """
+    lines = ["| field | kind | why |", "| --- | --- | --- |"]
+    lines.extend(
+        f"| {row.field} | {row.kind} | {row.why} |" for section in SECTIONS for row in section.rows
+    )
+    return "\n".join(lines) + "\n"

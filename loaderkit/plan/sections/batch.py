@@ -1,0 +1,202 @@
+"""The ``[batch]`` section: batch size (fixed, scheduled or a function) and ``drop_last``."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+import attrs
+
+from loaderkit._checks import check_bool, check_choice
+from loaderkit.errors import PlanError, Problem
+from loaderkit.plan.fields import batch_size_value, int_schedule
+from loaderkit.plan.reader import value_fn
+from loaderkit.plan.sections.base import FingerprintRow, Section
+from loaderkit.plan.sections.common import callable_problems, function_table
+from loaderkit.plan.specs import (
+    CURRICULUM_UNITS,
+    BatchSpec,
+    BucketingSpec,
+    CurriculumSpec,
+    MixtureSpec,
+    WeightsSpec,
+)
+
+if TYPE_CHECKING:
+    from loaderkit.plan.reader import Reader
+
+__all__ = [
+    "SECTION",
+    "batch_schedule_problems",
+    "batch_schedule_spec",
+    "batch_spec",
+    "batch_to_dict",
+    "read_batch",
+]
+
+
+def batch_spec(batch_size: object, drop_last: object = False) -> BatchSpec:
+    """Per-rank batch size (an int >= 1) and ``drop_last``."""
+    size = batch_size_value(batch_size)
+    return BatchSpec(size, check_bool("batch.drop_last", drop_last))
+
+
+def batch_schedule_spec(
+    batch_size: object, drop_last: object = False, by: object = "epoch"
+) -> tuple[BatchSpec, object | None]:
+    """The batch spec of ``with_batch_size`` (maybe progressive) and a function to bind.
+
+    ``None`` is no fixed batch size: the default (``BatchSpec().batch_size``), which a token
+    budget replaces by as many samples as it holds.
+    """
+    if batch_size is None:
+        batch_size = BatchSpec().batch_size
+    fixed, table, fn, live = int_schedule(
+        "batch.batch_size", batch_size, "batch_size_fn", batch_size_value
+    )
+    unit = check_choice("batch.by", by, CURRICULUM_UNITS)
+    drop = check_bool("batch.drop_last", drop_last)
+    if fixed is not None:
+        if unit != "epoch":
+            raise PlanError.single(
+                "batch.by", "only applies to a batch-size schedule (got a fixed batch size)"
+            )
+        return BatchSpec(fixed, drop), None
+    if table:
+        first = table[0][1]
+    else:
+        assert callable(live)
+        try:
+            first = batch_size_value(live(0))
+        except PlanError as exc:
+            raise PlanError.single(
+                "batch.batch_size",
+                f"the batch-size function at {unit} 0: {exc.problems[0].message}",
+            ) from None
+        except Exception as exc:
+            raise PlanError.single(
+                "batch.batch_size",
+                f"the batch-size function failed at {unit} 0: {type(exc).__name__}: {exc}",
+            ) from exc
+    return BatchSpec(first, drop, table, fn, unit), live
+
+
+def batch_to_dict(spec: BatchSpec) -> dict[str, Any]:
+    """The ``[batch]`` table of a plan file (also what the fingerprint hashes)."""
+    out: dict[str, Any] = {"batch_size": spec.batch_size, "drop_last": spec.drop_last}
+    if spec.schedule:
+        out["schedule"] = [[until, size] for until, size in spec.schedule]
+    if spec.fn is not None:
+        out["size_fn"] = function_table(spec.fn)
+    if spec.scheduled:
+        out["by"] = spec.by
+    return out
+
+
+def read_batch(reader: Reader, data: Mapping[str, Any]) -> BatchSpec | None:
+    """Read the ``[batch]`` table: a size, a schedule or a size function."""
+    sec = reader.section(data, "batch", ("batch_size", "drop_last", "schedule", "size_fn", "by"))
+    if not sec:
+        return None
+    drop = sec.get("drop_last", False)
+    if "schedule" in sec and "size_fn" in sec:
+        reader.problems.append(Problem("batch", "give schedule or size_fn, not both"))
+        return None
+    if "size_fn" in sec:
+        fn = reader.read_callable(
+            {"batch.batch_size": sec["size_fn"]}, "batch.batch_size", value_fn
+        )
+        if fn is None:
+            return None
+        size = reader.attempt(lambda: batch_size_value(sec.get("batch_size", 1)))
+        base = reader.attempt(lambda: batch_schedule_spec([(1, 1)], drop, sec.get("by", "epoch")))
+        if size is None or base is None:
+            return None
+        timed: BatchSpec = attrs.evolve(base[0], batch_size=size, schedule=(), fn=fn)
+        return timed
+    if "schedule" in sec:
+        spec = reader.attempt(
+            lambda: batch_schedule_spec(sec["schedule"], drop, sec.get("by", "epoch"))
+        )
+        if spec is None:
+            return None
+        if "batch_size" in sec and sec["batch_size"] != spec[0].batch_size:
+            reader.problems.append(
+                Problem(
+                    "batch.batch_size",
+                    f"is {sec['batch_size']!r} but the schedule starts at "
+                    f"{spec[0].batch_size}; drop batch_size or make them agree",
+                )
+            )
+        chosen: BatchSpec = spec[0]
+        return chosen
+    plain: BatchSpec | None = reader.attempt(
+        lambda: batch_schedule_spec(sec.get("batch_size", 1), drop, sec.get("by", "epoch"))[0]
+    )
+    return plain
+
+
+def batch_schedule_problems(
+    batch: BatchSpec,
+    bindings: Mapping[str, object] | None,
+    bucketing: BucketingSpec | None,
+    sampling_weights: WeightsSpec | None,
+    curriculum: CurriculumSpec | None,
+    mixture: MixtureSpec | None,
+) -> list[Problem]:
+    """What keeps a progressive batch size from working with the rest of the plan."""
+    problems: list[Problem] = []
+    if batch.fn is not None:  # runs in the main process: no pickling needed
+        problems.extend(callable_problems("batch.batch_size", batch.fn, bindings, None))
+    if bucketing is not None:
+        problems.append(
+            Problem(
+                "batch.batch_size",
+                "a batch-size schedule cannot be combined with with_bucketing yet; use a fixed "
+                "batch size (or a token budget, which sizes batches itself)",
+                related=("bucketing",),
+            )
+        )
+    if curriculum is not None and curriculum.by == "step":
+        problems.append(
+            Problem(
+                "batch.batch_size",
+                "a batch-size schedule cannot be combined with a per-step curriculum yet (its "
+                "steps per epoch follow the batch size); use with_curriculum(..., by='epoch')",
+            )
+        )
+    others = [
+        label
+        for spec, label in (
+            (sampling_weights, "with_sampling_weights"),
+            (curriculum, "with_curriculum"),
+            (mixture, "with_mixture"),
+        )
+        if spec is not None
+    ]
+    if batch.by == "step" and others:
+        problems.append(
+            Problem(
+                "batch.by",
+                f"a per-step batch-size schedule works with plain (shuffled or sequential) "
+                f"order, not yet with {others[0]}; use by='epoch'",
+            )
+        )
+    return problems
+
+
+SECTION: Section[BatchSpec] = Section(
+    name="batch",
+    key="batch",
+    read=read_batch,
+    to_dict=batch_to_dict,
+    fingerprint="stream",
+    rows=(
+        FingerprintRow(
+            "`batch.batch_size`",
+            "stream",
+            "batch boundaries (with a schedule: its table or function, and `by`)",
+        ),
+        FingerprintRow("`batch.drop_last`", "stream", "whether the tail is delivered"),
+    ),
+)

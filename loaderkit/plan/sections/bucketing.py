@@ -1,0 +1,268 @@
+"""The ``[bucketing]`` section: batches of samples of similar length, or a token budget."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from loaderkit._checks import LIMITS, check_choice, check_int, did_you_mean
+from loaderkit.errors import PlanError, PlanTypeError, Problem
+from loaderkit.order.padding import PackedRows
+from loaderkit.plan.padding_rule import bucket_padding, registry_padding
+from loaderkit.plan.sections.base import FingerprintRow, Section
+from loaderkit.plan.sections.common import (
+    check_count,
+    source_problems,
+    source_to_dict,
+    values_source,
+)
+from loaderkit.plan.sections.max_length import MaxLengthSpec
+from loaderkit.plan.specs import (
+    BUCKET_COSTS,
+    BatchSpec,
+    BucketingSpec,
+    CallableSpec,
+    DatasetSpec,
+    MixtureSpec,
+)
+from loaderkit.registry import PluginNotImportedError
+
+if TYPE_CHECKING:
+    from loaderkit.plan.plan import LoaderPlan
+    from loaderkit.plan.reader import Reader
+
+__all__ = [
+    "SECTION",
+    "bucketing_problems",
+    "bucketing_spec",
+    "bucketing_to_dict",
+    "budget_padding_problems",
+    "read_bucketing",
+]
+
+
+def bucketing_spec(
+    length: object,
+    *,
+    num_buckets: object = None,
+    max_tokens: object = None,
+    max_batch_size: object = None,
+    cost: object = "linear",
+) -> tuple[BucketingSpec, object | None]:
+    """The bucketing spec and the live object to bind (lengths or a length function).
+
+    ``length`` is a column/sample key name, a ``"module:qualname"`` function, a callable taking
+    a sample, or a sequence of precomputed lengths (one int per sample).
+    """
+    source, live = values_source("bucketing.length", length, "lengths", "length", _lengths_array)
+    buckets = (
+        None
+        if num_buckets is None
+        else check_int("bucketing.num_buckets", num_buckets, minimum=1, maximum=LIMITS.batch_size)
+    )
+    tokens = (
+        None
+        if max_tokens is None
+        else check_int(
+            "bucketing.max_tokens",
+            max_tokens,
+            minimum=1,
+            maximum=LIMITS.batch_size,
+            fix="a token budget",
+        )
+    )
+    cap = (
+        None
+        if max_batch_size is None
+        else check_int(
+            "bucketing.max_batch_size", max_batch_size, minimum=1, maximum=LIMITS.batch_size
+        )
+    )
+    model = check_choice("bucketing.cost", cost, BUCKET_COSTS)
+    return BucketingSpec(source, buckets, tokens, cap, model), live
+
+
+def _lengths_array(path: str, values: object) -> Any:
+    import numpy as np
+
+    if isinstance(values, str | bytes) or not hasattr(values, "__len__"):
+        raise PlanTypeError.single(
+            path,
+            f"must be a column name, a function of a sample or a sequence of lengths (got "
+            f"{type(values).__name__})",
+        )
+    check_count(path, values, "lengths")
+    try:
+        array = np.asarray(values)
+    except (TypeError, ValueError, OverflowError, MemoryError) as exc:
+        raise PlanTypeError.single(path, f"cannot read lengths from it: {exc}") from None
+    if array.ndim != 1 or (array.size and array.dtype.kind not in "iu"):
+        raise PlanTypeError.single(
+            path, f"must be one int per sample (got an array of {array.dtype}, shape {array.shape})"
+        )
+    if array.size and int(array.min()) < 0:
+        raise PlanError.single(path, f"lengths must be >= 0 (got {int(array.min())})")
+    return np.ascontiguousarray(array, dtype=np.int64)
+
+
+def bucketing_to_dict(spec: BucketingSpec) -> dict[str, Any]:
+    """The ``[bucketing]`` table of a plan file (also what the fingerprint hashes)."""
+    out: dict[str, Any] = {"length": source_to_dict(spec.length), "cost": spec.cost}
+    for key in ("num_buckets", "max_tokens", "max_batch_size"):
+        if getattr(spec, key) is not None:
+            out[key] = getattr(spec, key)
+    return out
+
+
+def _stream(plan: LoaderPlan) -> dict[str, Any]:
+    if plan.bucketing is None:
+        return {}
+    data = bucketing_to_dict(plan.bucketing)
+    # absent when the budget is cut on the longest sample, as before padding rules: those
+    # plans keep their fingerprints; the others' batches changed (issue 16), so do they
+    padding = registry_padding(plan.collator) if bucket_padding(plan) is not None else None
+    if padding is not None and not padding.exact:
+        data["padding"] = padding.to_dict()
+    return {"bucketing": data}
+
+
+def read_bucketing(reader: Reader, data: Mapping[str, Any]) -> BucketingSpec | None:
+    """Read the ``[bucketing]`` table: the length source and the options."""
+    options = ("num_buckets", "max_tokens", "max_batch_size", "cost")
+    return reader.values_section(data, "bucketing", "length", "length", options, bucketing_spec)
+
+
+def bucketing_problems(
+    spec: BucketingSpec,
+    dataset: DatasetSpec | None,
+    batch: BatchSpec,
+    bindings: Mapping[str, object] | None,
+    needs_pickle: str | None,
+    mixture: MixtureSpec | None,
+) -> list[Problem]:
+    """What keeps ``with_bucketing`` from grouping this plan's samples by length."""
+    problems: list[Problem] = []
+    if dataset is not None and dataset.iterable:
+        problems.append(
+            Problem(
+                "bucketing",
+                f"needs random access to group samples by length, and {dataset.binding!r} is an "
+                f"iterable dataset; pass a map-style dataset",
+            )
+        )
+    if mixture is not None and spec.length.kind == "column":
+        # lengths are read source by source: the column must be in every one of them
+        for source in mixture.sources:
+            if source.columns and spec.length.name not in source.columns:
+                problems.append(
+                    Problem(
+                        "bucketing.length",
+                        f"column {spec.length.name!r} is not in mixture source "
+                        f"{source.binding!r} (columns: {', '.join(source.columns)})"
+                        f"{did_you_mean(spec.length.name, source.columns)}; the lengths are "
+                        f"read from every source, so every source needs it (or give a "
+                        f"function of a sample)",
+                    )
+                )
+        checked = None  # the combined spec lists only the columns shared by every source
+    else:
+        checked = dataset
+    problems.extend(
+        source_problems("bucketing.length", spec.length, checked, bindings, needs_pickle)
+    )
+    samples = dataset.length if dataset is not None else None
+    if samples and spec.num_buckets is not None and spec.num_buckets > samples:
+        problems.append(
+            Problem(
+                "bucketing.num_buckets",
+                f"must be <= the {samples} samples of the dataset (got {spec.num_buckets})",
+            )
+        )
+    if spec.max_tokens is not None and batch.batch_size != 1:
+        problems.append(
+            Problem(
+                "batch.batch_size",
+                f"with a token budget (max_tokens={spec.max_tokens}) the batch size varies (got "
+                f"batch_size={batch.batch_size}); drop the fixed size with "
+                f".with_batch_size(None), or cap samples per batch with "
+                f".with_bucketing(..., max_batch_size={batch.batch_size})",
+                related=("bucketing",),
+            )
+        )
+    if spec.max_tokens is None and spec.max_batch_size is not None:
+        problems.append(
+            Problem(
+                "bucketing.max_batch_size",
+                f"only applies with max_tokens (got {spec.max_batch_size}); set the batch size "
+                f"with with_batch_size",
+            )
+        )
+    return problems
+
+
+def budget_padding_problems(
+    spec: BucketingSpec, collator: CallableSpec, max_length: MaxLengthSpec | None
+) -> list[Problem]:
+    """What keeps a token budget from holding the collator's padded batches, data unseen.
+
+    The budget bounds the padded tensor (the collator's ``padded_length()``): a registry
+    collator that pads every batch wider than the budget (``padding="max_length"``, rows of
+    ``packed``, a ``pad_to_multiple_of`` above it) leaves no batch possible; and ``packed``
+    rows narrowed per step by ``with_max_length`` are more numerous than the planner counts.
+    """
+    if spec.max_tokens is None or collator.source != "registry":
+        return []
+    from loaderkit.order.token_budget import oversize_sample
+
+    padding = None
+    with contextlib.suppress(PlanError, PluginNotImportedError):  # reported by the collator
+        padding = registry_padding(collator)
+    if padding is None:
+        return []
+    problems: list[Problem] = []
+    if oversize_sample(np.ones(1, dtype=np.int64), spec.max_tokens, spec.cost, padding):
+        problems.append(
+            Problem(
+                "bucketing.max_tokens",
+                f"no batch fits: collator {collator.name!r} pads even a one-token sample "
+                f"beyond max_tokens={spec.max_tokens} (cost={spec.cost}; "
+                f"{padding.describe()}); raise max_tokens, or lower the collator's max_length "
+                f"or pad_to_multiple_of",
+                related=("collator",),
+            )
+        )
+    if isinstance(padding, PackedRows) and max_length is not None:
+        problems.append(
+            Problem(
+                "max_length",
+                f"a sequence-length schedule narrows the packed rows, so a batch fills more "
+                f"rows than the token budget (max_tokens={spec.max_tokens}) was cut for; drop "
+                f"the schedule with .without('max_length'), or the token budget with "
+                f".with_bucketing(...) without max_tokens",
+                related=("bucketing", "collator"),
+            )
+        )
+    return problems
+
+
+SECTION: Section[BucketingSpec] = Section(
+    name="bucketing",
+    key="bucketing",
+    read=read_bucketing,
+    to_dict=bucketing_to_dict,
+    fingerprint="stream",
+    stream=_stream,
+    rows=(
+        FingerprintRow(
+            "`bucketing`",
+            "stream",
+            "length source (column, function or digest of the lengths), `num_buckets`, "
+            "`max_tokens`, `max_batch_size`, `cost`; under a token budget, the registry "
+            "collator's padding rule when it pads beyond the longest sample (the budget bounds "
+            "the padded batch, so the rule cuts the batches)",
+        ),
+    ),
+)

@@ -1,0 +1,56 @@
+"""The ``device`` key: where batches are delivered."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from loaderkit._checks import LIMITS, check_str
+from loaderkit.errors import PlanError
+from loaderkit.plan.sections.base import FingerprintRow, Section
+from loaderkit.plan.specs import DEVICES
+
+if TYPE_CHECKING:
+    from loaderkit.plan.reader import Reader
+
+__all__ = ["SECTION", "device_spec", "device_to_dict", "read_device"]
+
+_DEVICE = re.compile(r"^(auto|cpu|mps|cuda)(:(0|[1-9][0-9]*))?$")
+
+
+def device_spec(device: object) -> str:
+    """``"auto"``, ``"cpu"``, ``"cuda"``, ``"cuda:N"`` or ``"mps"``, lower-cased."""
+    text = check_str("device", device).strip().lower()
+    if not _DEVICE.match(text) or text.startswith(("auto:", "cpu:", "mps:")):
+        listed = ", ".join(repr(d) for d in DEVICES)
+        raise PlanError.single("device", f"must be one of {listed} or 'cuda:N' (got {device!r})")
+    _, _, index = text.partition(":")
+    if index and (len(index) > 6 or int(index) > LIMITS.device_index):
+        raise PlanError.single(
+            "device",
+            f"the device index must be <= {LIMITS.device_index} (got {text[:40]!r}); name "
+            f"a device this machine has, e.g. 'cuda:0', or 'auto'",
+        )
+    return text
+
+
+def device_to_dict(device: str) -> str:
+    """The ``device`` value of a plan file (a string, not a table)."""
+    return device
+
+
+def read_device(reader: Reader, data: Mapping[str, Any]) -> str | None:
+    """Read the ``device`` value."""
+    device: str | None = reader.attempt(lambda: device_spec(data.get("device", "cpu")))
+    return device
+
+
+SECTION: Section[str] = Section(
+    name="device",
+    key="device",
+    read=read_device,
+    to_dict=device_to_dict,
+    fingerprint="exec",
+    rows=(FingerprintRow("`device`", "exec", "where batches are delivered, not what they hold"),),
+)

@@ -1,0 +1,503 @@
+"""The ``[mixture]`` section: several datasets read as one."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+import attrs
+
+from loaderkit._checks import (
+    check_bool,
+    check_choice,
+    check_int,
+    check_number,
+    check_str,
+    did_you_mean,
+)
+from loaderkit.errors import PlanError, PlanTypeError, Problem
+from loaderkit.plan.fields import (
+    RESERVED_BINDINGS,
+    binding_name,
+    function_spec,
+    is_function,
+    until_table,
+)
+from loaderkit.plan.reader import value_fn
+from loaderkit.plan.sections.base import FingerprintRow, Section
+from loaderkit.plan.sections.common import callable_problems, function_table
+from loaderkit.plan.sections.dataset import (
+    dataset_to_dict,
+    describe_recorded,
+    described,
+    read_dataset,
+)
+from loaderkit.plan.specs import (
+    CURRICULUM_UNITS,
+    MIXTURE_BINDING,
+    MIXTURE_MODES,
+    BucketingSpec,
+    CallableSpec,
+    CurriculumSpec,
+    DatasetSpec,
+    MixtureSpec,
+    WeightsSpec,
+)
+
+if TYPE_CHECKING:
+    from loaderkit.plan.plan import LoaderPlan
+    from loaderkit.plan.reader import Reader
+
+__all__ = [
+    "SECTION",
+    "combined_dataset",
+    "mixture_bucketing_problems",
+    "mixture_options",
+    "mixture_problems",
+    "mixture_spec",
+    "mixture_to_dict",
+    "read_mixture",
+    "source_weights",
+]
+
+
+def source_weights(path: str, value: object, names: tuple[str, ...]) -> tuple[float, ...]:
+    """One weight per source, from a mapping name -> weight or a sequence in source order."""
+    import math
+
+    if isinstance(value, Mapping):
+        unknown = [k for k in value if k not in names]
+        if unknown:
+            name = str(unknown[0])
+            raise PlanError.single(
+                path,
+                f"names no source {name!r}{did_you_mean(name, names)}; the sources are "
+                f"{', '.join(repr(n) for n in names)}",
+            )
+        missing = [n for n in names if n not in value]
+        if missing:
+            raise PlanError.single(
+                path,
+                f"has no weight for {', '.join(repr(n) for n in missing)}; give every source "
+                f"a weight (0 leaves a source out)",
+            )
+        raw = [value[n] for n in names]
+    elif isinstance(value, list | tuple):
+        if len(value) != len(names):
+            raise PlanError.single(
+                path,
+                f"has {len(value)} weights for {len(names)} sources "
+                f"({', '.join(repr(n) for n in names)}); give one weight per source",
+            )
+        raw = list(value)
+    else:
+        raise PlanTypeError.single(
+            path,
+            f"must be a mapping of source name to weight or a list of weights (got "
+            f"{type(value).__name__})",
+        )
+    weights = tuple(
+        check_number(f"{path}[{n!r}]", w, minimum=0.0, fix="weights are numbers >= 0")
+        for n, w in zip(names, raw, strict=True)
+    )
+    if not all(math.isfinite(w) for w in weights):
+        raise PlanError.single(path, f"weights must be finite (got {list(weights)})")
+    if not any(weights):
+        raise PlanError.single(path, "all weights are 0; give some source a positive weight")
+    return weights
+
+
+def _weights_table(
+    path: str, value: object, names: tuple[str, ...]
+) -> tuple[tuple[float, tuple[float, ...]], ...]:
+    """A discrete weight schedule ``[(until, weights), ...]`` with increasing ``until``."""
+    assert isinstance(value, list | tuple)
+    out = until_table(path, value, "weights", lambda where, v: source_weights(where, v, names))
+    if not out:
+        raise PlanError.single(path, "an empty weight schedule; give (until, weights) pairs")
+    return out
+
+
+def _is_schedule_table(value: object) -> bool:
+    return (
+        isinstance(value, list | tuple)
+        and bool(value)
+        and all(isinstance(p, list | tuple) and len(p) == 2 for p in value)
+        and all(isinstance(p[1], Mapping | list | tuple) for p in value)
+    )
+
+
+def mixture_spec(
+    sources: object,
+    *,
+    weights: object = None,
+    mode: object = "weighted",
+    stratified: object = False,
+    by: object = "epoch",
+    num_samples: object = None,
+    source_key: object = None,
+) -> tuple[MixtureSpec, DatasetSpec, list[tuple[str, object]]]:
+    """The mixture spec, the combined dataset spec, and the live objects to bind."""
+    if not isinstance(sources, Mapping) or not sources:
+        raise PlanTypeError.single(
+            "mixture.sources",
+            f"must be a non-empty mapping of source name to dataset, e.g. {{'wiki': wiki_ds, "
+            f"'code': code_ds}} (got {type(sources).__name__})",
+        )
+    specs: list[DatasetSpec] = []
+    bound: list[tuple[str, object]] = []
+    for key, obj in sources.items():
+        name = binding_name("mixture.sources", key)
+        path = f"mixture.sources.{name}"
+        if name in RESERVED_BINDINGS:
+            raise PlanError.single(
+                path, f"{name!r} is reserved for an object the builder binds itself; rename it"
+            )
+        if obj is None:
+            raise PlanTypeError.single(path, "got None; pass a dataset object")
+        try:
+            spec = described(obj, name)
+        except PlanError as exc:
+            raise type(exc)(
+                [Problem(p.path.replace("dataset", path, 1), p.message) for p in exc.problems]
+            ) from None
+        if spec.iterable:
+            raise PlanError.single(
+                path,
+                f"{name!r} is an iterable (streaming) dataset; mixtures draw by index, so pass "
+                f"map-style datasets",
+            )
+        if spec.length == 0:
+            raise PlanError.single(path, f"{name!r} has 0 samples; drop it from the mixture")
+        specs.append(spec)
+        bound.append((name, obj))
+    mixture, live = mixture_options(
+        specs,
+        weights=weights,
+        mode=mode,
+        stratified=stratified,
+        by=by,
+        num_samples=num_samples,
+        source_key=source_key,
+    )
+    return mixture, combined_dataset(mixture), bound + live
+
+
+def mixture_options(
+    specs: Sequence[DatasetSpec],
+    *,
+    weights: object = None,
+    mode: object = "weighted",
+    stratified: object = False,
+    by: object = "epoch",
+    num_samples: object = None,
+    source_key: object = None,
+) -> tuple[MixtureSpec, list[tuple[str, object]]]:
+    """Check a mixture's options against its sources; the spec and a weight function to bind."""
+    bound: list[tuple[str, object]] = []
+    names = tuple(s.binding for s in specs)
+    kind = check_choice("mixture.mode", mode, MIXTURE_MODES)
+    unit = check_choice("mixture.by", by, CURRICULUM_UNITS)
+    strat = check_bool("mixture.stratified", stratified)
+    draws = (
+        None
+        if num_samples is None
+        else check_int("mixture.num_samples", num_samples, minimum=1, fix="samples per epoch")
+    )
+    key = None if source_key is None else check_str("mixture.source_key", source_key)
+    fixed: tuple[float, ...] | None = None
+    table: tuple[tuple[float, tuple[float, ...]], ...] = ()
+    fn: CallableSpec | None = None
+    if weights is None:
+        pass
+    elif is_function(weights):
+        fn, target = function_spec("mixture.weights", weights, "mixture_weights")
+        bound.append((fn.name, target))
+    elif _is_schedule_table(weights):
+        table = _weights_table("mixture.weights", weights, names)
+    else:
+        fixed = source_weights("mixture.weights", weights, names)
+    if kind != "weighted":
+        given = [
+            label
+            for label, value in (
+                ("weights", weights),
+                ("num_samples", num_samples),
+                ("stratified", strat or None),
+            )
+            if value is not None
+        ]
+        if given:
+            raise PlanError.single(
+                f"mixture.{given[0]}",
+                f"only applies to mode='weighted' (got mode={kind!r}); drop "
+                f"{', '.join(given)} or use mode='weighted'",
+            )
+    if key is not None:
+        clash = [s.binding for s in specs if key in s.columns]
+        if clash:
+            raise PlanError.single(
+                "mixture.source_key",
+                f"{key!r} is already a column of {', '.join(repr(c) for c in clash)}; pick "
+                f"another key for the source ids",
+            )
+    mixture = MixtureSpec(tuple(specs), kind, fixed, table, fn, unit, strat, draws, key)
+    return mixture, bound
+
+
+def combined_dataset(mixture: MixtureSpec) -> DatasetSpec:
+    """The dataset spec a mixture reads as: the concatenation of its sources."""
+    first = mixture.sources[0]
+    columns: tuple[str, ...] = ()
+    features: tuple[str, ...] = ()
+    if all(s.columns for s in mixture.sources):
+        shared = [c for c in first.columns if all(c in s.columns for s in mixture.sources)]
+        columns = tuple(shared)
+        if first.features:
+            by_name = dict(zip(first.columns, first.features, strict=False))
+            features = tuple(by_name[c] for c in shared)
+    return DatasetSpec(
+        MIXTURE_BINDING,
+        "mixture",
+        "loaderkit.mixture",
+        sum(mixture.sizes),
+        None,
+        columns,
+        features,
+    )
+
+
+def mixture_to_dict(spec: MixtureSpec) -> dict[str, Any]:
+    """The ``[mixture]`` table of a plan file."""
+    out: dict[str, Any] = {
+        "mode": spec.mode,
+        "by": spec.by,
+        "stratified": spec.stratified,
+        "sources": [dataset_to_dict(s) for s in spec.sources],
+    }
+    if spec.weights is not None:
+        out["weights"] = dict(zip(spec.names, spec.weights, strict=True))
+    if spec.schedule:
+        out["schedule"] = [
+            [until, dict(zip(spec.names, w, strict=True))] for until, w in spec.schedule
+        ]
+    if spec.fn is not None:
+        out["weights_fn"] = function_table(spec.fn)
+    if spec.num_samples is not None:
+        out["num_samples"] = spec.num_samples
+    if spec.source_key is not None:
+        out["source_key"] = spec.source_key
+    return out
+
+
+def _stream(plan: LoaderPlan) -> dict[str, Any]:
+    if plan.mixture is None:
+        return {}
+    data = mixture_to_dict(plan.mixture)
+    for table, spec in zip(data["sources"], plan.mixture.sources, strict=True):
+        if spec.source is not None:  # where the files are is not what they hold
+            table["source"] = spec.source.without_paths()
+    return {"mixture": data}
+
+
+def read_mixture(reader: Reader, data: Mapping[str, Any]) -> MixtureSpec | None:
+    """Read the ``[mixture]`` table: its sources, and check the recorded dataset is theirs."""
+    if "mixture" not in data:
+        return None
+    dataset: DatasetSpec | None = reader.values.get("dataset")
+    names = (
+        "sources",
+        "mode",
+        "weights",
+        "schedule",
+        "weights_fn",
+        "by",
+        "stratified",
+        "num_samples",
+        "source_key",
+    )
+    sec = reader.section(data, "mixture", names)
+    tables = sec.get("sources")
+    if not isinstance(tables, list) or not tables:
+        reader.problems.append(
+            Problem("mixture.sources", f"must be a non-empty list of tables (got {tables!r})")
+        )
+        return None
+    sources = []
+    for i, table in enumerate(tables):
+        spec = read_dataset(reader, {f"mixture.sources[{i}]": table}, f"mixture.sources[{i}]")
+        if spec is None:
+            return None
+        sources.append(spec)
+    weights: object = None
+    given = [k for k in ("weights", "schedule", "weights_fn") if k in sec]
+    if len(given) > 1:
+        reader.problems.append(
+            Problem("mixture", f"give one of weights, schedule, weights_fn (got {given})")
+        )
+        return None
+    fn: CallableSpec | None = None
+    if "weights" in sec:
+        weights = sec["weights"]
+    elif "schedule" in sec:
+        weights = sec["schedule"]
+        if not isinstance(weights, list) or not weights:
+            reader.problems.append(
+                Problem(
+                    "mixture.schedule",
+                    f"must be a list of [until, weights] pairs (got {weights!r})",
+                )
+            )
+            return None
+    elif "weights_fn" in sec:
+        fn = reader.read_callable(
+            {"mixture.weights": sec["weights_fn"]}, "mixture.weights", value_fn
+        )
+        if fn is None:
+            return None
+        weights = _equal_weights  # stands in while the other options are checked
+    options = {
+        k: sec[k] for k in ("mode", "by", "stratified", "num_samples", "source_key") if k in sec
+    }
+    result = reader.attempt(lambda: mixture_options(sources, weights=weights, **options))
+    if result is None:
+        return None
+    chosen: MixtureSpec = result[0]
+    if fn is not None:
+        chosen = attrs.evolve(chosen, fn=fn)
+    if dataset is not None and dataset.kind == "mixture":
+        expected = combined_dataset(chosen)
+        if expected != dataset:
+            reader.problems.append(
+                Problem(
+                    "dataset",
+                    f"does not match the mixture's sources: {describe_recorded(dataset)} recorded, "
+                    f"{describe_recorded(expected)} from the sources; compile the plan again",
+                )
+            )
+    return chosen
+
+
+def _equal_weights(t: float) -> float:
+    """A weight-schedule stand-in used while a file's mixture options are checked."""
+    return 1.0
+
+
+def mixture_problems(
+    mixture: MixtureSpec,
+    dataset: DatasetSpec | None,
+    bindings: Mapping[str, object] | None,
+    needs_pickle: str | None,
+    bucketing: BucketingSpec | None,
+    sampling_weights: WeightsSpec | None,
+    curriculum: CurriculumSpec | None,
+) -> list[Problem]:
+    """What keeps ``with_mixture`` from mixing these sources with the rest of the plan."""
+    problems: list[Problem] = []
+    if dataset is not None and dataset.kind != "mixture":
+        problems.append(
+            Problem(
+                "mixture",
+                f"the plan reads dataset {dataset.binding!r} and a mixture; with_mixture "
+                f"replaces with_dataset, so use one of them",
+            )
+        )
+    elif dataset is not None and dataset.length != sum(mixture.sizes):
+        problems.append(
+            Problem(
+                "dataset.length",
+                f"is {dataset.length} but the mixture's sources hold {sum(mixture.sizes)} "
+                f"samples; compile the plan again",
+            )
+        )
+    for source in mixture.sources:
+        if bindings is not None and source.binding not in bindings:
+            problems.append(
+                Problem(
+                    f"mixture.sources.{source.binding}",
+                    f"no object bound to {source.binding!r}; pass bindings="
+                    f"{{{source.binding!r}: your_dataset}} when loading",
+                )
+            )
+    if mixture.fn is not None:
+        # weight functions run in the main process: no pickling needed
+        problems.extend(callable_problems("mixture.weights", mixture.fn, bindings, None))
+    if bucketing is not None:
+        problems.extend(mixture_bucketing_problems(mixture))
+    for other, label in (
+        (sampling_weights, "with_sampling_weights"),
+        (curriculum, "with_curriculum"),
+    ):
+        if other is not None:
+            problems.append(
+                Problem(
+                    "mixture",
+                    f"cannot be combined with {label} yet; weight the sources with "
+                    f"with_mixture(..., weights=...) instead (and .without({label[5:]!r})), or "
+                    f"use one dataset",
+                )
+            )
+    if mixture.stratified and mixture.mode != "weighted":
+        problems.append(
+            Problem("mixture.stratified", f"only applies to mode='weighted' (got {mixture.mode!r})")
+        )
+    return problems
+
+
+def mixture_bucketing_problems(mixture: MixtureSpec) -> list[Problem]:
+    """What keeps a mixture's epoch from being grouped into length buckets."""
+    problems: list[Problem] = []
+    if mixture.mode == "sequential":
+        problems.append(
+            Problem(
+                "mixture.mode",
+                "mode='sequential' cannot be combined with with_bucketing: its batches never "
+                "straddle sources and come source after source, which regrouping the epoch by "
+                "length would undo; use mode='round_robin' (every sample of every source "
+                "once) or 'weighted', or drop the bucketing with .without('bucketing')",
+                related=("bucketing",),
+            )
+        )
+    if mixture.stratified:
+        problems.append(
+            Problem(
+                "mixture.stratified",
+                "stratified=True cannot be combined with with_bucketing: stratification sets "
+                "each batch's per-source counts, and bucketing regroups the epoch's samples by "
+                "length into other batches; pass stratified=False to with_mixture (the weighted "
+                "draws still follow the weights over the epoch), or drop the bucketing with "
+                ".without('bucketing')",
+                related=("bucketing",),
+            )
+        )
+    if mixture.mode == "weighted" and mixture.by == "step" and (mixture.fn or mixture.schedule):
+        problems.append(
+            Problem(
+                "mixture.by",
+                "a per-step weight schedule cannot be combined with with_bucketing: the "
+                "weights change from batch to batch, and bucketing regroups the whole epoch "
+                "by length, so no batch would follow its step's weights; use by='epoch' "
+                "(weights that change per epoch) or fixed weights, or drop the bucketing with "
+                ".without('bucketing')",
+                related=("bucketing",),
+            )
+        )
+    return problems
+
+
+SECTION: Section[MixtureSpec] = Section(
+    name="mixture",
+    key="mixture",
+    read=read_mixture,
+    to_dict=mixture_to_dict,
+    fingerprint="stream",
+    stream=_stream,
+    rows=(
+        FingerprintRow(
+            "`mixture`",
+            "stream",
+            "sources (the identity of each, source paths left out), `mode`, weights or their "
+            "schedule or function, `by`, `stratified`, `num_samples`, `source_key`",
+        ),
+    ),
+)

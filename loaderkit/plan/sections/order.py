@@ -1,0 +1,88 @@
+"""The ``[order]`` section: shuffle, seed and a streamed source's shuffle buffer."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+import attrs
+
+from loaderkit._checks import check_bool, check_int
+from loaderkit.plan.fields import MAX_SEED
+from loaderkit.plan.sections.base import FingerprintRow, Section, fields_table
+from loaderkit.plan.specs import DEFAULT_SEED
+
+if TYPE_CHECKING:
+    from loaderkit.plan.reader import Reader
+
+__all__ = ["SECTION", "OrderSpec", "order_spec", "order_to_dict", "read_order"]
+
+
+@attrs.frozen
+class OrderSpec:
+    """Whether the epoch order is shuffled, and the seed every random stream derives from.
+
+    ``buffer_size`` is the shuffle buffer of an iterable (streamed) source, ``None`` otherwise.
+    """
+
+    shuffle: bool = False
+    seed: int = DEFAULT_SEED
+    buffer_size: int | None = None
+
+    def __repr__(self) -> str:
+        buffer = "" if self.buffer_size is None else f", buffer_size={self.buffer_size}"
+        return f"OrderSpec(shuffle={self.shuffle!r}, seed={self.seed!r}{buffer})"
+
+
+def order_spec(shuffle: object, seed: object, buffer_size: object = None) -> OrderSpec:
+    """Whether to shuffle (a bool), the seed (an int in ``[0, 2**63)``), the stream buffer."""
+    value = check_int(
+        "order.seed", seed, minimum=0, maximum=MAX_SEED, fix="seeds are ints in [0, 2**63)"
+    )
+    buffer = None
+    if buffer_size is not None:
+        buffer = check_int(
+            "order.buffer_size",
+            buffer_size,
+            minimum=1,
+            fix="pass the number of samples the stream shuffle buffer holds",
+        )
+    return OrderSpec(check_bool("order.shuffle", shuffle), value, buffer)
+
+
+order_to_dict = fields_table(("shuffle", "seed"), ("buffer_size",))
+"""The ``[order]`` table of a plan file (also what the fingerprint hashes); ``buffer_size``
+only when set, so that older fingerprints are unchanged."""
+
+
+def read_order(reader: Reader, data: Mapping[str, Any]) -> OrderSpec | None:
+    """Read the ``[order]`` table (unset keys keep their defaults)."""
+    default = OrderSpec()
+    sec = reader.section(data, "order", ("shuffle", "seed", "buffer_size"))
+    spec: OrderSpec | None = reader.attempt(
+        lambda: order_spec(
+            sec.get("shuffle", default.shuffle),
+            sec.get("seed", default.seed),
+            sec.get("buffer_size"),
+        )
+    )
+    return spec
+
+
+SECTION: Section[OrderSpec] = Section(
+    name="order",
+    key="order",
+    read=read_order,
+    to_dict=order_to_dict,
+    fingerprint="stream",
+    rows=(
+        FingerprintRow(
+            "`order.shuffle`, `order.seed`",
+            "stream",
+            "the order of the epoch and every random stream",
+        ),
+        FingerprintRow(
+            "`order.buffer_size`", "stream", "(only when set) a streamed source's shuffle buffer"
+        ),
+    ),
+)

@@ -1,0 +1,137 @@
+"""The ``[sampling_weights]`` section: weighted sampling of the dataset."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from loaderkit._checks import check_bool, check_int
+from loaderkit.errors import PlanError, Problem
+from loaderkit.plan.sections.base import FingerprintRow, Section
+from loaderkit.plan.sections.common import (
+    float_array,
+    source_problems,
+    source_to_dict,
+    values_source,
+)
+from loaderkit.plan.specs import DatasetSpec, WeightsSpec
+
+if TYPE_CHECKING:
+    from loaderkit.plan.plan import LoaderPlan
+    from loaderkit.plan.reader import Reader
+
+__all__ = [
+    "SECTION",
+    "read_weights",
+    "weights_line",
+    "weights_problems",
+    "weights_spec",
+    "weights_to_dict",
+]
+
+
+def weights_spec(
+    weights: object, *, replacement: object = True, num_samples: object = None
+) -> tuple[WeightsSpec, object | None]:
+    """The sampling-weights spec and the live object to bind (weights or a weight function)."""
+    source, live = values_source(
+        "sampling_weights.weights", weights, "weights", "weight", _weights_array
+    )
+    draws = (
+        None
+        if num_samples is None
+        else check_int(
+            "sampling_weights.num_samples", num_samples, minimum=1, fix="samples drawn per epoch"
+        )
+    )
+    return (
+        WeightsSpec(source, check_bool("sampling_weights.replacement", replacement), draws),
+        live,
+    )
+
+
+def _weights_array(path: str, values: object) -> Any:
+    import numpy as np
+
+    array = float_array(path, values, "weights")
+    if array.size and not np.isfinite(array).all():
+        raise PlanError.single(path, "weights must be finite (got NaN or inf)")
+    if array.size and float(array.min()) < 0:
+        raise PlanError.single(path, f"weights must be >= 0 (got {float(array.min())})")
+    if array.size and not array.any():
+        raise PlanError.single(path, "all weights are 0; give some sample a positive weight")
+    return array
+
+
+def weights_to_dict(spec: WeightsSpec) -> dict[str, Any]:
+    """The ``[sampling_weights]`` table of a plan file (also what the fingerprint hashes)."""
+    out: dict[str, Any] = {"weights": source_to_dict(spec.source), "replacement": spec.replacement}
+    if spec.num_samples is not None:
+        out["num_samples"] = spec.num_samples
+    return out
+
+
+def read_weights(reader: Reader, data: Mapping[str, Any]) -> WeightsSpec | None:
+    """Read the ``[sampling_weights]`` table: the weight source and the options."""
+    options = ("replacement", "num_samples")
+    return reader.values_section(
+        data, "sampling_weights", "weights", "source", options, weights_spec
+    )
+
+
+def weights_problems(
+    spec: WeightsSpec,
+    dataset: DatasetSpec | None,
+    bindings: Mapping[str, object] | None,
+    needs_pickle: str | None,
+) -> list[Problem]:
+    """What keeps ``with_sampling_weights`` from drawing this dataset's samples."""
+    problems = source_problems(
+        "sampling_weights.weights", spec.source, dataset, bindings, needs_pickle
+    )
+    if dataset is not None and dataset.iterable:
+        problems.append(
+            Problem(
+                "sampling_weights",
+                f"needs random access to draw samples, and {dataset.binding!r} is an iterable "
+                f"dataset; pass a map-style dataset",
+            )
+        )
+    size = dataset.length if dataset is not None else None
+    if not spec.replacement and size and spec.num_samples is not None and spec.num_samples > size:
+        problems.append(
+            Problem(
+                "sampling_weights.num_samples",
+                f"draws {spec.num_samples} samples without replacement from {size}; lower "
+                f"num_samples or set replacement=True",
+            )
+        )
+    return problems
+
+
+def weights_line(plan: LoaderPlan) -> str:
+    """The ``sampling`` line of ``explain()``: the weights and the draws per epoch."""
+    spec = plan.sampling_weights
+    assert spec is not None
+    draws = f"{spec.num_samples:,}" if spec.num_samples else "dataset-size"
+    how = "with replacement" if spec.replacement else "without replacement (a weighted order)"
+    return (
+        f"weighted by {spec.source.describe()}, {draws} draws per epoch {how}; keyed by "
+        f"(seed, epoch)"
+    )
+
+
+SECTION: Section[WeightsSpec] = Section(
+    name="sampling_weights",
+    key="sampling_weights",
+    read=read_weights,
+    to_dict=weights_to_dict,
+    fingerprint="stream",
+    rows=(
+        FingerprintRow(
+            "`sampling_weights`",
+            "stream",
+            "weight source (column, function or digest), `replacement`, `num_samples`",
+        ),
+    ),
+)

@@ -1,0 +1,150 @@
+"""The ``[workers]`` section: worker processes, prefetching, pinning."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from loaderkit._checks import LIMITS, check_choice, check_int, check_number, check_optional_bool
+from loaderkit.errors import PlanError
+from loaderkit.plan.sections.base import FingerprintRow, Section, fields_table
+from loaderkit.plan.specs import START_METHODS, WorkersSpec
+from loaderkit.plan.workers import num_workers_value, resolve_workers
+
+if TYPE_CHECKING:
+    from loaderkit.plan.plan import LoaderPlan
+    from loaderkit.plan.reader import Reader
+
+__all__ = ["SECTION", "read_workers", "workers_line", "workers_spec", "workers_to_dict"]
+
+
+def workers_spec(
+    num_workers: object,
+    *,
+    prefetch_factor: object = None,
+    persistent: object = None,
+    pin_memory: object = None,
+    start_method: object = None,
+    timeout: object = None,
+) -> WorkersSpec:
+    """Worker count (an int or ``"auto"``) and execution settings; ``None`` means automatic."""
+    count = num_workers_value(num_workers)
+    prefetch = (
+        None
+        if prefetch_factor is None
+        else check_int(
+            "workers.prefetch_factor",
+            prefetch_factor,
+            minimum=1,
+            maximum=LIMITS.prefetch_factor,
+            fix="it counts batches prefetched per worker",
+        )
+    )
+    if (
+        isinstance(count, int)
+        and prefetch is not None
+        and count * prefetch > (LIMITS.batches_in_flight)
+    ):
+        raise PlanError.single(
+            "workers.prefetch_factor",
+            f"{count} workers x prefetch_factor {prefetch} = {count * prefetch:,} batches in "
+            f"flight, more than the bound of {LIMITS.batches_in_flight:,}; lower one of them",
+        )
+    method = (
+        None
+        if start_method is None
+        else check_choice("workers.start_method", start_method, START_METHODS)
+    )
+    wait = (
+        None
+        if timeout is None
+        else check_number(
+            "workers.timeout",
+            timeout,
+            minimum=0.0,
+            maximum=LIMITS.timeout_seconds,
+            fix="give seconds to wait for a batch, or None for no limit",
+        )
+    )
+    return WorkersSpec(
+        count,
+        prefetch,
+        check_optional_bool("workers.persistent", persistent),
+        check_optional_bool("workers.pin_memory", pin_memory),
+        method,
+        wait,
+    )
+
+
+_KEYS = ("num_workers", "prefetch_factor", "persistent", "pin_memory", "start_method", "timeout")
+
+
+workers_to_dict = fields_table((), _KEYS)
+"""The ``[workers]`` table of a plan file; ``None`` (automatic) settings are left out."""
+
+
+def _stream(plan: LoaderPlan) -> dict[str, Any]:
+    if plan.dataset.iterable:  # streamed data is split between workers: order depends on it
+        return {"workers": {"num_workers": plan.workers.num_workers}}
+    return {}
+
+
+def read_workers(reader: Reader, data: Mapping[str, Any]) -> WorkersSpec | None:
+    """Read the ``[workers]`` table: the arguments of ``with_workers``."""
+    sec = reader.section(data, "workers", _KEYS)
+    if not sec:
+        return None
+    spec: WorkersSpec | None = reader.attempt(
+        lambda: workers_spec(sec.get("num_workers", 0), **{key: sec.get(key) for key in _KEYS[1:]})
+    )
+    return spec
+
+
+def workers_line(plan: LoaderPlan) -> str:
+    """The ``workers`` line of ``explain()``: the settings as this machine resolves them."""
+    w = plan.workers
+    try:
+        r = resolve_workers(w, check_machine=False)  # "auto" as this machine resolves it
+    except PlanError as exc:  # a malformed LOCAL_WORLD_SIZE: build() raises it too
+        return f"auto, resolved at build; on this machine it cannot be: {exc}"
+    if r.auto is not None:
+        text = f"{r.reason} (on this machine; build() resolves it where it runs)"
+    else:
+        text = "0 (load in the main process)" if r.num_workers == 0 else str(r.num_workers)
+    if r.num_workers > 0:
+        prefetch = f"prefetch {r.prefetch_factor}" if r.prefetch_factor else "prefetch auto (2)"
+        persistent = {None: "persistent auto (on)", True: "persistent", False: "not persistent"}[
+            r.persistent
+        ]
+        if plan.dataset.iterable:
+            persistent = "started for every pass over the stream"
+        start = r.start_method or "platform default start method"
+        text = f"{text}, {prefetch}, {persistent}, {start}"
+        if r.timeout:
+            text += f", timeout {r.timeout:g} s"
+    pin = {None: "auto (when delivering to CUDA)", True: "on", False: "off"}[r.pin_memory]
+    return f"{text}; pin memory {pin}"
+
+
+SECTION: Section[WorkersSpec] = Section(
+    name="workers",
+    key="workers",
+    read=read_workers,
+    to_dict=workers_to_dict,
+    fingerprint="both",
+    stream=_stream,
+    execution_only=_KEYS[1:],
+    rows=(
+        FingerprintRow(
+            "`workers.num_workers`",
+            "both",
+            "execution for map-style data (order is worker-invariant); stream for iterable "
+            "data, whose order depends on it",
+        ),
+        FingerprintRow(
+            "`workers.*` (the rest)",
+            "exec",
+            "`prefetch_factor`, `persistent`, `pin_memory`, `start_method`, `timeout`",
+        ),
+    ),
+)

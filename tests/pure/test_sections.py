@@ -1,0 +1,49 @@
+"""The section registry: every section declared once, and the walkers follow the declarations."""
+
+from __future__ import annotations
+
+from hypothesis import given
+
+from loaderkit.plan.fingerprint import stream_fields
+from loaderkit.plan.plan import PLAN_SECTIONS, LoaderPlan
+from loaderkit.plan.sections import FILE_KEYS, SECTIONS
+from loaderkit.plan.serde import SECTIONS as SERDE_KEYS
+from loaderkit.testing import plans
+
+
+def test_every_plan_section_is_declared_once():
+    names = [section.name for section in SECTIONS]
+    assert sorted(names) == sorted(PLAN_SECTIONS)
+    assert len({section.key for section in SECTIONS}) == len(SECTIONS)
+    assert SERDE_KEYS == FILE_KEYS == ("schema_version", *(s.key for s in SECTIONS))
+
+
+def test_every_section_has_rows_of_its_kind():
+    for section in SECTIONS:
+        assert section.rows, section.name
+        kinds = {row.kind for row in section.rows}
+        if section.fingerprint in ("exec", "info"):
+            assert kinds == {section.fingerprint}, section.name
+        else:
+            assert kinds & {"stream", "both"}, section.name
+
+
+@given(plans())
+def test_only_hashed_sections_reach_the_fingerprint(plan: LoaderPlan):
+    hashed = set(stream_fields(plan)) - {"fingerprint_version"}
+    declared = {s.name for s in SECTIONS if s.fingerprint in ("stream", "both")}
+    assert hashed <= declared
+    for section in SECTIONS:
+        entries = section.stream_entries(plan)
+        assert set(entries) <= {section.name}
+        if section.name in entries and isinstance(entries[section.name], dict):
+            assert not set(entries[section.name]) & set(section.execution_only), section.name
+
+
+@given(plans())
+def test_written_tables_are_the_declared_ones(plan: LoaderPlan):
+    data = plan.to_dict()
+    for section in SECTIONS:
+        value = getattr(plan, section.name)
+        assert (section.key in data) == section.written(value), section.name
+    assert list(data) == [k for k in FILE_KEYS if k in data]
