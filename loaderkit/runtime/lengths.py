@@ -21,6 +21,7 @@ what they cost, which ``Loader.explain()`` shows.
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
@@ -91,8 +92,12 @@ def _column(data: Any, spec: DatasetSpec, name: str) -> tuple[Lengths, str]:
     return _call_each(data, lambda s: _length(s[name], name), f"{name!r} of every sample")
 
 
-def _check_keyed(data: Any, name: str) -> None:
-    """Refuse a key ``name`` when the first sample is not a mapping that holds it."""
+def _check_keyed(data: Any, name: str, path: str = "bucketing.length") -> None:
+    """Refuse a key ``name`` when the first sample is not a mapping that holds it.
+
+    ``path`` is the plan field that names the key: ``bucketing.length`` (lengths), or the
+    value source of ``sampling_weights`` or ``curriculum`` (one number per sample).
+    """
     try:
         first = data[0] if len(data) else None
     except Exception:  # noqa: BLE001 - reading sample by sample below says what fails
@@ -101,17 +106,22 @@ def _check_keyed(data: Any, name: str) -> None:
         return
     if not isinstance(first, Mapping):
         shape = f" of {len(first)} items" if isinstance(first, tuple | list) else ""
+        section = path.split(".", 1)[0]
+        example = (
+            "with_bucketing(lambda sample: len(sample[0]), ...) for the first item's length"
+            if section == "bucketing"
+            else f"with_{section}(lambda sample: float(sample[1]), ...) for the second item"
+        )
         raise PlanError.single(
-            "bucketing.length",
+            path,
             f"{name!r} names a key, but the samples of this dataset are "
             f"{type(first).__name__}s{shape}, not dicts; give a function of a sample "
-            f"instead, e.g. with_bucketing(lambda sample: len(sample[0]), ...) for the first "
-            f"item's length",
+            f"instead, e.g. {example}",
         )
     if name not in first:
         keys = [str(k) for k in first]
         raise PlanError.single(
-            "bucketing.length",
+            path,
             f"sample 0 has no key {name!r} (its keys: {', '.join(map(repr, keys))})"
             f"{did_you_mean(name, keys)}; name one of its keys, or give a function of a sample",
         )
@@ -211,11 +221,13 @@ def sample_weights(
                 return np.asarray(column, dtype=np.float64), f"Arrow column {name!r}"
             if spec.kind == "columns" and isinstance(data, Mapping):
                 return np.asarray(data[name], dtype=np.float64), f"column {name!r}"
+            _check_keyed(data, name, path)
             if spec.kind == "samples" and isinstance(data, Sequence):
-                return (
-                    np.fromiter((float(s[name]) for s in data), np.float64, len(data)),
-                    f"{name!r} of {len(data):,} samples in {_since(started)}",
-                )
+                with contextlib.suppress(TypeError, ValueError, KeyError, IndexError):
+                    return (  # the fast path; a value that is no number is named below
+                        np.fromiter((float(s[name]) for s in data), np.float64, len(data)),
+                        f"{name!r} of {len(data):,} samples in {_since(started)}",
+                    )
             return _call_each(data, lambda s: s[name], f"{name!r} of every sample", path)
 
         weights, how = _cached(data, None, name, read)

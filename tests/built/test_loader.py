@@ -439,7 +439,17 @@ def test_plans_equal_in_fingerprint_give_equal_streams(plan, pin, auto, scratch_
         variant = variant.with_distributed(world_size=1, rank=0)
     other = variant.compile()
     assert other.fingerprint == plan.fingerprint
-    with contextlib.chdir(scratch_dir), plan.build() as a, other.build() as b:
+    with contextlib.chdir(scratch_dir), contextlib.ExitStack() as stack:
+        built: list[Any] = []
+        for p in (plan, other):
+            try:  # compiled plans may still not fit their data: build() reads it
+                built.append(stack.enter_context(p.build()))
+            except (lk.PlanError, lk.DataError) as exc:
+                built.append(f"{type(exc).__name__}: {exc}")
+        a, b = built
+        if isinstance(a, str) or isinstance(b, str):
+            assert a == b  # both refused, the same way
+            return
         for epoch in range(2):
             (got_a, error_a), (got_b, error_b) = _pass_outcome(a), _pass_outcome(b)
             assert_batches_equal(got_a, got_b, label=f"epoch {epoch}")

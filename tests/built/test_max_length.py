@@ -162,3 +162,20 @@ def test_length_schedules_round_trip_and_change_the_fingerprint(tmp_path):
         assert again == plan
         assert_batches_equal(collect(plan.build()), collect(again.build()))
     assert repr(plan.to_builder()).endswith(".with_max_length([(1.0, 16), (3.0, 32)], by='step')")
+
+
+def test_a_function_collator_given_by_reference_cannot_take_a_length_schedule() -> None:
+    """A collator function named by ``module:qualname`` has no with_max_length: compile says so.
+
+    (It compiled, and every batch then failed with an AttributeError from inside the fetch.)
+    """
+    from loaderkit.testing._functions import sample_collate
+
+    builder = (
+        DataLoaderBuilder()
+        .with_dataset([{"input_ids": [1, 2, 3]}] * 4)
+        .with_collator(sample_collate)
+        .with_max_length(2)
+    )
+    with pytest.raises(PlanError, match=r"max_length: the collator .*has no with_max_length"):
+        builder.compile()

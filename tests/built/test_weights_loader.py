@@ -132,3 +132,17 @@ def test_weights_are_stream_fields():
         BASE.with_sampling_weights("w", num_samples=7).compile().fingerprint,
     }
     assert len(prints) == 6
+
+
+@pytest.mark.parametrize(
+    ("call", "path"),
+    [
+        (lambda b: b.with_sampling_weights("w"), "sampling_weights"),
+        (lambda b: b.with_curriculum("w", horizon=2), "curriculum"),
+    ],
+)
+def test_a_key_on_samples_that_are_not_mappings_is_a_plan_error_with_the_fix(call, path) -> None:
+    """A key names nothing on int samples: a PlanError that shows a function, not a TypeError."""
+    plan = call(DataLoaderBuilder().with_dataset([0, 1, 2]).with_batch_size(2)).compile()
+    with pytest.raises(lk.PlanError, match=rf"^{path}\.\w+: 'w' names a key, but the samples"):
+        plan.build()

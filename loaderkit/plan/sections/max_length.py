@@ -152,7 +152,7 @@ def max_length_problems(
                     )
                 )
     elif (
-        collator.source == "binding"
+        collator.source in ("binding", "ref")  # a ref resolved at compile() is bound too
         and bindings is not None
         and collator.name in bindings
         and not callable(getattr(bindings[collator.name], "with_max_length", None))
@@ -160,7 +160,7 @@ def max_length_problems(
         problems.append(
             Problem(
                 "max_length",
-                f"the collator bound to {collator.name!r} has no with_max_length(n) method "
+                f"the collator {collator.name!r} has no with_max_length(n) method "
                 f"to apply a sequence-length schedule; give it one (see "
                 f"loaderkit.collators.Collator.with_max_length) or use the 'text' collator",
             )
