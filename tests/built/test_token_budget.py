@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 import loaderkit as lk
@@ -41,10 +41,17 @@ def budgeted(samples, max_tokens, cap=None, collator="text", **options):
     multiple=st.sampled_from([None, 1, 8, 64]),
     max_length=st.none() | st.integers(8, 300),
 )
+@example(lengths=[257], max_tokens=300, cap=None, multiple=64, max_length=None)  # 320 > 300
 def test_every_collated_batch_fits_the_budget(lengths, max_tokens, cap, multiple, max_length):
     samples = corpus(lengths)
     options = {"pad_to_multiple_of": multiple, "max_length": max_length}
     plan = budgeted(samples, max_tokens, cap, **options).compile()
+    step = multiple or 1
+    widths = [-(-min(n, max_length or n) // step) * step for n in lengths]  # each alone, padded
+    if max(widths) > max_tokens:  # a sample no batch can hold is refused, never dropped
+        with pytest.raises(lk.DataError, match=r"alone it costs \d+ .*> max_tokens"):
+            plan.build()
+        return
     batches = collect(plan.build())
     assert sorted(int(i) for b in batches for i in b["idx"]) == list(range(len(samples)))
     for batch in batches:
