@@ -45,7 +45,15 @@ from loaderkit.plan.sections import (
 )
 from loaderkit.plan.sections.base import FingerprintRow, Section
 
-__all__ = ["FILE_KEYS", "SECTIONS", "FingerprintRow", "Section", "fingerprint_table"]
+__all__ = [
+    "BUILDER_CALL_ORDER",
+    "FILE_KEYS",
+    "SECTIONS",
+    "FingerprintRow",
+    "Section",
+    "fingerprint_table",
+    "section_named",
+]
 
 SECTIONS: tuple[Section[Any], ...] = (
     dataset.SECTION,
@@ -68,6 +76,40 @@ SECTIONS: tuple[Section[Any], ...] = (
     preset.SECTION,
 )
 """Every plan section, in the order a plan file writes them."""
+
+
+def section_named(name: str) -> Section[Any]:
+    """The declaration of the section stored in ``LoaderPlan.<name>``."""
+    for section in SECTIONS:
+        if section.name == name:
+            return section
+    raise KeyError(name)
+
+
+BUILDER_CALL_ORDER: tuple[Section[Any], ...] = tuple(
+    section_named(name)
+    for name in (
+        "mixture",  # the source first: a mixture's call stands for its dataset's
+        "dataset",
+        "batch",
+        "order",
+        "collator",
+        "transform",
+        "workers",
+        "device",
+        "bucketing",
+        "sampling_weights",
+        "curriculum",
+        "error_policy",
+        "cache",
+        "max_length",
+        "checks",
+        "split",
+        "distributed",
+    )
+)
+"""The sections with :attr:`Section.builder_calls`, in the order ``repr(builder)`` calls them
+(the order of the ``with_*`` methods' use in a typical chain, not the file's)."""
 
 FILE_KEYS: tuple[str, ...] = ("schema_version", *(section.key for section in SECTIONS))
 """The top-level keys of a plan file."""

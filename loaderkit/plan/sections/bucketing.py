@@ -12,7 +12,7 @@ from loaderkit._checks import LIMITS, check_choice, check_int, did_you_mean
 from loaderkit.errors import PlanError, PlanTypeError, Problem
 from loaderkit.order.padding import PackedRows
 from loaderkit.plan.padding_rule import bucket_padding, registry_padding
-from loaderkit.plan.sections.base import FingerprintRow, Section
+from loaderkit.plan.sections.base import FingerprintRow, Section, changed_args
 from loaderkit.plan.sections.common import (
     check_count,
     source_problems,
@@ -33,9 +33,11 @@ from loaderkit.registry import PluginNotImportedError
 if TYPE_CHECKING:
     from loaderkit.plan.plan import LoaderPlan
     from loaderkit.plan.reader import Reader
+    from loaderkit.plan.sections.base import ReprContext
 
 __all__ = [
     "SECTION",
+    "bucketing_calls",
     "bucketing_problems",
     "bucketing_spec",
     "bucketing_to_dict",
@@ -248,8 +250,17 @@ def budget_padding_problems(
     return problems
 
 
+def bucketing_calls(spec: BucketingSpec, ctx: ReprContext) -> tuple[str, ...]:
+    """The builder's ``with_bucketing`` call."""
+    args = [ctx.source_arg(spec.length, "lengths")]
+    defaults = {"num_buckets": None, "max_tokens": None, "max_batch_size": None, "cost": "linear"}
+    args.extend(changed_args(spec, defaults))
+    return (f".with_bucketing({', '.join(args)})",)
+
+
 SECTION: Section[BucketingSpec] = Section(
     name="bucketing",
+    builder_calls=bucketing_calls,
     key="bucketing",
     read=read_bucketing,
     to_dict=bucketing_to_dict,

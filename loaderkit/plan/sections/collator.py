@@ -18,11 +18,13 @@ from loaderkit.registry import PluginNotImportedError, callable_ref
 if TYPE_CHECKING:
     from loaderkit.plan.plan import LoaderPlan
     from loaderkit.plan.reader import Reader
+    from loaderkit.plan.sections.base import ReprContext
 
 __all__ = [
     "MODALITIES",
     "SECTION",
     "auto_modality",
+    "collator_calls",
     "collator_for_modality",
     "collator_spec",
     "collator_to_dict",
@@ -212,8 +214,16 @@ def read_collator(reader: Reader, data: Mapping[str, Any]) -> CallableSpec | Non
     return resolved
 
 
+def collator_calls(spec: CallableSpec, ctx: ReprContext) -> tuple[str, ...]:
+    """The builder's ``with_collator`` call (none for the default collator)."""
+    if spec == DEFAULT_COLLATOR:
+        return ()
+    return (f".with_collator({ctx.callable_arg(spec, with_options=True)})",)
+
+
 SECTION: Section[CallableSpec] = Section(
     name="collator",
+    builder_calls=collator_calls,
     key="collator",
     read=read_collator,
     to_dict=collator_to_dict,

@@ -27,9 +27,12 @@ from loaderkit.registry import UnknownNameError
 if TYPE_CHECKING:
     from loaderkit.plan.plan import LoaderPlan
     from loaderkit.plan.reader import Reader
+    from loaderkit.plan.sections.base import ReprContext
 
 __all__ = [
     "SECTION",
+    "dataset_arg",
+    "dataset_calls",
     "dataset_spec",
     "dataset_to_dict",
     "describe_recorded",
@@ -310,8 +313,29 @@ def describe_recorded(spec: DatasetSpec) -> str:
     return f"{spec.kind} {spec.type_name.rsplit('.', 1)[-1]} of {size} samples{ident}"
 
 
+def dataset_calls(spec: DatasetSpec, ctx: ReprContext) -> tuple[str, ...]:
+    """The builder's ``with_dataset`` call (a mixture's combined dataset: its own call)."""
+    if spec.kind == "mixture":
+        return ()
+    arg = dataset_arg(spec)
+    if spec.binding != "dataset":
+        arg += f", name={spec.binding!r}"
+    return (f".with_dataset({arg})",)
+
+
+def dataset_arg(spec: DatasetSpec) -> str:
+    """The dataset as a builder repr shows it: ``<list: 100 samples>``, or the ``load`` call."""
+    if spec.source is not None:  # the call that makes the dataset again
+        opts = spec.source.options.items()
+        options = "".join(f", {k}={thaw_value(v)!r}" for k, v in opts)
+        return f"loaderkit.datasets.load({spec.source.name!r}{options})"
+    size = "streamed" if spec.length is None else f"{spec.length} samples"
+    return f"<{spec.type_name.rsplit('.', 1)[-1]}: {size}>"
+
+
 SECTION: Section[DatasetSpec] = Section(
     name="dataset",
+    builder_calls=dataset_calls,
     key="dataset",
     read=read_dataset,
     to_dict=dataset_to_dict,

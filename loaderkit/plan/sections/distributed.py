@@ -7,14 +7,21 @@ from typing import TYPE_CHECKING, Any
 
 from loaderkit._checks import check_bool, check_int
 from loaderkit.errors import PlanError
-from loaderkit.plan.sections.base import FingerprintRow, Section, fields_table
+from loaderkit.plan.sections.base import FingerprintRow, Section, fields_table, set_args
 from loaderkit.plan.specs import DistributedSpec
 
 if TYPE_CHECKING:
     from loaderkit.plan.plan import LoaderPlan
     from loaderkit.plan.reader import Reader
+    from loaderkit.plan.sections.base import ReprContext
 
-__all__ = ["SECTION", "distributed_spec", "distributed_to_dict", "read_distributed"]
+__all__ = [
+    "SECTION",
+    "distributed_calls",
+    "distributed_spec",
+    "distributed_to_dict",
+    "read_distributed",
+]
 
 
 def distributed_spec(
@@ -74,8 +81,19 @@ def read_distributed(reader: Reader, data: Mapping[str, Any]) -> DistributedSpec
     return spec
 
 
+def distributed_calls(d: DistributedSpec, ctx: ReprContext) -> tuple[str, ...]:
+    """The builder's ``with_distributed`` call (none when not sharding, the default)."""
+    if not d.enabled:
+        return ()
+    args = set_args(d, ("world_size", "rank"))
+    if not d.even_batches:
+        args.append("even_batches=False")
+    return (f".with_distributed({', '.join(args)})",)
+
+
 SECTION: Section[DistributedSpec] = Section(
     name="distributed",
+    builder_calls=distributed_calls,
     key="distributed",
     read=read_distributed,
     to_dict=distributed_to_dict,

@@ -24,7 +24,7 @@ from loaderkit.plan.fields import (
     until_table,
 )
 from loaderkit.plan.reader import value_fn
-from loaderkit.plan.sections.base import FingerprintRow, Section
+from loaderkit.plan.sections.base import FingerprintRow, Section, changed_args
 from loaderkit.plan.sections.common import callable_problems, function_table
 from loaderkit.plan.sections.dataset import (
     dataset_to_dict,
@@ -47,11 +47,13 @@ from loaderkit.plan.specs import (
 if TYPE_CHECKING:
     from loaderkit.plan.plan import LoaderPlan
     from loaderkit.plan.reader import Reader
+    from loaderkit.plan.sections.base import ReprContext
 
 __all__ = [
     "SECTION",
     "combined_dataset",
     "mixture_bucketing_problems",
+    "mixture_calls",
     "mixture_options",
     "mixture_problems",
     "mixture_spec",
@@ -485,8 +487,35 @@ def mixture_bucketing_problems(mixture: MixtureSpec) -> list[Problem]:
     return problems
 
 
+def mixture_calls(spec: MixtureSpec, ctx: ReprContext) -> tuple[str, ...]:
+    """The builder's ``with_mixture`` call: the sources, then the options not at defaults."""
+    parts = []
+    for source in spec.sources:
+        short = source.type_name.rsplit(".", 1)[-1]
+        parts.append(f"{source.binding!r}: <{short}: {source.length} samples>")
+    args = ["{" + ", ".join(parts) + "}"]
+    if spec.fn is not None:
+        args.append(f"weights={ctx.callable_arg(spec.fn)}")
+    elif spec.schedule:
+        table = [(until, dict(zip(spec.names, w, strict=True))) for until, w in spec.schedule]
+        args.append(f"weights={table!r}")
+    elif spec.weights is not None:
+        args.append(f"weights={dict(zip(spec.names, spec.weights, strict=True))!r}")
+    defaults = {
+        "mode": "weighted",
+        "stratified": False,
+        "by": "epoch",
+        "num_samples": None,
+        "source_key": None,
+    }
+    args.extend(changed_args(spec, defaults))
+    return (f".with_mixture({', '.join(args)})",)
+
+
 SECTION: Section[MixtureSpec] = Section(
     name="mixture",
+    builder_calls=mixture_calls,
+    calls_set="dataset",
     key="mixture",
     read=read_mixture,
     to_dict=mixture_to_dict,

@@ -19,10 +19,12 @@ from loaderkit.plan.specs import DatasetSpec, WeightsSpec
 if TYPE_CHECKING:
     from loaderkit.plan.plan import LoaderPlan
     from loaderkit.plan.reader import Reader
+    from loaderkit.plan.sections.base import ReprContext
 
 __all__ = [
     "SECTION",
     "read_weights",
+    "weights_calls",
     "weights_line",
     "weights_problems",
     "weights_spec",
@@ -121,8 +123,19 @@ def weights_line(plan: LoaderPlan) -> str:
     )
 
 
+def weights_calls(spec: WeightsSpec, ctx: ReprContext) -> tuple[str, ...]:
+    """The builder's ``with_sampling_weights`` call."""
+    args = [ctx.source_arg(spec.source, "weights")]
+    if not spec.replacement:
+        args.append("replacement=False")
+    if spec.num_samples is not None:
+        args.append(f"num_samples={spec.num_samples}")
+    return (f".with_sampling_weights({', '.join(args)})",)
+
+
 SECTION: Section[WeightsSpec] = Section(
     name="sampling_weights",
+    builder_calls=weights_calls,
     key="sampling_weights",
     read=read_weights,
     to_dict=weights_to_dict,

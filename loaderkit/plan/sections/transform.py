@@ -17,8 +17,9 @@ from loaderkit.registry import callable_ref
 if TYPE_CHECKING:
     from loaderkit.plan.plan import LoaderPlan
     from loaderkit.plan.reader import Reader
+    from loaderkit.plan.sections.base import ReprContext
 
-__all__ = ["SECTION", "read_transform", "transform_spec", "transform_to_dict"]
+__all__ = ["SECTION", "read_transform", "transform_calls", "transform_spec", "transform_to_dict"]
 
 
 def _accepts_rng(path: str, fn: Callable[..., Any]) -> bool:
@@ -101,8 +102,14 @@ def read_transform(reader: Reader, data: Mapping[str, Any]) -> CallableSpec | No
     return reader.read_callable(data, "transform", transform_spec)
 
 
+def transform_calls(spec: CallableSpec, ctx: ReprContext) -> tuple[str, ...]:
+    """The builder's ``with_transform`` call."""
+    return (f".with_transform({ctx.callable_arg(spec)})",)
+
+
 SECTION: Section[CallableSpec] = Section(
     name="transform",
+    builder_calls=transform_calls,
     key="transform",
     read=read_transform,
     to_dict=transform_to_dict,
