@@ -47,6 +47,7 @@ from loaderkit.plan.sections.base import FingerprintRow, Section
 
 __all__ = [
     "BUILDER_CALL_ORDER",
+    "EXPLAIN_ORDER",
     "FILE_KEYS",
     "SECTIONS",
     "FingerprintRow",
@@ -110,6 +111,31 @@ BUILDER_CALL_ORDER: tuple[Section[Any], ...] = tuple(
 )
 """The sections with :attr:`Section.builder_calls`, in the order ``repr(builder)`` calls them
 (the order of the ``with_*`` methods' use in a typical chain, not the file's)."""
+
+EXPLAIN_ORDER: tuple[Section[Any], ...] = tuple(
+    section_named(name)
+    for name in (
+        "dataset",
+        "preset",
+        "split",
+        "order",  # order and batch: rows of several sections, written in plan/display.py
+        "batch",
+        "collator",
+        "bucketing",
+        "sampling_weights",
+        "curriculum",
+        "mixture",
+        "max_length",
+        "checks",
+        "transform",
+        "error_policy",
+        "workers",
+        "cache",
+        "device",
+        "distributed",
+    )
+)
+"""The sections in the order ``explain()`` shows their rows (:attr:`Section.explain`)."""
 
 FILE_KEYS: tuple[str, ...] = ("schema_version", *(section.key for section in SECTIONS))
 """The top-level keys of a plan file."""

@@ -31,6 +31,7 @@ __all__ = [
     "ReprContext",
     "Section",
     "changed_args",
+    "explain_row",
     "fields_table",
     "is_set",
     "set_args",
@@ -115,6 +116,22 @@ def thaw_mappings(value: object) -> object:
     if isinstance(value, tuple):
         return tuple(thaw_mappings(v) for v in value)
     return value
+
+
+def explain_row(
+    label: str, line: Callable[[LoaderPlan], str], *, of: str | None = None
+) -> Callable[[LoaderPlan], ExplainRows]:
+    """An :attr:`Section.explain` of one row, ``(label, line(plan))``.
+
+    No row while the plan's section ``of`` is unset (``None``: always shown).
+    """
+
+    def explain(plan: LoaderPlan) -> ExplainRows:
+        if of is not None and getattr(plan, of) is None:
+            return ()
+        return ((label, line(plan)),)
+
+    return explain
 
 
 def changed_args(spec: object, defaults: Mapping[str, object]) -> list[str]:

@@ -11,7 +11,13 @@ import attrs
 from loaderkit._checks import check_choice, check_int, check_str
 from loaderkit.datasets import absolute_path, confined
 from loaderkit.errors import PlanError, Problem
-from loaderkit.plan.sections.base import FingerprintRow, Section, fields_table, set_args
+from loaderkit.plan.sections.base import (
+    FingerprintRow,
+    Section,
+    explain_row,
+    fields_table,
+    set_args,
+)
 from loaderkit.plan.specs import CallableSpec, DatasetSpec, WorkersSpec
 
 if TYPE_CHECKING:
@@ -207,6 +213,7 @@ def cache_calls(c: CacheSpec, ctx: ReprContext) -> tuple[str, ...]:
 
 SECTION: Section[CacheSpec] = Section(
     name="cache",
+    explain=explain_row("cache", cache_line, of="cache"),
     builder_calls=cache_calls,
     key="cache",
     read=read_cache,

@@ -17,7 +17,7 @@ from loaderkit._checks import (
     unknown_keys,
 )
 from loaderkit.errors import PlanError, PlanTypeError, Problem
-from loaderkit.plan.sections.base import FingerprintRow, Section
+from loaderkit.plan.sections.base import FingerprintRow, Section, explain_row
 
 if TYPE_CHECKING:
     from loaderkit.plan.plan import LoaderPlan
@@ -420,6 +420,7 @@ def checks_calls(spec: ChecksSpec, ctx: ReprContext) -> tuple[str, ...]:
 
 SECTION: Section[ChecksSpec] = Section(
     name="checks",
+    explain=explain_row("checks", checks_line, of="checks"),
     builder_calls=checks_calls,
     key="checks",
     read=read_checks,

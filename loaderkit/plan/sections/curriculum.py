@@ -11,7 +11,7 @@ from loaderkit._checks import check_choice, check_number
 from loaderkit.errors import PlanError, PlanTypeError
 from loaderkit.plan.fields import function_spec, is_function
 from loaderkit.plan.reader import value_fn
-from loaderkit.plan.sections.base import FingerprintRow, Section, changed_args
+from loaderkit.plan.sections.base import FingerprintRow, Section, changed_args, explain_row
 from loaderkit.plan.sections.common import (
     float_array,
     function_table,
@@ -192,6 +192,7 @@ def curriculum_calls(cur: CurriculumSpec, ctx: ReprContext) -> tuple[str, ...]:
 
 SECTION: Section[CurriculumSpec] = Section(
     name="curriculum",
+    explain=explain_row("curriculum", curriculum_line, of="curriculum"),
     builder_calls=curriculum_calls,
     key="curriculum",
     read=read_curriculum,

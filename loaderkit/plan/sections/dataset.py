@@ -20,8 +20,8 @@ from loaderkit.datasets import (
 )
 from loaderkit.errors import PlanError, PlanTypeError, Problem
 from loaderkit.plan.fields import RESERVED_BINDINGS, binding_name
-from loaderkit.plan.sections.base import FingerprintRow, Section
-from loaderkit.plan.specs import DATASET_KINDS, DatasetSpec, describe_dataset
+from loaderkit.plan.sections.base import FingerprintRow, Section, explain_row
+from loaderkit.plan.specs import DATASET_KINDS, DatasetSpec, dataset_summary, describe_dataset
 from loaderkit.registry import UnknownNameError
 
 if TYPE_CHECKING:
@@ -335,6 +335,7 @@ def dataset_arg(spec: DatasetSpec) -> str:
 
 SECTION: Section[DatasetSpec] = Section(
     name="dataset",
+    explain=explain_row("source", lambda plan: dataset_summary(plan.dataset)),
     builder_calls=dataset_calls,
     key="dataset",
     read=read_dataset,

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from loaderkit._checks import LIMITS, check_str
 from loaderkit.errors import PlanError
-from loaderkit.plan.sections.base import FingerprintRow, Section
+from loaderkit.plan.sections.base import FingerprintRow, Section, explain_row
 from loaderkit.plan.specs import DEVICES
 
 if TYPE_CHECKING:
@@ -54,6 +54,7 @@ def device_calls(device: str, ctx: ReprContext) -> tuple[str, ...]:
 
 SECTION: Section[str] = Section(
     name="device",
+    explain=explain_row("device", lambda plan: plan.device),
     builder_calls=device_calls,
     key="device",
     read=read_device,

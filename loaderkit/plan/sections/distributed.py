@@ -7,7 +7,13 @@ from typing import TYPE_CHECKING, Any
 
 from loaderkit._checks import check_bool, check_int
 from loaderkit.errors import PlanError
-from loaderkit.plan.sections.base import FingerprintRow, Section, fields_table, set_args
+from loaderkit.plan.sections.base import (
+    FingerprintRow,
+    Section,
+    explain_row,
+    fields_table,
+    set_args,
+)
 from loaderkit.plan.specs import DistributedSpec
 
 if TYPE_CHECKING:
@@ -18,6 +24,7 @@ if TYPE_CHECKING:
 __all__ = [
     "SECTION",
     "distributed_calls",
+    "distributed_line",
     "distributed_spec",
     "distributed_to_dict",
     "read_distributed",
@@ -91,8 +98,23 @@ def distributed_calls(d: DistributedSpec, ctx: ReprContext) -> tuple[str, ...]:
     return (f".with_distributed({', '.join(args)})",)
 
 
+def distributed_line(plan: LoaderPlan) -> str:
+    """The ``distributed`` line of ``explain()``: the ranks, given or detected."""
+    d = plan.distributed
+    if not d.enabled:
+        text = "single process (build() refuses it on one of several ranks)"
+    elif d.world_size is None:
+        text = "detected at build time (torch.distributed, else RANK/WORLD_SIZE env)"
+    else:
+        text = f"rank {d.rank} of {d.world_size} (given explicitly)"
+    if d.enabled and not d.even_batches:
+        text += "; uneven batches allowed"
+    return text
+
+
 SECTION: Section[DistributedSpec] = Section(
     name="distributed",
+    explain=explain_row("distributed", distributed_line),
     builder_calls=distributed_calls,
     key="distributed",
     read=read_distributed,

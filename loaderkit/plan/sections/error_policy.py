@@ -9,7 +9,7 @@ import attrs
 
 from loaderkit._checks import check_choice, check_int, check_number
 from loaderkit.errors import PlanError
-from loaderkit.plan.sections.base import FingerprintRow, Section
+from loaderkit.plan.sections.base import ExplainRows, FingerprintRow, Section
 from loaderkit.plan.specs import SKIPPED_RECORDS_KEPT
 
 if TYPE_CHECKING:
@@ -158,8 +158,14 @@ def error_policy_calls(e: ErrorPolicySpec, ctx: ReprContext) -> tuple[str, ...]:
     return (f".with_error_policy({', '.join(args)})",)
 
 
+def _explain(plan: LoaderPlan) -> ExplainRows:
+    """The ``errors`` row of ``explain()``, none under the default policy (``raise``)."""
+    return () if plan.error_policy.policy == "raise" else (("errors", error_line(plan)),)
+
+
 SECTION: Section[ErrorPolicySpec] = Section(
     name="error_policy",
+    explain=_explain,
     builder_calls=error_policy_calls,
     key="error_policy",
     read=read_error_policy,

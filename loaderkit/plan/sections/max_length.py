@@ -13,7 +13,7 @@ from loaderkit.collators import collators
 from loaderkit.errors import Problem
 from loaderkit.plan.fields import int_schedule
 from loaderkit.plan.reader import value_fn
-from loaderkit.plan.sections.base import FingerprintRow, Section
+from loaderkit.plan.sections.base import FingerprintRow, Section, explain_row
 from loaderkit.plan.sections.common import callable_problems, function_table
 from loaderkit.plan.specs import CURRICULUM_UNITS, CallableSpec
 from loaderkit.registry import PluginNotImportedError
@@ -183,6 +183,7 @@ def max_length_calls(m: MaxLengthSpec, ctx: ReprContext) -> tuple[str, ...]:
 
 SECTION: Section[MaxLengthSpec] = Section(
     name="max_length",
+    explain=explain_row("max length", max_length_line, of="max_length"),
     builder_calls=max_length_calls,
     key="max_length",
     read=read_max_length,

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 from loaderkit._checks import check_bool, check_int
 from loaderkit.errors import PlanError, Problem
-from loaderkit.plan.sections.base import FingerprintRow, Section
+from loaderkit.plan.sections.base import FingerprintRow, Section, explain_row
 from loaderkit.plan.sections.common import (
     float_array,
     source_problems,
@@ -135,6 +135,7 @@ def weights_calls(spec: WeightsSpec, ctx: ReprContext) -> tuple[str, ...]:
 
 SECTION: Section[WeightsSpec] = Section(
     name="sampling_weights",
+    explain=explain_row("sampling", weights_line, of="sampling_weights"),
     builder_calls=weights_calls,
     key="sampling_weights",
     read=read_weights,

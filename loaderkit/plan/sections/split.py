@@ -11,7 +11,13 @@ from loaderkit._checks import check_int, check_str, did_you_mean
 from loaderkit.errors import PlanError, Problem
 from loaderkit.order.split import decimal_ratio, split_sizes
 from loaderkit.plan.fields import MAX_SEED
-from loaderkit.plan.sections.base import FingerprintRow, Section, fields_table, set_args
+from loaderkit.plan.sections.base import (
+    FingerprintRow,
+    Section,
+    explain_row,
+    fields_table,
+    set_args,
+)
 from loaderkit.plan.specs import BatchSpec, DatasetSpec, DistributedSpec, MixtureSpec
 
 if TYPE_CHECKING:
@@ -206,6 +212,7 @@ def split_calls(s: SplitSpec, ctx: ReprContext) -> tuple[str, ...]:
 
 SECTION: Section[SplitSpec] = Section(
     name="split",
+    explain=explain_row("split", split_line, of="split"),
     builder_calls=split_calls,
     key="split",
     read=read_split,

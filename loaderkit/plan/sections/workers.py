@@ -7,7 +7,13 @@ from typing import TYPE_CHECKING, Any
 
 from loaderkit._checks import LIMITS, check_choice, check_int, check_number, check_optional_bool
 from loaderkit.errors import PlanError
-from loaderkit.plan.sections.base import FingerprintRow, Section, fields_table, set_args
+from loaderkit.plan.sections.base import (
+    FingerprintRow,
+    Section,
+    explain_row,
+    fields_table,
+    set_args,
+)
 from loaderkit.plan.specs import START_METHODS, WorkersSpec
 from loaderkit.plan.workers import num_workers_value, resolve_workers
 
@@ -144,6 +150,7 @@ def workers_calls(w: WorkersSpec, ctx: ReprContext) -> tuple[str, ...]:
 
 SECTION: Section[WorkersSpec] = Section(
     name="workers",
+    explain=explain_row("workers", workers_line),
     builder_calls=workers_calls,
     key="workers",
     read=read_workers,
