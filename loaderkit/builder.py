@@ -113,8 +113,8 @@ def _not_a_setting(name: object) -> PlanError:
             f"the source cannot be reset by without({name!r}): a plan reads a dataset; "
             f"replace it with .with_dataset(ds) or .with_mixture({{...}})",
         )
-    return PlanError.single(
-        name,
+    return PlanError.single(  # the path is the call: the name is no section's (it may be "")
+        "without",
         f"is not a setting without() resets (got {name!r}){did_you_mean(name, SETTINGS)}; "
         f"it takes {_listed(SETTINGS)}",
     )
