@@ -36,6 +36,7 @@ __all__ = [
     "is_set",
     "set_args",
     "stream_table",
+    "thaw_mappings",
 ]
 
 S = TypeVar("S")
@@ -92,7 +93,7 @@ class ReprContext:
         if spec.source == "registry":
             args = [repr(spec.name)]
             if with_options:  # as plain data (a mapping option is a dict the user could write)
-                args.extend(f"{k}={v!r}" for k, v in spec.options.items())
+                args.extend(f"{k}={thaw_mappings(v)!r}" for k, v in spec.options.items())
             return ", ".join(args)
         obj = self.bound.get(spec.name)
         if obj is None:

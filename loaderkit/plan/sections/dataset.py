@@ -39,6 +39,7 @@ __all__ = [
     "described",
     "read_dataset",
     "read_source",
+    "shown_object",
     "source_table",
 ]
 
@@ -329,8 +330,13 @@ def dataset_arg(spec: DatasetSpec) -> str:
         opts = spec.source.options.items()
         options = "".join(f", {k}={thaw_value(v)!r}" for k, v in opts)
         return f"loaderkit.datasets.load({spec.source.name!r}{options})"
-    size = "streamed" if spec.length is None else f"{spec.length} samples"
-    return f"<{spec.type_name.rsplit('.', 1)[-1]}: {size}>"
+    return shown_object(spec.type_name, spec.length)
+
+
+def shown_object(type_name: str, length: int | None) -> str:
+    """A dataset the repr cannot write out: ``<list: 100 samples>``, ``<list: 1 sample>``."""
+    size = "streamed" if length is None else f"{length} sample{'' if length == 1 else 's'}"
+    return f"<{type_name.rsplit('.', 1)[-1]}: {size}>"
 
 
 SECTION: Section[DatasetSpec] = Section(

@@ -31,6 +31,7 @@ from loaderkit.plan.sections.dataset import (
     describe_recorded,
     described,
     read_dataset,
+    shown_object,
 )
 from loaderkit.plan.specs import (
     CURRICULUM_UNITS,
@@ -491,10 +492,7 @@ def mixture_bucketing_problems(mixture: MixtureSpec) -> list[Problem]:
 
 def mixture_calls(spec: MixtureSpec, ctx: ReprContext) -> tuple[str, ...]:
     """The builder's ``with_mixture`` call: the sources, then the options not at defaults."""
-    parts = []
-    for source in spec.sources:
-        short = source.type_name.rsplit(".", 1)[-1]
-        parts.append(f"{source.binding!r}: <{short}: {source.length} samples>")
+    parts = [f"{s.binding!r}: {shown_object(s.type_name, s.length)}" for s in spec.sources]
     args = ["{" + ", ".join(parts) + "}"]
     if spec.fn is not None:
         args.append(f"weights={ctx.callable_arg(spec.fn)}")
