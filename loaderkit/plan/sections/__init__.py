@@ -9,14 +9,18 @@ Adding a data-only section ``foo`` is:
 1. ``foo.py`` here: its frozen spec, its constructor (called by the builder's ``with_foo``
    and, through ``read_foo``, by plan loading), ``foo_to_dict``, ``read_foo``, its own rules
    and ``SECTION = Section(...)`` declaring its file key, fingerprint kind (with a ``stream``
-   hook only for what differs from its table) and its rows of the fingerprint table;
-2. one line in :data:`SECTIONS` (and its import);
+   hook only for what differs from its table), its rows of the fingerprint table, its
+   ``builder_calls`` (the ``.with_foo(...)`` calls ``repr(builder)`` shows for a value) and
+   its ``explain`` rows (``explain_row("foo", foo_line, of="foo")`` for one line);
+2. one line in :data:`SECTIONS` (and its import), and its name in :data:`BUILDER_CALL_ORDER`
+   and :data:`EXPLAIN_ORDER` where its call and its row go (a test checks both lists);
 3. the ``foo`` field of :class:`~loaderkit.plan.plan.LoaderPlan` (and of ``Setting``), and
-   ``with_foo`` with its ``repr`` call in the builder;
-4. :func:`fingerprint_table` pasted into ``docs/plan-format.md`` (a test compares them), and
-   a line in :func:`~loaderkit.plan.display.explain_plan`'s report if ``explain()`` shows it.
+   the builder's ``_foo`` attribute and ``with_foo`` method;
+4. :func:`fingerprint_table` pasted into ``docs/plan-format.md`` (a test compares them).
 
-Files, the fingerprint and the reader need no code: they walk :data:`SECTIONS`.
+Files, the fingerprint, the reader, the builder's repr and ``explain()`` need no code: they
+walk the declarations. The ``order`` and ``batches`` rows of ``explain()`` are the exceptions:
+they combine several sections and are written in :mod:`loaderkit.plan.display`.
 """
 
 from __future__ import annotations
