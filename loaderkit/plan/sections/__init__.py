@@ -91,55 +91,29 @@ def section_named(name: str) -> Section[Any]:
     raise KeyError(name)
 
 
-BUILDER_CALL_ORDER: tuple[Section[Any], ...] = tuple(
-    section_named(name)
-    for name in (
-        "mixture",  # the source first: a mixture's call stands for its dataset's
-        "dataset",
-        "batch",
-        "order",
-        "collator",
-        "transform",
-        "workers",
-        "device",
-        "bucketing",
-        "sampling_weights",
-        "curriculum",
-        "error_policy",
-        "cache",
-        "max_length",
-        "checks",
-        "split",
-        "distributed",
-    )
+# fmt: off
+_BUILDER_CALL_ORDER_NAMES = (
+    "mixture", "dataset", "batch", "order", "collator", "transform", "workers", "device",
+    "bucketing", "sampling_weights", "curriculum", "error_policy", "cache", "max_length",
+    "checks", "split", "distributed",
 )
+# fmt: on
+BUILDER_CALL_ORDER: tuple[Section[Any], ...] = tuple(map(section_named, _BUILDER_CALL_ORDER_NAMES))
 """The sections with :attr:`Section.builder_calls`, in the order ``repr(builder)`` calls them
-(the order of the ``with_*`` methods' use in a typical chain, not the file's)."""
+(the order of the ``with_*`` methods' use in a typical chain, not the file's). The source
+comes first: a mixture's call, which stands for its combined dataset (that shows no call)."""
 
-EXPLAIN_ORDER: tuple[Section[Any], ...] = tuple(
-    section_named(name)
-    for name in (
-        "dataset",
-        "preset",
-        "split",
-        "order",  # order and batch: rows of several sections, written in plan/display.py
-        "batch",
-        "collator",
-        "bucketing",
-        "sampling_weights",
-        "curriculum",
-        "mixture",
-        "max_length",
-        "checks",
-        "transform",
-        "error_policy",
-        "workers",
-        "cache",
-        "device",
-        "distributed",
-    )
+# fmt: off
+_EXPLAIN_ORDER_NAMES = (
+    "dataset", "preset", "split", "order", "batch", "collator", "bucketing", "sampling_weights",
+    "curriculum", "mixture", "max_length", "checks", "transform", "error_policy", "workers",
+    "cache", "device", "distributed",
 )
-"""The sections in the order ``explain()`` shows their rows (:attr:`Section.explain`)."""
+# fmt: on
+EXPLAIN_ORDER: tuple[Section[Any], ...] = tuple(map(section_named, _EXPLAIN_ORDER_NAMES))
+"""The sections in the order ``explain()`` shows their rows (:attr:`Section.explain`); the
+rows of ``order`` and ``batch`` combine several sections and are written in
+:mod:`loaderkit.plan.display`."""
 
 FILE_KEYS: tuple[str, ...] = ("schema_version", *(section.key for section in SECTIONS))
 """The top-level keys of a plan file."""

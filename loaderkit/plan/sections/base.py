@@ -30,11 +30,9 @@ __all__ = [
     "FingerprintRow",
     "ReprContext",
     "Section",
-    "changed_args",
     "explain_row",
     "fields_table",
     "is_set",
-    "set_args",
     "stream_table",
     "thaw_mappings",
 ]
@@ -109,6 +107,20 @@ class ReprContext:
         assert source.fn is not None
         return self.callable_arg(source.fn)
 
+    @staticmethod
+    def changed_args(spec: object, defaults: Mapping[str, object]) -> list[str]:
+        """``key=value`` for each field of ``spec`` that differs from its ``defaults`` entry."""
+        return [
+            f"{key}={getattr(spec, key)!r}"
+            for key, default in defaults.items()
+            if getattr(spec, key) != default
+        ]
+
+    @staticmethod
+    def set_args(spec: object, keys: tuple[str, ...]) -> list[str]:
+        """``key=value`` for each of ``keys`` whose field of ``spec`` is set (not None)."""
+        return [f"{key}={getattr(spec, key)!r}" for key in keys if getattr(spec, key) is not None]
+
 
 def thaw_mappings(value: object) -> object:
     """``value`` with its frozen mappings as dicts (tuples stay tuples), for a repr."""
@@ -133,20 +145,6 @@ def explain_row(
         return ((label, line(plan)),)
 
     return explain
-
-
-def changed_args(spec: object, defaults: Mapping[str, object]) -> list[str]:
-    """``key=value`` for each field of ``spec`` that differs from its default in ``defaults``."""
-    return [
-        f"{key}={getattr(spec, key)!r}"
-        for key, default in defaults.items()
-        if getattr(spec, key) != default
-    ]
-
-
-def set_args(spec: object, keys: tuple[str, ...]) -> list[str]:
-    """``key=value`` for each of ``keys`` whose field of ``spec`` is set (not None)."""
-    return [f"{key}={getattr(spec, key)!r}" for key in keys if getattr(spec, key) is not None]
 
 
 def is_set(value: object) -> bool:

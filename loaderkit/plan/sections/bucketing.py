@@ -13,7 +13,7 @@ from loaderkit._checks import LIMITS, check_choice, check_int, did_you_mean
 from loaderkit.errors import PlanError, PlanTypeError, Problem
 from loaderkit.order.padding import NO_PADDING, BatchPadding, PackedRows
 from loaderkit.plan.padding_rule import bucket_padding, registry_padding
-from loaderkit.plan.sections.base import FingerprintRow, Section, changed_args, explain_row
+from loaderkit.plan.sections.base import FingerprintRow, Section, explain_row
 from loaderkit.plan.sections.common import (
     check_count,
     source_problems,
@@ -260,7 +260,7 @@ def bucketing_calls(spec: BucketingSpec, ctx: ReprContext) -> tuple[str, ...]:
     """The builder's ``with_bucketing`` call."""
     args = [ctx.source_arg(spec.length, "lengths")]
     defaults = {"num_buckets": None, "max_tokens": None, "max_batch_size": None, "cost": "linear"}
-    args.extend(changed_args(spec, defaults))
+    args.extend(ctx.changed_args(spec, defaults))
     return (f".with_bucketing({', '.join(args)})",)
 
 

@@ -11,13 +11,7 @@ import attrs
 from loaderkit._checks import check_choice, check_int, check_str
 from loaderkit.datasets import absolute_path, confined
 from loaderkit.errors import PlanError, Problem
-from loaderkit.plan.sections.base import (
-    FingerprintRow,
-    Section,
-    explain_row,
-    fields_table,
-    set_args,
-)
+from loaderkit.plan.sections.base import FingerprintRow, Section, explain_row, fields_table
 from loaderkit.plan.specs import CallableSpec, DatasetSpec, WorkersSpec
 
 if TYPE_CHECKING:
@@ -207,7 +201,7 @@ def cache_calls(c: CacheSpec, ctx: ReprContext) -> tuple[str, ...]:
     args = [repr(c.storage)]
     if c.stage != "fetched":
         args.append(f"stage={c.stage!r}")
-    args.extend(set_args(c, ("path", "max_bytes")))
+    args.extend(ctx.set_args(c, ("path", "max_bytes")))
     return (f".with_cache({', '.join(args)})",)
 
 

@@ -11,7 +11,7 @@ from loaderkit._checks import check_choice, check_number
 from loaderkit.errors import PlanError, PlanTypeError
 from loaderkit.plan.fields import function_spec, is_function
 from loaderkit.plan.reader import value_fn
-from loaderkit.plan.sections.base import FingerprintRow, Section, changed_args, explain_row
+from loaderkit.plan.sections.base import FingerprintRow, Section, explain_row
 from loaderkit.plan.sections.common import (
     float_array,
     function_table,
@@ -186,7 +186,7 @@ def curriculum_calls(cur: CurriculumSpec, ctx: ReprContext) -> tuple[str, ...]:
     elif cur.schedule != "linear":
         args.append(repr(cur.schedule))
     defaults = {"by": "epoch", "horizon": None, "start": 0.1, "degree": 2.0, "steps": ()}
-    args.extend(changed_args(cur, defaults))
+    args.extend(ctx.changed_args(cur, defaults))
     return (f".with_curriculum({', '.join(args)})",)
 
 

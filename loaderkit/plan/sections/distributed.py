@@ -7,13 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 from loaderkit._checks import check_bool, check_int
 from loaderkit.errors import PlanError
-from loaderkit.plan.sections.base import (
-    FingerprintRow,
-    Section,
-    explain_row,
-    fields_table,
-    set_args,
-)
+from loaderkit.plan.sections.base import FingerprintRow, Section, explain_row, fields_table
 from loaderkit.plan.specs import DistributedSpec
 
 if TYPE_CHECKING:
@@ -92,7 +86,7 @@ def distributed_calls(d: DistributedSpec, ctx: ReprContext) -> tuple[str, ...]:
     """The builder's ``with_distributed`` call (none when not sharding, the default)."""
     if not d.enabled:
         return ()
-    args = set_args(d, ("world_size", "rank"))
+    args = ctx.set_args(d, ("world_size", "rank"))
     if not d.even_batches:
         args.append("even_batches=False")
     return (f".with_distributed({', '.join(args)})",)

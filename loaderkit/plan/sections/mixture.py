@@ -24,7 +24,7 @@ from loaderkit.plan.fields import (
     until_table,
 )
 from loaderkit.plan.reader import value_fn
-from loaderkit.plan.sections.base import FingerprintRow, Section, changed_args, explain_row
+from loaderkit.plan.sections.base import FingerprintRow, Section, explain_row
 from loaderkit.plan.sections.common import callable_problems, function_table
 from loaderkit.plan.sections.dataset import (
     dataset_to_dict,
@@ -508,7 +508,7 @@ def mixture_calls(spec: MixtureSpec, ctx: ReprContext) -> tuple[str, ...]:
         "num_samples": None,
         "source_key": None,
     }
-    args.extend(changed_args(spec, defaults))
+    args.extend(ctx.changed_args(spec, defaults))
     return (f".with_mixture({', '.join(args)})",)
 
 

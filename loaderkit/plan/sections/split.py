@@ -11,13 +11,7 @@ from loaderkit._checks import check_int, check_str, did_you_mean
 from loaderkit.errors import PlanError, Problem
 from loaderkit.order.split import decimal_ratio, split_sizes
 from loaderkit.plan.fields import MAX_SEED
-from loaderkit.plan.sections.base import (
-    FingerprintRow,
-    Section,
-    explain_row,
-    fields_table,
-    set_args,
-)
+from loaderkit.plan.sections.base import FingerprintRow, Section, explain_row, fields_table
 from loaderkit.plan.specs import BatchSpec, DatasetSpec, DistributedSpec, MixtureSpec
 
 if TYPE_CHECKING:
@@ -206,7 +200,7 @@ def split_line(plan: LoaderPlan) -> str:
 
 def split_calls(s: SplitSpec, ctx: ReprContext) -> tuple[str, ...]:
     """The builder's ``with_split`` call."""
-    args = [f"val={s.val!r}", f"test={s.test!r}", *set_args(s, ("seed", "stratify_by"))]
+    args = [f"val={s.val!r}", f"test={s.test!r}", *ctx.set_args(s, ("seed", "stratify_by"))]
     return (f".with_split({', '.join(args)})",)
 
 

@@ -7,13 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 from loaderkit._checks import LIMITS, check_choice, check_int, check_number, check_optional_bool
 from loaderkit.errors import PlanError
-from loaderkit.plan.sections.base import (
-    FingerprintRow,
-    Section,
-    explain_row,
-    fields_table,
-    set_args,
-)
+from loaderkit.plan.sections.base import FingerprintRow, Section, explain_row, fields_table
 from loaderkit.plan.specs import START_METHODS, WorkersSpec
 from loaderkit.plan.workers import num_workers_value, resolve_workers
 
@@ -144,7 +138,7 @@ def workers_calls(w: WorkersSpec, ctx: ReprContext) -> tuple[str, ...]:
     """The builder's ``with_workers`` call (none at the default)."""
     if w == WorkersSpec():
         return ()
-    args = [repr(w.num_workers), *set_args(w, _KEYS[1:])]
+    args = [repr(w.num_workers), *ctx.set_args(w, _KEYS[1:])]
     return (f".with_workers({', '.join(args)})",)
 
 
