@@ -10,14 +10,16 @@ import attrs
 import numpy as np
 import numpy.typing as npt
 
-from loaderkit._checks import Bindings, did_you_mean, thaw_value
+from loaderkit._checks import Bindings, did_you_mean
 from loaderkit.errors import PlanError, PlanTypeError, Problem
 from loaderkit.plan.display import builder_html
 from loaderkit.plan.plan import PLAN_SECTIONS, SETTINGS, LoaderPlan, Setting
+from loaderkit.plan.sections import BUILDER_CALL_ORDER
+from loaderkit.plan.sections.base import ReprContext
 from loaderkit.plan.sections.batch import batch_schedule_spec
 from loaderkit.plan.sections.bucketing import bucketing_spec
 from loaderkit.plan.sections.cache import CacheSpec, CacheStage, CacheStorage, cache_spec
-from loaderkit.plan.sections.checks import ChecksSpec, checks_spec, checks_to_dict
+from loaderkit.plan.sections.checks import ChecksSpec, checks_spec
 from loaderkit.plan.sections.collator import collator_for_modality, collator_spec, resolve_auto
 from loaderkit.plan.sections.curriculum import curriculum_spec
 from loaderkit.plan.sections.dataset import dataset_spec
@@ -27,7 +29,6 @@ from loaderkit.plan.sections.error_policy import (
     BudgetScope,
     ErrorPolicy,
     ErrorPolicySpec,
-    error_policy_options,
     error_policy_spec,
 )
 from loaderkit.plan.sections.max_length import MaxLengthSpec, max_length_spec
@@ -40,7 +41,6 @@ from loaderkit.plan.sections.transform import transform_spec
 from loaderkit.plan.sections.workers import workers_spec
 from loaderkit.plan.specs import (
     DEFAULT_COLLATOR,
-    DEFAULT_SEED,
     BatchSpec,
     BucketCost,
     BucketingSpec,
@@ -113,21 +113,11 @@ def _not_a_setting(name: object) -> PlanError:
             f"the source cannot be reset by without({name!r}): a plan reads a dataset; "
             f"replace it with .with_dataset(ds) or .with_mixture({{...}})",
         )
-    return PlanError.single(
-        name,
+    return PlanError.single(  # the path is the call: the name is no section's (it may be "")
+        "without",
         f"is not a setting without() resets (got {name!r}){did_you_mean(name, SETTINGS)}; "
         f"it takes {_listed(SETTINGS)}",
     )
-
-
-def dataset_arg(spec: DatasetSpec) -> str:
-    """The dataset as a builder repr shows it: ``<list: 100 samples>``, or the ``load`` call."""
-    if spec.source is not None:  # the call that makes the dataset again
-        opts = spec.source.options.items()
-        options = "".join(f", {k}={thaw_value(v)!r}" for k, v in opts)
-        return f"loaderkit.datasets.load({spec.source.name!r}{options})"
-    size = "streamed" if spec.length is None else f"{spec.length} samples"
-    return f"<{spec.type_name.rsplit('.', 1)[-1]}: {size}>"
 
 
 @attrs.frozen(repr=False)
@@ -799,186 +789,14 @@ class DataLoaderBuilder:
 
         A section at its default has no call; ``order`` may have two (shuffle, seed).
         """
+        context = ReprContext(self._bound)
         calls: list[tuple[str, str]] = []
-        if self._mixture is not None:
-            calls.append(("dataset", f".with_mixture({self._mixture_args()})"))
-        elif self._dataset is not None:
-            arg = dataset_arg(self._dataset)
-            if self._dataset.binding != "dataset":
-                arg += f", name={self._dataset.binding!r}"
-            calls.append(("dataset", f".with_dataset({arg})"))
-        if self._batch != BatchSpec():
-            b = self._batch
-            shown = str(b.batch_size)
-            if b.fn is not None:
-                shown = self._callable_arg(b.fn, False)
-            elif b.schedule:
-                shown = repr([(until, value) for until, value in b.schedule])
-            drop = ", drop_last=True" if b.drop_last else ""
-            unit = f", by={b.by!r}" if b.scheduled and b.by != "epoch" else ""
-            calls.append(("batch", f".with_batch_size({shown}{drop}{unit})"))
-        if self._order.buffer_size is not None:
-            shuffled = "" if self._order.shuffle else "False, "
-            calls.append(
-                ("order", f".with_shuffle({shuffled}buffer_size={self._order.buffer_size})")
-            )
-        elif self._order.shuffle:
-            calls.append(("order", ".with_shuffle()"))
-        if self._order.seed != DEFAULT_SEED:
-            calls.append(("order", f".with_seed({self._order.seed})"))
-        if self._collator != DEFAULT_COLLATOR:
-            calls.append(
-                ("collator", f".with_collator({self._callable_arg(self._collator, True)})")
-            )
-        if self._transform is not None:
-            calls.append(
-                ("transform", f".with_transform({self._callable_arg(self._transform, False)})")
-            )
-        if self._workers != WorkersSpec():
-            w = self._workers
-            args = [repr(w.num_workers)]
-            for key in ("prefetch_factor", "persistent", "pin_memory", "start_method", "timeout"):
-                value = getattr(w, key)
-                if value is not None:
-                    args.append(f"{key}={value!r}")
-            calls.append(("workers", f".with_workers({', '.join(args)})"))
-        if self._device != "cpu":
-            calls.append(("device", f".with_device({self._device!r})"))
-        if self._bucketing is not None:
-            calls.append(("bucketing", f".with_bucketing({self._bucketing_args()})"))
-        if self._sampling_weights is not None:
-            spec_w = self._sampling_weights
-            args = [self._source_arg(spec_w.source, "weights")]
-            if not spec_w.replacement:
-                args.append("replacement=False")
-            if spec_w.num_samples is not None:
-                args.append(f"num_samples={spec_w.num_samples}")
-            calls.append(("sampling_weights", f".with_sampling_weights({', '.join(args)})"))
-        if self._curriculum is not None:
-            cur = self._curriculum
-            args = [self._source_arg(cur.difficulty, "difficulties")]
-            if cur.fn is not None:
-                args.append(self._callable_arg(cur.fn, False))
-            elif cur.schedule != "linear":
-                args.append(repr(cur.schedule))
-            defaults = {"by": "epoch", "horizon": None, "start": 0.1, "degree": 2.0, "steps": ()}
-            args.extend(
-                f"{key}={getattr(cur, key)!r}"
-                for key, default in defaults.items()
-                if getattr(cur, key) != default
-            )
-            calls.append(("curriculum", f".with_curriculum({', '.join(args)})"))
-        if self._error_policy != ErrorPolicySpec():
-            e = self._error_policy
-            args = [repr(e.policy)]
-            args.extend(f"{key}={value!r}" for key, value in error_policy_options(e).items())
-            calls.append(("error_policy", f".with_error_policy({', '.join(args)})"))
-        if self._cache is not None:
-            c = self._cache
-            args = [repr(c.storage)]
-            if c.stage != "fetched":
-                args.append(f"stage={c.stage!r}")
-            for key in ("path", "max_bytes"):
-                if getattr(c, key) is not None:
-                    args.append(f"{key}={getattr(c, key)!r}")
-            calls.append(("cache", f".with_cache({', '.join(args)})"))
-        if self._max_length is not None:
-            m = self._max_length
-            shown = str(m.value)
-            if m.fn is not None:
-                shown = self._callable_arg(m.fn, False)
-            elif m.schedule:
-                shown = repr(list(m.schedule))
-            unit = f", by={m.by!r}" if m.by != "epoch" else ""
-            calls.append(("max_length", f".with_max_length({shown}{unit})"))
-        if self._checks is not None:
-            args = [f"{key}={value!r}" for key, value in checks_to_dict(self._checks).items()]
-            calls.append(("checks", f".with_checks({', '.join(args)})"))
-        if self._split is not None:
-            s = self._split
-            args = [f"val={s.val!r}", f"test={s.test!r}"]
-            args.extend(
-                f"{key}={getattr(s, key)!r}"
-                for key in ("seed", "stratify_by")
-                if getattr(s, key) is not None
-            )
-            calls.append(("split", f".with_split({', '.join(args)})"))
-        if self._distributed.enabled:
-            d = self._distributed
-            args = [
-                f"{k}={getattr(d, k)!r}"
-                for k in ("world_size", "rank")
-                if getattr(d, k) is not None
-            ]
-            if not d.even_batches:
-                args.append("even_batches=False")
-            calls.append(("distributed", f".with_distributed({', '.join(args)})"))
+        for section in BUILDER_CALL_ORDER:
+            value = getattr(self, f"_{section.name}")
+            if value is not None and section.builder_calls is not None:
+                label = section.calls_set or section.name
+                calls.extend((label, call) for call in section.builder_calls(value, context))
         return calls
-
-    def _mixture_args(self) -> str:
-        spec = self._mixture
-        assert spec is not None
-        parts = []
-        for source in spec.sources:
-            short = source.type_name.rsplit(".", 1)[-1]
-            parts.append(f"{source.binding!r}: <{short}: {source.length} samples>")
-        args = ["{" + ", ".join(parts) + "}"]
-        if spec.fn is not None:
-            args.append(f"weights={self._callable_arg(spec.fn, False)}")
-        elif spec.schedule:
-            table = [(until, dict(zip(spec.names, w, strict=True))) for until, w in spec.schedule]
-            args.append(f"weights={table!r}")
-        elif spec.weights is not None:
-            args.append(f"weights={dict(zip(spec.names, spec.weights, strict=True))!r}")
-        defaults = {
-            "mode": "weighted",
-            "stratified": False,
-            "by": "epoch",
-            "num_samples": None,
-            "source_key": None,
-        }
-        args.extend(
-            f"{key}={getattr(spec, key)!r}"
-            for key, default in defaults.items()
-            if getattr(spec, key) != default
-        )
-        return ", ".join(args)
-
-    def _bucketing_args(self) -> str:
-        spec = self._bucketing
-        assert spec is not None
-        args = [self._source_arg(spec.length, "lengths")]
-        defaults = {
-            "num_buckets": None,
-            "max_tokens": None,
-            "max_batch_size": None,
-            "cost": "linear",
-        }
-        args.extend(
-            f"{key}={getattr(spec, key)!r}"
-            for key, default in defaults.items()
-            if getattr(spec, key) != default
-        )
-        return ", ".join(args)
-
-    def _source_arg(self, source: LengthSource, what: str) -> str:
-        if source.kind == "column":
-            return repr(source.name)
-        if source.kind == "array":
-            return f"<{len(self._bound.get(source.name, ()))} {what}>"  # type: ignore[arg-type]
-        assert source.fn is not None
-        return self._callable_arg(source.fn, False)
-
-    def _callable_arg(self, spec: CallableSpec, with_options: bool) -> str:
-        if spec.source == "registry":
-            args = [repr(spec.name)]
-            if with_options:
-                args.extend(f"{k}={v!r}" for k, v in spec.options.items())
-            return ", ".join(args)
-        obj = self._bound.get(spec.name)
-        if obj is None:
-            return repr(spec.name)
-        return f"<{type(obj).__name__} {getattr(obj, '__qualname__', spec.name)}>"
 
     def _repr_html_(self) -> str:
         return builder_html(self)

@@ -43,11 +43,11 @@ from typing import Any, ParamSpec, cast
 import attrs
 
 from loaderkit._checks import FrozenMap, check_bool, did_you_mean, freeze_value
-from loaderkit.builder import DataLoaderBuilder, dataset_arg
+from loaderkit.builder import DataLoaderBuilder
 from loaderkit.errors import PlanError, PlanTypeError, Problem
-from loaderkit.plan.display import default_num_buckets
 from loaderkit.plan.plan import Setting
-from loaderkit.plan.sections.dataset import dataset_spec
+from loaderkit.plan.sections.bucketing import default_num_buckets
+from loaderkit.plan.sections.dataset import dataset_arg, dataset_spec
 from loaderkit.plan.sections.preset import PresetSpec
 from loaderkit.registry import Registry, RegistryEntry
 

@@ -4,31 +4,17 @@ from __future__ import annotations
 
 import functools
 import html
-import math
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
-import numpy as np
-
 from loaderkit.errors import PlanError
-from loaderkit.order.padding import NO_PADDING, BatchPadding, PackedRows
 from loaderkit.order.shard import ShardLayout
 from loaderkit.order.split import split_sizes
-from loaderkit.plan.padding_rule import bucket_padding
-from loaderkit.plan.sections.cache import cache_line
-from loaderkit.plan.sections.checks import checks_line
-from loaderkit.plan.sections.curriculum import curriculum_line
-from loaderkit.plan.sections.error_policy import error_line
-from loaderkit.plan.sections.max_length import max_length_line
-from loaderkit.plan.sections.sampling_weights import weights_line
-from loaderkit.plan.sections.split import split_line
-from loaderkit.plan.sections.workers import workers_line
-from loaderkit.plan.specs import (
-    BatchSpec,
-    BucketingSpec,
-    dataset_summary,
-)
+from loaderkit.plan.sections import EXPLAIN_ORDER
+from loaderkit.plan.sections.base import ExplainRows
+from loaderkit.plan.sections.mixture import mixture_samples
+from loaderkit.plan.specs import BatchSpec
 
 if TYPE_CHECKING:
     from loaderkit.plan.plan import LoaderPlan
@@ -40,6 +26,7 @@ __all__ = [
     "explain_plan",
     "flatten",
     "loader_html",
+    "mixture_samples",
     "plan_html",
     "settings_rows",
 ]
@@ -155,51 +142,6 @@ def _mixture_shape(plan: LoaderPlan, world: int) -> tuple[int | None, int | None
     return total * b.batch_size, total, samples - kept, repeated
 
 
-def mixture_samples(plan: LoaderPlan) -> int:
-    """The samples of one epoch of a mixture, before batching (``drop_last`` not applied)."""
-    spec = plan.mixture
-    assert spec is not None
-    sizes = spec.sizes
-    return {
-        "weighted": spec.num_samples or sum(sizes),
-        "sequential": sum(sizes),
-        "round_robin": sum(sizes),
-        "max_size_cycle": len(sizes) * max(sizes),
-        "min_size": len(sizes) * min(sizes),
-    }[spec.mode]
-
-
-def _mixture_line(plan: LoaderPlan) -> str:
-    spec = plan.mixture
-    assert spec is not None
-    parts = []
-    weights = spec.weights
-    total = sum(spec.sizes)
-    for i, source in enumerate(spec.sources):
-        text = f"{source.binding!r} {source.length:,}"
-        if spec.mode == "weighted" and spec.fn is None and not spec.schedule:
-            w = (weights[i] / sum(weights)) if weights else (source.length or 0) / total
-            text += f" (p={w:.3g})"
-        parts.append(text)
-    line = f"{len(spec.sources)} sources: {', '.join(parts)}; mode {spec.mode}"
-    if spec.mode == "weighted":
-        if spec.fn is not None:
-            line += f", weights from {spec.fn.describe()} per {spec.by}"
-        elif spec.schedule:
-            steps = "; ".join(
-                f"until {u:g}: " + "/".join(f"{w:g}" for w in ws) for u, ws in spec.schedule
-            )
-            line += f", weights per {spec.by}: {steps}; then the last"
-        elif weights is None:
-            line += ", weights proportional to sizes"
-        if spec.stratified:
-            line += ", stratified (every batch in proportion)"
-    line += f"; {mixture_samples(plan):,} samples per epoch"
-    if spec.source_key is not None:
-        line += f"; source ids in batch[{spec.source_key!r}]"
-    return line
-
-
 def _batch_schedule(batch: BatchSpec) -> str:
     """``"progressive by step: 16 until 100, 32 until 200, then 64"``."""
     if batch.fn is not None:
@@ -212,107 +154,6 @@ def _batch_schedule(batch: BatchSpec) -> str:
     return f"progressive by {batch.by}: {', '.join(parts)}"
 
 
-def _bucketing_line(plan: LoaderPlan) -> str:
-    spec = plan.bucketing
-    if spec is None:
-        return ""
-    n = plan.dataset.length or 0
-    dist = plan.distributed
-    world = dist.world_size if dist.enabled and dist.world_size else 1
-    buckets = bucket_plan(spec, plan.batch, n, world)[0]
-    text = f"by {spec.length.describe()}, {buckets} buckets"
-    if spec.max_tokens is not None:
-        text += f"; {budget_limits(spec, bucket_padding(plan))}"
-    if spec.length.kind == "callable":
-        text += "; lengths measured at build by calling the function once per sample (cached)"
-    elif spec.length.kind == "column":
-        text += "; lengths read at build (for HF columns: Arrow list lengths, nothing decoded)"
-    return text + "; padding estimated by loader.explain()"
-
-
-def _budget_unit(spec: BucketingSpec) -> str:
-    if spec.cost == "linear":
-        return "padded tokens"
-    return "padded token^2 (quadratic cost)"
-
-
-def budget_limits(spec: BucketingSpec, padding: BatchPadding | None) -> str:
-    """Which limit closes the batches of a token budget, as far as known without the data.
-
-    The budget bounds the padded tensor (``padding``: the collator's rule). With a cap, the
-    cap closes the batches whose rows are at most ``max_tokens // cap`` wide (quadratic: its
-    square root), the budget the wider ones; when the collator never pads wider than that, the
-    budget never binds, and the line says so.
-    """
-    assert spec.max_tokens is not None
-    rule = NO_PADDING if padding is None else padding
-    budget, cap = spec.max_tokens, spec.max_batch_size
-    unit = _budget_unit(spec)
-    text = f"token budget {budget:,} {unit} per batch"
-    how = "padded to the longest sample" if rule.exact else rule.describe()
-    if cap is None:
-        return f"{text} (no cap on samples; batches {how})"
-    text = (
-        f"at most max_batch_size={cap} samples and max_tokens={budget:,} {unit} per batch, "
-        f"whichever is reached first (batches {how})"
-    )
-    if isinstance(rule, PackedRows):
-        rows = budget // (rule.row_length ** (2 if spec.cost == "quadratic" else 1))
-        return f"{text}: at most {rows:,} packed rows"
-    per_row = budget // cap
-    widest = math.isqrt(per_row) if spec.cost == "quadratic" else per_row
-    most = None
-    if rule.max_length is not None:
-        most = int(rule.width(np.array([rule.max_length]))[0])
-    if most is not None and most <= widest:
-        return (
-            f"{text}: max_tokens never binds, {cap} rows of at most {most:,} tokens fit in it; "
-            f"raise max_batch_size to let the budget decide"
-        )
-    return (
-        f"{text}: max_batch_size closes batches whose rows are at most {widest:,} tokens "
-        f"wide, max_tokens the wider ones"
-    )
-
-
-def budget_split(spec: BucketingSpec, stats: Mapping[str, float]) -> str:
-    """The measured split of an epoch's batches between the budget and the cap.
-
-    ``stats`` is :func:`~loaderkit.order.token_budget.padding_stats` of the epoch's batches with
-    ``max_tokens``, the padding rule and ``max_batch_size``.
-    """
-    assert spec.max_tokens is not None
-    worst = f"largest batch {stats['max_batch_cost']:,.0f} {_budget_unit(spec)}"
-    budget = f"max_tokens={spec.max_tokens:,} ({_budget_unit(spec)})"
-    if spec.max_batch_size is None:
-        return f"every batch closed by {budget}, no max_batch_size; {worst}"
-    capped = stats.get("capped", 0.0)
-    return (
-        f"batches capped by {budget} for {1 - capped:.0%} of batches, by "
-        f"max_batch_size={spec.max_batch_size} for the rest; {worst}"
-    )
-
-
-def default_num_buckets(n: int, batch_size: int) -> int:
-    """Buckets when ``with_bucketing`` names none: about four batches per bucket."""
-    return max(1, min(n, n // max(1, 4 * batch_size)))
-
-
-def bucket_plan(
-    spec: BucketingSpec, batch: BatchSpec, n: int, world_size: int = 1
-) -> tuple[int, int | None]:
-    """(number of buckets, samples per batch or its cap) of a bucketed plan over ``n`` samples.
-
-    The batch size is ``with_batch_size``'s (per rank), or under a token budget
-    ``max_batch_size`` (``None``: no cap; the default bucket count then assumes batches of 64).
-    The default bucket count follows the global batch (per-rank size x ``world_size``, for
-    fixed sizes), so the buckets, and the global batches, do not depend on the world size.
-    """
-    size = batch.batch_size if spec.max_tokens is None else spec.max_batch_size
-    world = world_size if spec.max_tokens is None else 1
-    return spec.num_buckets or default_num_buckets(n, (size or 64) * world), size
-
-
 def _bucketed_sampler(plan: LoaderPlan) -> str:
     """What the bucketed epoch of a combined plan is made of, for the order line."""
     if plan.sampling_weights is not None:
@@ -323,10 +164,9 @@ def _bucketed_sampler(plan: LoaderPlan) -> str:
     return f"each epoch's samples mixed from the sources (see mixture), {how},"
 
 
-def explain_plan(plan: LoaderPlan) -> str:
-    """The multi-line report behind ``LoaderPlan.explain()``."""
-    o, b, d = plan.order, plan.batch, plan.distributed
-    per_rank, batches, dropped, repeated = epoch_shape(plan)
+def _order_rows(plan: LoaderPlan) -> ExplainRows:
+    """The ``order`` row: the seed's order as the sampler sections shape it."""
+    o = plan.order
     order = (
         f"shuffled each epoch (keyed Feistel permutation), seed {o.seed}"
         if o.shuffle
@@ -350,6 +190,13 @@ def explain_plan(plan: LoaderPlan) -> str:
     ):
         order = f"{_bucketed_sampler(plan)} grouped in length buckets (see bucketing), batch "
         order += f"order shuffled, seed {o.seed}"
+    return (("order", order),)
+
+
+def _batch_rows(plan: LoaderPlan) -> ExplainRows:
+    """The ``batches`` row and its notes: the batch size over the epoch's shape."""
+    b, d = plan.batch, plan.distributed
+    per_rank, batches, dropped, repeated = epoch_shape(plan)
     if plan.bucketing is not None and plan.bucketing.max_tokens is not None:
         batch_line = (
             f"sizes vary under a token budget, drop_last={b.drop_last}; batches per epoch known "
@@ -379,50 +226,42 @@ def explain_plan(plan: LoaderPlan) -> str:
             and per_rank % b.batch_size
         ):
             batch_line += f" (last has {per_rank % b.batch_size})"
-    notes = []
+    rows = [("batches", batch_line)]
     if dropped:
-        notes.append(f"{dropped:,} samples dropped per epoch (drop_last)")
+        rows.append(("", f"{dropped:,} samples dropped per epoch (drop_last)"))
     if repeated:
-        notes.append(
-            f"{repeated:,} samples repeated per epoch across ranks to even them out (wrap-around)"
+        rows.append(
+            (
+                "",
+                f"{repeated:,} samples repeated per epoch across ranks to even them out "
+                f"(wrap-around)",
+            )
         )
-    if not d.enabled:
-        dist_line = "single process (build() refuses it on one of several ranks)"
-    elif d.world_size is None:
-        dist_line = "detected at build time (torch.distributed, else RANK/WORLD_SIZE env)"
-    else:
-        dist_line = f"rank {d.rank} of {d.world_size} (given explicitly)"
-    if d.enabled and not d.even_batches:
-        dist_line += "; uneven batches allowed"
-    bucketing = _bucketing_line(plan)
-    transform = "none" if plan.transform is None else plan.transform.describe()
-    if plan.transform is not None and plan.transform.accepts_rng:
-        transform += " with a per-sample rng keyed by (seed, epoch, index)"
+    return tuple(rows)
+
+
+_COMBINED: dict[str, Callable[[LoaderPlan], ExplainRows]] = {
+    "order": _order_rows,
+    "batch": _batch_rows,
+}
+"""The rows that are not one section's: the order and the batches depend on the sampler
+sections (bucketing, weights, curriculum, mixture), the split and the distribution, so they
+are written here rather than declared by ``order`` and ``batch`` (``Section.explain``)."""
+
+
+def explain_plan(plan: LoaderPlan) -> str:
+    """The multi-line report behind ``LoaderPlan.explain()``.
+
+    Its rows are the sections' declared ones (:attr:`Section.explain`), in
+    :data:`~loaderkit.plan.sections.EXPLAIN_ORDER`, between the title and the fingerprint.
+    """
     status = f"  ({_unbound(plan)})" if not plan.bound else ""
-    lines = [
-        f"LoaderPlan {plan.fingerprint[:12]}{status}",
-        f"  source      {dataset_summary(plan.dataset)}",
-        *([f"  preset      {plan.preset.describe()}"] if plan.preset else []),
-        *([f"  split       {split_line(plan)}"] if plan.split else []),
-        f"  order       {order}",
-        f"  batches     {batch_line}",
-        *(f"              {n}" for n in notes),
-        f"  collator    {plan.collator.describe()}"
-        + (f"  ({plan.collator.reason})" if plan.collator.reason else ""),
-        *([f"  bucketing   {bucketing}"] if bucketing else []),
-        *([f"  sampling    {weights_line(plan)}"] if plan.sampling_weights else []),
-        *([f"  curriculum  {curriculum_line(plan)}"] if plan.curriculum else []),
-        *([f"  mixture     {_mixture_line(plan)}"] if plan.mixture else []),
-        *([f"  max length  {max_length_line(plan)}"] if plan.max_length else []),
-        *([f"  checks      {checks_line(plan)}"] if plan.checks else []),
-        f"  transform   {transform}",
-        *([f"  errors      {error_line(plan)}"] if plan.error_policy.policy != "raise" else []),
-        f"  workers     {workers_line(plan)}",
-        *([f"  cache       {cache_line(plan)}"] if plan.cache else []),
-        f"  device      {plan.device}",
-        f"  distributed {dist_line}",
-        f"  fingerprint {plan.fingerprint}",
-    ]
+    lines = [f"LoaderPlan {plan.fingerprint[:12]}{status}"]
+    for section in EXPLAIN_ORDER:
+        explain = _COMBINED.get(section.name, section.explain)
+        assert explain is not None
+        lines.extend(f"  {label:<11} {text}" for label, text in explain(plan))
+    lines.append(f"  fingerprint {plan.fingerprint}")
     return "\n".join(lines)
 
 

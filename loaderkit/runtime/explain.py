@@ -8,7 +8,7 @@ import numpy as np
 import numpy.typing as npt
 
 from loaderkit.order.token_budget import padding_stats
-from loaderkit.plan.display import budget_split
+from loaderkit.plan.sections.bucketing import budget_split
 from loaderkit.runtime.planners import (
     BucketPlanner,
     CurriculumPlanner,

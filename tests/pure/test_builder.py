@@ -141,6 +141,26 @@ def test_repr_shows_registry_collators_with_options_and_callables_by_name():
     assert repr(b) == "DataLoaderBuilder().with_transform(<function sample_transform>)"
 
 
+def test_repr_shows_mapping_options_as_the_dicts_a_user_writes():
+    samples = [{"input_ids": [1, 2]}]
+    b = DataLoaderBuilder().with_dataset(samples).with_collator("text", pad_values={"input_ids": 0})
+    shown = repr(b)
+    assert "FrozenMap" not in shown
+    assert ".with_collator('text', pad_values={'input_ids': 0})" in shown
+    written = shown.replace("<list: 1 sample>", "samples")
+    assert eval(written, {"DataLoaderBuilder": DataLoaderBuilder, "samples": samples}) == b
+
+
+def test_repr_counts_one_sample_in_the_singular():
+    assert repr(DataLoaderBuilder().with_dataset([0])) == (
+        "DataLoaderBuilder().with_dataset(<list: 1 sample>)"
+    )
+    mixed = DataLoaderBuilder().with_mixture({"a": [0], "b": [0, 1]})
+    assert repr(mixed) == (
+        "DataLoaderBuilder().with_mixture({'a': <list: 1 sample>, 'b': <list: 2 samples>})"
+    )
+
+
 def test_to_builder_round_trips():
     plan = DataLoaderBuilder().with_dataset([1, 2, 3]).with_batch_size(2).with_shuffle().compile()
     again = plan.to_builder().compile()

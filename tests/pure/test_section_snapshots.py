@@ -43,8 +43,8 @@ import pytest
 import loaderkit.datasets as lkd
 from loaderkit import DataLoaderBuilder, LoaderkitError, LoaderPlan, presets
 from loaderkit.plan.fingerprint import compute_elastic_fingerprint
-from loaderkit.plan.serde import SECTIONS
 from loaderkit.plan.sections.checks import CHECK_KINDS
+from loaderkit.plan.serde import SECTIONS
 from loaderkit.plan.specs import MIXTURE_MODES
 from loaderkit.testing._functions import (
     batch_size_schedule,

@@ -6,7 +6,7 @@ from hypothesis import given
 
 from loaderkit.plan.fingerprint import stream_fields
 from loaderkit.plan.plan import PLAN_SECTIONS, LoaderPlan
-from loaderkit.plan.sections import FILE_KEYS, SECTIONS
+from loaderkit.plan.sections import BUILDER_CALL_ORDER, EXPLAIN_ORDER, FILE_KEYS, SECTIONS
 from loaderkit.plan.serde import SECTIONS as SERDE_KEYS
 from loaderkit.testing import plans
 
@@ -16,6 +16,22 @@ def test_every_plan_section_is_declared_once():
     assert sorted(names) == sorted(PLAN_SECTIONS)
     assert len({section.key for section in SECTIONS}) == len(SECTIONS)
     assert SERDE_KEYS == FILE_KEYS == ("schema_version", *(s.key for s in SECTIONS))
+
+
+def test_the_builder_call_order_lists_each_section_with_calls_once():
+    with_calls = {s.name for s in SECTIONS if s.builder_calls is not None}
+    ordered = [s.name for s in BUILDER_CALL_ORDER]
+    assert len(ordered) == len(set(ordered))
+    assert set(ordered) == with_calls
+    assert with_calls == set(PLAN_SECTIONS) - {"preset"}  # a preset shows as its call instead
+
+
+def test_the_explain_order_lists_each_section_with_rows_once():
+    ordered = [s.name for s in EXPLAIN_ORDER]
+    assert len(ordered) == len(set(ordered))
+    with_rows = {s.name for s in SECTIONS if s.explain is not None}
+    assert set(ordered) == with_rows | {"order", "batch"}  # written in plan/display.py
+    assert not {"order", "batch"} & with_rows
 
 
 def test_every_section_has_rows_of_its_kind():

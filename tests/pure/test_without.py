@@ -111,15 +111,17 @@ def test_without_equals_the_chain_without_the_calls_that_set_it(calls, setting):
     assert _state(with_all.without(setting)) == _state(apply_calls(kept))
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="bug: without('') raises a PlanError whose problem path is '' (the name given is "
-    "the path); every problem should have a path",
-)
 def test_without_an_empty_name_gives_a_problem_with_a_path():
     with pytest.raises(PlanError) as err:
         BASE.without("")
-    assert all(p.path for p in err.value.problems)
+    assert [p.path for p in err.value.problems] == ["without"]
+
+
+def test_without_an_unknown_name_puts_the_problem_on_the_call():
+    with pytest.raises(PlanError) as err:
+        BASE.without("bogus")  # type: ignore[arg-type]
+    assert [p.path for p in err.value.problems] == ["without"]
+    assert "'bogus'" in str(err.value)
 
 
 @pytest.mark.parametrize(

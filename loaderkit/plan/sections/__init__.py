@@ -9,14 +9,18 @@ Adding a data-only section ``foo`` is:
 1. ``foo.py`` here: its frozen spec, its constructor (called by the builder's ``with_foo``
    and, through ``read_foo``, by plan loading), ``foo_to_dict``, ``read_foo``, its own rules
    and ``SECTION = Section(...)`` declaring its file key, fingerprint kind (with a ``stream``
-   hook only for what differs from its table) and its rows of the fingerprint table;
-2. one line in :data:`SECTIONS` (and its import);
+   hook only for what differs from its table), its rows of the fingerprint table, its
+   ``builder_calls`` (the ``.with_foo(...)`` calls ``repr(builder)`` shows for a value) and
+   its ``explain`` rows (``explain_row("foo", foo_line, of="foo")`` for one line);
+2. one line in :data:`SECTIONS` (and its import), and its name in :data:`BUILDER_CALL_ORDER`
+   and :data:`EXPLAIN_ORDER` where its call and its row go (a test checks both lists);
 3. the ``foo`` field of :class:`~loaderkit.plan.plan.LoaderPlan` (and of ``Setting``), and
-   ``with_foo`` with its ``repr`` call in the builder;
-4. :func:`fingerprint_table` pasted into ``docs/plan-format.md`` (a test compares them), and
-   a line in :func:`~loaderkit.plan.display.explain_plan`'s report if ``explain()`` shows it.
+   the builder's ``_foo`` attribute and ``with_foo`` method;
+4. :func:`fingerprint_table` pasted into ``docs/plan-format.md`` (a test compares them).
 
-Files, the fingerprint and the reader need no code: they walk :data:`SECTIONS`.
+Files, the fingerprint, the reader, the builder's repr and ``explain()`` need no code: they
+walk the declarations. The ``order`` and ``batches`` rows of ``explain()`` are the exceptions:
+they combine several sections and are written in :mod:`loaderkit.plan.display`.
 """
 
 from __future__ import annotations
@@ -45,7 +49,16 @@ from loaderkit.plan.sections import (
 )
 from loaderkit.plan.sections.base import FingerprintRow, Section
 
-__all__ = ["FILE_KEYS", "SECTIONS", "FingerprintRow", "Section", "fingerprint_table"]
+__all__ = [
+    "BUILDER_CALL_ORDER",
+    "EXPLAIN_ORDER",
+    "FILE_KEYS",
+    "SECTIONS",
+    "FingerprintRow",
+    "Section",
+    "fingerprint_table",
+    "section_named",
+]
 
 SECTIONS: tuple[Section[Any], ...] = (
     dataset.SECTION,
@@ -68,6 +81,39 @@ SECTIONS: tuple[Section[Any], ...] = (
     preset.SECTION,
 )
 """Every plan section, in the order a plan file writes them."""
+
+
+def section_named(name: str) -> Section[Any]:
+    """The declaration of the section stored in ``LoaderPlan.<name>``."""
+    for section in SECTIONS:
+        if section.name == name:
+            return section
+    raise KeyError(name)
+
+
+# fmt: off
+_BUILDER_CALL_ORDER_NAMES = (
+    "mixture", "dataset", "batch", "order", "collator", "transform", "workers", "device",
+    "bucketing", "sampling_weights", "curriculum", "error_policy", "cache", "max_length",
+    "checks", "split", "distributed",
+)
+# fmt: on
+BUILDER_CALL_ORDER: tuple[Section[Any], ...] = tuple(map(section_named, _BUILDER_CALL_ORDER_NAMES))
+"""The sections with :attr:`Section.builder_calls`, in the order ``repr(builder)`` calls them
+(the order of the ``with_*`` methods' use in a typical chain, not the file's). The source
+comes first: a mixture's call, which stands for its combined dataset (that shows no call)."""
+
+# fmt: off
+_EXPLAIN_ORDER_NAMES = (
+    "dataset", "preset", "split", "order", "batch", "collator", "bucketing", "sampling_weights",
+    "curriculum", "mixture", "max_length", "checks", "transform", "error_policy", "workers",
+    "cache", "device", "distributed",
+)
+# fmt: on
+EXPLAIN_ORDER: tuple[Section[Any], ...] = tuple(map(section_named, _EXPLAIN_ORDER_NAMES))
+"""The sections in the order ``explain()`` shows their rows (:attr:`Section.explain`); the
+rows of ``order`` and ``batch`` combine several sections and are written in
+:mod:`loaderkit.plan.display`."""
 
 FILE_KEYS: tuple[str, ...] = ("schema_version", *(section.key for section in SECTIONS))
 """The top-level keys of a plan file."""

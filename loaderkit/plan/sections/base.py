@@ -2,11 +2,13 @@
 
 A section is one attribute of :class:`~loaderkit.plan.plan.LoaderPlan` and one table of a plan
 file. Its module declares a :class:`Section`: the table's key, how the spec becomes the table
-(``to_dict``), when the table is written, what the stream fingerprint hashes of it, and the
-rows the fingerprint table of ``docs/plan-format.md`` shows for it. The walkers
-(:func:`~loaderkit.plan.serde.plan_to_dict`, :func:`~loaderkit.plan.fingerprint.stream_fields`
-and :func:`fingerprint_table`) read these declarations; a section writes code only for what
-does not fit them (a *hook*).
+(``to_dict``), when the table is written, what the stream fingerprint hashes of it, the
+rows the fingerprint table of ``docs/plan-format.md`` shows for it, the builder's ``with_*``
+calls that set it (``repr(builder)``) and its rows of ``explain()``. The walkers
+(:func:`~loaderkit.plan.serde.plan_to_dict`, :func:`~loaderkit.plan.fingerprint.stream_fields`,
+:func:`fingerprint_table`, the builder's repr and
+:func:`~loaderkit.plan.display.explain_plan`) read these declarations; a section writes code
+only for what does not fit them (a *hook*).
 """
 
 from __future__ import annotations
@@ -20,14 +22,19 @@ if TYPE_CHECKING:
     from loaderkit.errors import Problem
     from loaderkit.plan.plan import LoaderPlan
     from loaderkit.plan.reader import Reader
+    from loaderkit.plan.specs import CallableSpec, LengthSource
 
 __all__ = [
+    "ExplainRows",
     "FingerprintKind",
     "FingerprintRow",
+    "ReprContext",
     "Section",
+    "explain_row",
     "fields_table",
     "is_set",
     "stream_table",
+    "thaw_mappings",
 ]
 
 S = TypeVar("S")
@@ -63,6 +70,81 @@ def fields_table(
         return out
 
     return to_dict
+
+
+ExplainRows = tuple[tuple[str, str], ...]
+"""Rows of ``explain()``: ``(label, text)``, the label padded to the report's column."""
+
+
+@attrs.frozen
+class ReprContext:
+    """What a :attr:`Section.builder_calls` hook reads of the builder besides the section.
+
+    The builder's bound objects: a bound function shows as ``<function name>``, an array of
+    per-sample values as ``<N lengths>``, so that the repr names them without printing them.
+    """
+
+    bound: Mapping[str, object]
+
+    def callable_arg(self, spec: CallableSpec, with_options: bool = False) -> str:
+        """A function argument: a registry name (and its options), a ref, or the bound object."""
+        if spec.source == "registry":
+            args = [repr(spec.name)]
+            if with_options:  # as plain data (a mapping option is a dict the user could write)
+                args.extend(f"{k}={thaw_mappings(v)!r}" for k, v in spec.options.items())
+            return ", ".join(args)
+        obj = self.bound.get(spec.name)
+        if obj is None:
+            return repr(spec.name)
+        return f"<{type(obj).__name__} {getattr(obj, '__qualname__', spec.name)}>"
+
+    def source_arg(self, source: LengthSource, what: str) -> str:
+        """A per-sample value argument: a column name, ``<N what>`` or the function."""
+        if source.kind == "column":
+            return repr(source.name)
+        if source.kind == "array":
+            return f"<{len(self.bound.get(source.name, ()))} {what}>"  # type: ignore[arg-type]
+        assert source.fn is not None
+        return self.callable_arg(source.fn)
+
+    @staticmethod
+    def changed_args(spec: object, defaults: Mapping[str, object]) -> list[str]:
+        """``key=value`` for each field of ``spec`` that differs from its ``defaults`` entry."""
+        return [
+            f"{key}={getattr(spec, key)!r}"
+            for key, default in defaults.items()
+            if getattr(spec, key) != default
+        ]
+
+    @staticmethod
+    def set_args(spec: object, keys: tuple[str, ...]) -> list[str]:
+        """``key=value`` for each of ``keys`` whose field of ``spec`` is set (not None)."""
+        return [f"{key}={getattr(spec, key)!r}" for key in keys if getattr(spec, key) is not None]
+
+
+def thaw_mappings(value: object) -> object:
+    """``value`` with its frozen mappings as dicts (tuples stay tuples), for a repr."""
+    if isinstance(value, Mapping):
+        return {k: thaw_mappings(v) for k, v in value.items()}
+    if isinstance(value, tuple):
+        return tuple(thaw_mappings(v) for v in value)
+    return value
+
+
+def explain_row(
+    label: str, line: Callable[[LoaderPlan], str], *, of: str | None = None
+) -> Callable[[LoaderPlan], ExplainRows]:
+    """An :attr:`Section.explain` of one row, ``(label, line(plan))``.
+
+    No row while the plan's section ``of`` is unset (``None``: always shown).
+    """
+
+    def explain(plan: LoaderPlan) -> ExplainRows:
+        if of is not None and getattr(plan, of) is None:
+            return ()
+        return ((label, line(plan)),)
+
+    return explain
 
 
 def is_set(value: object) -> bool:
@@ -114,6 +196,15 @@ class Section(Generic[S]):
     no one section are written in :mod:`loaderkit.plan.rules`)."""
     execution_only: tuple[str, ...] = ()
     """Fields of the table that are never hashed (of a section that is otherwise hashed)."""
+    builder_calls: Callable[[S, ReprContext], tuple[str, ...]] | None = None
+    """The builder's ``.with_*(...)`` calls that set the section to a (set) value, as
+    ``repr(builder)`` shows them: none at the section's default. ``None``: the builder never
+    shows it (:data:`~loaderkit.plan.sections.BUILDER_CALL_ORDER` orders the calls)."""
+    calls_set: str | None = None
+    """The section a preset's notes say the calls set (``None``: this one)."""
+    explain: Callable[[LoaderPlan], ExplainRows] | None = None
+    """The section's rows of ``explain()`` (none when it shows nothing, e.g. unset); the
+    report's order is :data:`~loaderkit.plan.sections.EXPLAIN_ORDER`."""
 
     def stream_entries(self, plan: LoaderPlan) -> Mapping[str, Any]:
         """The entries this section adds to the stream fields of ``plan``."""

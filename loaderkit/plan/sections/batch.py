@@ -24,9 +24,11 @@ from loaderkit.plan.specs import (
 
 if TYPE_CHECKING:
     from loaderkit.plan.reader import Reader
+    from loaderkit.plan.sections.base import ReprContext
 
 __all__ = [
     "SECTION",
+    "batch_calls",
     "batch_schedule_problems",
     "batch_schedule_spec",
     "batch_spec",
@@ -185,8 +187,23 @@ def batch_schedule_problems(
     return problems
 
 
+def batch_calls(b: BatchSpec, ctx: ReprContext) -> tuple[str, ...]:
+    """The builder's ``with_batch_size`` call (none at the default)."""
+    if b == BatchSpec():
+        return ()
+    shown = str(b.batch_size)
+    if b.fn is not None:
+        shown = ctx.callable_arg(b.fn)
+    elif b.schedule:
+        shown = repr([(until, value) for until, value in b.schedule])
+    drop = ", drop_last=True" if b.drop_last else ""
+    unit = f", by={b.by!r}" if b.scheduled and b.by != "epoch" else ""
+    return (f".with_batch_size({shown}{drop}{unit})",)
+
+
 SECTION: Section[BatchSpec] = Section(
     name="batch",
+    builder_calls=batch_calls,
     key="batch",
     read=read_batch,
     to_dict=batch_to_dict,

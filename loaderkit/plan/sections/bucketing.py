@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import math
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -10,9 +11,9 @@ import numpy as np
 
 from loaderkit._checks import LIMITS, check_choice, check_int, did_you_mean
 from loaderkit.errors import PlanError, PlanTypeError, Problem
-from loaderkit.order.padding import PackedRows
+from loaderkit.order.padding import NO_PADDING, BatchPadding, PackedRows
 from loaderkit.plan.padding_rule import bucket_padding, registry_padding
-from loaderkit.plan.sections.base import FingerprintRow, Section
+from loaderkit.plan.sections.base import FingerprintRow, Section, explain_row
 from loaderkit.plan.sections.common import (
     check_count,
     source_problems,
@@ -33,13 +34,20 @@ from loaderkit.registry import PluginNotImportedError
 if TYPE_CHECKING:
     from loaderkit.plan.plan import LoaderPlan
     from loaderkit.plan.reader import Reader
+    from loaderkit.plan.sections.base import ReprContext
 
 __all__ = [
     "SECTION",
+    "bucket_plan",
+    "bucketing_calls",
+    "bucketing_line",
     "bucketing_problems",
     "bucketing_spec",
     "bucketing_to_dict",
+    "budget_limits",
     "budget_padding_problems",
+    "budget_split",
+    "default_num_buckets",
     "read_bucketing",
 ]
 
@@ -248,8 +256,119 @@ def budget_padding_problems(
     return problems
 
 
+def bucketing_calls(spec: BucketingSpec, ctx: ReprContext) -> tuple[str, ...]:
+    """The builder's ``with_bucketing`` call."""
+    args = [ctx.source_arg(spec.length, "lengths")]
+    defaults = {"num_buckets": None, "max_tokens": None, "max_batch_size": None, "cost": "linear"}
+    args.extend(ctx.changed_args(spec, defaults))
+    return (f".with_bucketing({', '.join(args)})",)
+
+
+def bucketing_line(plan: LoaderPlan) -> str:
+    """The ``bucketing`` line of ``explain()``: lengths, buckets and the budget's limits."""
+    spec = plan.bucketing
+    assert spec is not None
+    n = plan.dataset.length or 0
+    dist = plan.distributed
+    world = dist.world_size if dist.enabled and dist.world_size else 1
+    buckets = bucket_plan(spec, plan.batch, n, world)[0]
+    text = f"by {spec.length.describe()}, {buckets} buckets"
+    if spec.max_tokens is not None:
+        text += f"; {budget_limits(spec, bucket_padding(plan))}"
+    if spec.length.kind == "callable":
+        text += "; lengths measured at build by calling the function once per sample (cached)"
+    elif spec.length.kind == "column":
+        text += "; lengths read at build (for HF columns: Arrow list lengths, nothing decoded)"
+    return text + "; padding estimated by loader.explain()"
+
+
+def _budget_unit(spec: BucketingSpec) -> str:
+    if spec.cost == "linear":
+        return "padded tokens"
+    return "padded token^2 (quadratic cost)"
+
+
+def budget_limits(spec: BucketingSpec, padding: BatchPadding | None) -> str:
+    """Which limit closes the batches of a token budget, as far as known without the data.
+
+    The budget bounds the padded tensor (``padding``: the collator's rule). With a cap, the
+    cap closes the batches whose rows are at most ``max_tokens // cap`` wide (quadratic: its
+    square root), the budget the wider ones; when the collator never pads wider than that, the
+    budget never binds, and the line says so.
+    """
+    assert spec.max_tokens is not None
+    rule = NO_PADDING if padding is None else padding
+    budget, cap = spec.max_tokens, spec.max_batch_size
+    unit = _budget_unit(spec)
+    text = f"token budget {budget:,} {unit} per batch"
+    how = "padded to the longest sample" if rule.exact else rule.describe()
+    if cap is None:
+        return f"{text} (no cap on samples; batches {how})"
+    text = (
+        f"at most max_batch_size={cap} samples and max_tokens={budget:,} {unit} per batch, "
+        f"whichever is reached first (batches {how})"
+    )
+    if isinstance(rule, PackedRows):
+        rows = budget // (rule.row_length ** (2 if spec.cost == "quadratic" else 1))
+        return f"{text}: at most {rows:,} packed rows"
+    per_row = budget // cap
+    widest = math.isqrt(per_row) if spec.cost == "quadratic" else per_row
+    most = None
+    if rule.max_length is not None:
+        most = int(rule.width(np.array([rule.max_length]))[0])
+    if most is not None and most <= widest:
+        return (
+            f"{text}: max_tokens never binds, {cap} rows of at most {most:,} tokens fit in it; "
+            f"raise max_batch_size to let the budget decide"
+        )
+    return (
+        f"{text}: max_batch_size closes batches whose rows are at most {widest:,} tokens "
+        f"wide, max_tokens the wider ones"
+    )
+
+
+def budget_split(spec: BucketingSpec, stats: Mapping[str, float]) -> str:
+    """The measured split of an epoch's batches between the budget and the cap.
+
+    ``stats`` is :func:`~loaderkit.order.token_budget.padding_stats` of the epoch's batches with
+    ``max_tokens``, the padding rule and ``max_batch_size``.
+    """
+    assert spec.max_tokens is not None
+    worst = f"largest batch {stats['max_batch_cost']:,.0f} {_budget_unit(spec)}"
+    budget = f"max_tokens={spec.max_tokens:,} ({_budget_unit(spec)})"
+    if spec.max_batch_size is None:
+        return f"every batch closed by {budget}, no max_batch_size; {worst}"
+    capped = stats.get("capped", 0.0)
+    return (
+        f"batches capped by {budget} for {1 - capped:.0%} of batches, by "
+        f"max_batch_size={spec.max_batch_size} for the rest; {worst}"
+    )
+
+
+def default_num_buckets(n: int, batch_size: int) -> int:
+    """Buckets when ``with_bucketing`` names none: about four batches per bucket."""
+    return max(1, min(n, n // max(1, 4 * batch_size)))
+
+
+def bucket_plan(
+    spec: BucketingSpec, batch: BatchSpec, n: int, world_size: int = 1
+) -> tuple[int, int | None]:
+    """(number of buckets, samples per batch or its cap) of a bucketed plan over ``n`` samples.
+
+    The batch size is ``with_batch_size``'s (per rank), or under a token budget
+    ``max_batch_size`` (``None``: no cap; the default bucket count then assumes batches of 64).
+    The default bucket count follows the global batch (per-rank size x ``world_size``, for
+    fixed sizes), so the buckets, and the global batches, do not depend on the world size.
+    """
+    size = batch.batch_size if spec.max_tokens is None else spec.max_batch_size
+    world = world_size if spec.max_tokens is None else 1
+    return spec.num_buckets or default_num_buckets(n, (size or 64) * world), size
+
+
 SECTION: Section[BucketingSpec] = Section(
     name="bucketing",
+    explain=explain_row("bucketing", bucketing_line, of="bucketing"),
+    builder_calls=bucketing_calls,
     key="bucketing",
     read=read_bucketing,
     to_dict=bucketing_to_dict,

@@ -11,12 +11,13 @@ import attrs
 from loaderkit._checks import check_choice, check_int, check_str
 from loaderkit.datasets import absolute_path, confined
 from loaderkit.errors import PlanError, Problem
-from loaderkit.plan.sections.base import FingerprintRow, Section, fields_table
+from loaderkit.plan.sections.base import FingerprintRow, Section, explain_row, fields_table
 from loaderkit.plan.specs import CallableSpec, DatasetSpec, WorkersSpec
 
 if TYPE_CHECKING:
     from loaderkit.plan.plan import LoaderPlan
     from loaderkit.plan.reader import Reader
+    from loaderkit.plan.sections.base import ReprContext
 
 __all__ = [
     "CACHE_STAGES",
@@ -25,6 +26,7 @@ __all__ = [
     "CacheSpec",
     "CacheStage",
     "CacheStorage",
+    "cache_calls",
     "cache_line",
     "cache_problems",
     "cache_spec",
@@ -194,8 +196,19 @@ def _rules(sections: Mapping[str, Any]) -> list[Problem]:
     )
 
 
+def cache_calls(c: CacheSpec, ctx: ReprContext) -> tuple[str, ...]:
+    """The builder's ``with_cache`` call."""
+    args = [repr(c.storage)]
+    if c.stage != "fetched":
+        args.append(f"stage={c.stage!r}")
+    args.extend(ctx.set_args(c, ("path", "max_bytes")))
+    return (f".with_cache({', '.join(args)})",)
+
+
 SECTION: Section[CacheSpec] = Section(
     name="cache",
+    explain=explain_row("cache", cache_line, of="cache"),
+    builder_calls=cache_calls,
     key="cache",
     read=read_cache,
     to_dict=cache_to_dict,

@@ -17,11 +17,12 @@ from loaderkit._checks import (
     unknown_keys,
 )
 from loaderkit.errors import PlanError, PlanTypeError, Problem
-from loaderkit.plan.sections.base import FingerprintRow, Section
+from loaderkit.plan.sections.base import FingerprintRow, Section, explain_row
 
 if TYPE_CHECKING:
     from loaderkit.plan.plan import LoaderPlan
     from loaderkit.plan.reader import Reader
+    from loaderkit.plan.sections.base import ReprContext
 
 __all__ = [
     "CHECK_DTYPES",
@@ -31,6 +32,7 @@ __all__ = [
     "ChecksSpec",
     "ClassCheck",
     "LabelPadCheck",
+    "checks_calls",
     "checks_line",
     "checks_problems",
     "checks_spec",
@@ -410,8 +412,16 @@ def _rules(sections: Mapping[str, Any]) -> list[Problem]:
     return checks_problems(sections["checks"])
 
 
+def checks_calls(spec: ChecksSpec, ctx: ReprContext) -> tuple[str, ...]:
+    """The builder's ``with_checks`` call."""
+    args = [f"{key}={value!r}" for key, value in checks_to_dict(spec).items()]
+    return (f".with_checks({', '.join(args)})",)
+
+
 SECTION: Section[ChecksSpec] = Section(
     name="checks",
+    explain=explain_row("checks", checks_line, of="checks"),
+    builder_calls=checks_calls,
     key="checks",
     read=read_checks,
     to_dict=checks_to_dict,

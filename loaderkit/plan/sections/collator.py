@@ -10,7 +10,7 @@ import attrs
 from loaderkit._checks import FrozenMap, check_choice, check_str, freeze_value, thaw_value
 from loaderkit.errors import PlanError, PlanTypeError, Problem
 from loaderkit.plan.fields import callable_label, resolve_function
-from loaderkit.plan.sections.base import FingerprintRow, Section
+from loaderkit.plan.sections.base import FingerprintRow, Section, explain_row
 from loaderkit.plan.sections.common import callable_to_dict
 from loaderkit.plan.specs import DEFAULT_COLLATOR, CallableSpec, DatasetSpec, Modality
 from loaderkit.registry import PluginNotImportedError, callable_ref
@@ -18,12 +18,15 @@ from loaderkit.registry import PluginNotImportedError, callable_ref
 if TYPE_CHECKING:
     from loaderkit.plan.plan import LoaderPlan
     from loaderkit.plan.reader import Reader
+    from loaderkit.plan.sections.base import ReprContext
 
 __all__ = [
     "MODALITIES",
     "SECTION",
     "auto_modality",
+    "collator_calls",
     "collator_for_modality",
+    "collator_line",
     "collator_spec",
     "collator_to_dict",
     "read_collator",
@@ -212,8 +215,23 @@ def read_collator(reader: Reader, data: Mapping[str, Any]) -> CallableSpec | Non
     return resolved
 
 
+def collator_calls(spec: CallableSpec, ctx: ReprContext) -> tuple[str, ...]:
+    """The builder's ``with_collator`` call (none for the default collator)."""
+    if spec == DEFAULT_COLLATOR:
+        return ()
+    return (f".with_collator({ctx.callable_arg(spec, with_options=True)})",)
+
+
+def collator_line(plan: LoaderPlan) -> str:
+    """The ``collator`` line of ``explain()``: the collator, and why ``auto`` chose it."""
+    reason = plan.collator.reason
+    return plan.collator.describe() + (f"  ({reason})" if reason else "")
+
+
 SECTION: Section[CallableSpec] = Section(
     name="collator",
+    explain=explain_row("collator", collator_line),
+    builder_calls=collator_calls,
     key="collator",
     read=read_collator,
     to_dict=collator_to_dict,

@@ -11,7 +11,7 @@ from loaderkit._checks import check_choice, check_number
 from loaderkit.errors import PlanError, PlanTypeError
 from loaderkit.plan.fields import function_spec, is_function
 from loaderkit.plan.reader import value_fn
-from loaderkit.plan.sections.base import FingerprintRow, Section
+from loaderkit.plan.sections.base import FingerprintRow, Section, explain_row
 from loaderkit.plan.sections.common import (
     float_array,
     function_table,
@@ -23,8 +23,16 @@ from loaderkit.plan.specs import CURRICULUM_UNITS, SCHEDULES, CallableSpec, Curr
 if TYPE_CHECKING:
     from loaderkit.plan.plan import LoaderPlan
     from loaderkit.plan.reader import Reader
+    from loaderkit.plan.sections.base import ReprContext
 
-__all__ = ["SECTION", "curriculum_line", "curriculum_spec", "curriculum_to_dict", "read_curriculum"]
+__all__ = [
+    "SECTION",
+    "curriculum_calls",
+    "curriculum_line",
+    "curriculum_spec",
+    "curriculum_to_dict",
+    "read_curriculum",
+]
 
 
 def curriculum_spec(
@@ -170,8 +178,22 @@ def curriculum_line(plan: LoaderPlan) -> str:
     return f"easiest first by {spec.difficulty.describe()}, {how}, per {spec.by}"
 
 
+def curriculum_calls(cur: CurriculumSpec, ctx: ReprContext) -> tuple[str, ...]:
+    """The builder's ``with_curriculum`` call."""
+    args = [ctx.source_arg(cur.difficulty, "difficulties")]
+    if cur.fn is not None:
+        args.append(ctx.callable_arg(cur.fn))
+    elif cur.schedule != "linear":
+        args.append(repr(cur.schedule))
+    defaults = {"by": "epoch", "horizon": None, "start": 0.1, "degree": 2.0, "steps": ()}
+    args.extend(ctx.changed_args(cur, defaults))
+    return (f".with_curriculum({', '.join(args)})",)
+
+
 SECTION: Section[CurriculumSpec] = Section(
     name="curriculum",
+    explain=explain_row("curriculum", curriculum_line, of="curriculum"),
+    builder_calls=curriculum_calls,
     key="curriculum",
     read=read_curriculum,
     to_dict=curriculum_to_dict,

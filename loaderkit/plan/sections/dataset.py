@@ -20,22 +20,26 @@ from loaderkit.datasets import (
 )
 from loaderkit.errors import PlanError, PlanTypeError, Problem
 from loaderkit.plan.fields import RESERVED_BINDINGS, binding_name
-from loaderkit.plan.sections.base import FingerprintRow, Section
-from loaderkit.plan.specs import DATASET_KINDS, DatasetSpec, describe_dataset
+from loaderkit.plan.sections.base import FingerprintRow, Section, explain_row
+from loaderkit.plan.specs import DATASET_KINDS, DatasetSpec, dataset_summary, describe_dataset
 from loaderkit.registry import UnknownNameError
 
 if TYPE_CHECKING:
     from loaderkit.plan.plan import LoaderPlan
     from loaderkit.plan.reader import Reader
+    from loaderkit.plan.sections.base import ReprContext
 
 __all__ = [
     "SECTION",
+    "dataset_arg",
+    "dataset_calls",
     "dataset_spec",
     "dataset_to_dict",
     "describe_recorded",
     "described",
     "read_dataset",
     "read_source",
+    "shown_object",
     "source_table",
 ]
 
@@ -310,8 +314,35 @@ def describe_recorded(spec: DatasetSpec) -> str:
     return f"{spec.kind} {spec.type_name.rsplit('.', 1)[-1]} of {size} samples{ident}"
 
 
+def dataset_calls(spec: DatasetSpec, ctx: ReprContext) -> tuple[str, ...]:
+    """The builder's ``with_dataset`` call (a mixture's combined dataset: its own call)."""
+    if spec.kind == "mixture":
+        return ()
+    arg = dataset_arg(spec)
+    if spec.binding != "dataset":
+        arg += f", name={spec.binding!r}"
+    return (f".with_dataset({arg})",)
+
+
+def dataset_arg(spec: DatasetSpec) -> str:
+    """The dataset as a builder repr shows it: ``<list: 100 samples>``, or the ``load`` call."""
+    if spec.source is not None:  # the call that makes the dataset again
+        opts = spec.source.options.items()
+        options = "".join(f", {k}={thaw_value(v)!r}" for k, v in opts)
+        return f"loaderkit.datasets.load({spec.source.name!r}{options})"
+    return shown_object(spec.type_name, spec.length)
+
+
+def shown_object(type_name: str, length: int | None) -> str:
+    """A dataset the repr cannot write out: ``<list: 100 samples>``, ``<list: 1 sample>``."""
+    size = "streamed" if length is None else f"{length} sample{'' if length == 1 else 's'}"
+    return f"<{type_name.rsplit('.', 1)[-1]}: {size}>"
+
+
 SECTION: Section[DatasetSpec] = Section(
     name="dataset",
+    explain=explain_row("source", lambda plan: dataset_summary(plan.dataset)),
+    builder_calls=dataset_calls,
     key="dataset",
     read=read_dataset,
     to_dict=dataset_to_dict,

@@ -8,13 +8,14 @@ from typing import TYPE_CHECKING, Any
 
 from loaderkit._checks import LIMITS, check_str
 from loaderkit.errors import PlanError
-from loaderkit.plan.sections.base import FingerprintRow, Section
+from loaderkit.plan.sections.base import FingerprintRow, Section, explain_row
 from loaderkit.plan.specs import DEVICES
 
 if TYPE_CHECKING:
     from loaderkit.plan.reader import Reader
+    from loaderkit.plan.sections.base import ReprContext
 
-__all__ = ["SECTION", "device_spec", "device_to_dict", "read_device"]
+__all__ = ["SECTION", "device_calls", "device_spec", "device_to_dict", "read_device"]
 
 _DEVICE = re.compile(r"^(auto|cpu|mps|cuda)(:(0|[1-9][0-9]*))?$")
 
@@ -46,8 +47,15 @@ def read_device(reader: Reader, data: Mapping[str, Any]) -> str | None:
     return device
 
 
+def device_calls(device: str, ctx: ReprContext) -> tuple[str, ...]:
+    """The builder's ``with_device`` call (none for the CPU, the default)."""
+    return () if device == "cpu" else (f".with_device({device!r})",)
+
+
 SECTION: Section[str] = Section(
     name="device",
+    explain=explain_row("device", lambda plan: plan.device),
+    builder_calls=device_calls,
     key="device",
     read=read_device,
     to_dict=device_to_dict,

@@ -7,14 +7,22 @@ from typing import TYPE_CHECKING, Any
 
 from loaderkit._checks import check_bool, check_int
 from loaderkit.errors import PlanError
-from loaderkit.plan.sections.base import FingerprintRow, Section, fields_table
+from loaderkit.plan.sections.base import FingerprintRow, Section, explain_row, fields_table
 from loaderkit.plan.specs import DistributedSpec
 
 if TYPE_CHECKING:
     from loaderkit.plan.plan import LoaderPlan
     from loaderkit.plan.reader import Reader
+    from loaderkit.plan.sections.base import ReprContext
 
-__all__ = ["SECTION", "distributed_spec", "distributed_to_dict", "read_distributed"]
+__all__ = [
+    "SECTION",
+    "distributed_calls",
+    "distributed_line",
+    "distributed_spec",
+    "distributed_to_dict",
+    "read_distributed",
+]
 
 
 def distributed_spec(
@@ -74,8 +82,34 @@ def read_distributed(reader: Reader, data: Mapping[str, Any]) -> DistributedSpec
     return spec
 
 
+def distributed_calls(d: DistributedSpec, ctx: ReprContext) -> tuple[str, ...]:
+    """The builder's ``with_distributed`` call (none when not sharding, the default)."""
+    if not d.enabled:
+        return ()
+    args = ctx.set_args(d, ("world_size", "rank"))
+    if not d.even_batches:
+        args.append("even_batches=False")
+    return (f".with_distributed({', '.join(args)})",)
+
+
+def distributed_line(plan: LoaderPlan) -> str:
+    """The ``distributed`` line of ``explain()``: the ranks, given or detected."""
+    d = plan.distributed
+    if not d.enabled:
+        text = "single process (build() refuses it on one of several ranks)"
+    elif d.world_size is None:
+        text = "detected at build time (torch.distributed, else RANK/WORLD_SIZE env)"
+    else:
+        text = f"rank {d.rank} of {d.world_size} (given explicitly)"
+    if d.enabled and not d.even_batches:
+        text += "; uneven batches allowed"
+    return text
+
+
 SECTION: Section[DistributedSpec] = Section(
     name="distributed",
+    explain=explain_row("distributed", distributed_line),
+    builder_calls=distributed_calls,
     key="distributed",
     read=read_distributed,
     to_dict=distributed_to_dict,

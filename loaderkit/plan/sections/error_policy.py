@@ -9,12 +9,13 @@ import attrs
 
 from loaderkit._checks import check_choice, check_int, check_number
 from loaderkit.errors import PlanError
-from loaderkit.plan.sections.base import FingerprintRow, Section
+from loaderkit.plan.sections.base import ExplainRows, FingerprintRow, Section
 from loaderkit.plan.specs import SKIPPED_RECORDS_KEPT
 
 if TYPE_CHECKING:
     from loaderkit.plan.plan import LoaderPlan
     from loaderkit.plan.reader import Reader
+    from loaderkit.plan.sections.base import ReprContext
 
 __all__ = [
     "BUDGET_SCOPES",
@@ -25,6 +26,7 @@ __all__ = [
     "ErrorPolicy",
     "ErrorPolicySpec",
     "error_line",
+    "error_policy_calls",
     "error_policy_options",
     "error_policy_spec",
     "error_policy_to_dict",
@@ -147,8 +149,24 @@ def error_line(plan: LoaderPlan) -> str:
     )
 
 
+def error_policy_calls(e: ErrorPolicySpec, ctx: ReprContext) -> tuple[str, ...]:
+    """The builder's ``with_error_policy`` call (none at the default)."""
+    if e == ErrorPolicySpec():
+        return ()
+    args = [repr(e.policy)]
+    args.extend(f"{key}={value!r}" for key, value in error_policy_options(e).items())
+    return (f".with_error_policy({', '.join(args)})",)
+
+
+def _explain(plan: LoaderPlan) -> ExplainRows:
+    """The ``errors`` row of ``explain()``, none under the default policy (``raise``)."""
+    return () if plan.error_policy.policy == "raise" else (("errors", error_line(plan)),)
+
+
 SECTION: Section[ErrorPolicySpec] = Section(
     name="error_policy",
+    explain=_explain,
+    builder_calls=error_policy_calls,
     key="error_policy",
     read=read_error_policy,
     to_dict=error_policy_to_dict,

@@ -13,7 +13,7 @@ from loaderkit.collators import collators
 from loaderkit.errors import Problem
 from loaderkit.plan.fields import int_schedule
 from loaderkit.plan.reader import value_fn
-from loaderkit.plan.sections.base import FingerprintRow, Section
+from loaderkit.plan.sections.base import FingerprintRow, Section, explain_row
 from loaderkit.plan.sections.common import callable_problems, function_table
 from loaderkit.plan.specs import CURRICULUM_UNITS, CallableSpec
 from loaderkit.registry import PluginNotImportedError
@@ -21,10 +21,12 @@ from loaderkit.registry import PluginNotImportedError
 if TYPE_CHECKING:
     from loaderkit.plan.plan import LoaderPlan
     from loaderkit.plan.reader import Reader
+    from loaderkit.plan.sections.base import ReprContext
 
 __all__ = [
     "SECTION",
     "MaxLengthSpec",
+    "max_length_calls",
     "max_length_line",
     "max_length_problems",
     "max_length_spec",
@@ -168,8 +170,21 @@ def max_length_problems(
     return problems
 
 
+def max_length_calls(m: MaxLengthSpec, ctx: ReprContext) -> tuple[str, ...]:
+    """The builder's ``with_max_length`` call."""
+    shown = str(m.value)
+    if m.fn is not None:
+        shown = ctx.callable_arg(m.fn)
+    elif m.schedule:
+        shown = repr(list(m.schedule))
+    unit = f", by={m.by!r}" if m.by != "epoch" else ""
+    return (f".with_max_length({shown}{unit})",)
+
+
 SECTION: Section[MaxLengthSpec] = Section(
     name="max_length",
+    explain=explain_row("max length", max_length_line, of="max_length"),
+    builder_calls=max_length_calls,
     key="max_length",
     read=read_max_length,
     to_dict=max_length_to_dict,

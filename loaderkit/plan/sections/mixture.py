@@ -24,13 +24,14 @@ from loaderkit.plan.fields import (
     until_table,
 )
 from loaderkit.plan.reader import value_fn
-from loaderkit.plan.sections.base import FingerprintRow, Section
+from loaderkit.plan.sections.base import FingerprintRow, Section, explain_row
 from loaderkit.plan.sections.common import callable_problems, function_table
 from loaderkit.plan.sections.dataset import (
     dataset_to_dict,
     describe_recorded,
     described,
     read_dataset,
+    shown_object,
 )
 from loaderkit.plan.specs import (
     CURRICULUM_UNITS,
@@ -47,13 +48,17 @@ from loaderkit.plan.specs import (
 if TYPE_CHECKING:
     from loaderkit.plan.plan import LoaderPlan
     from loaderkit.plan.reader import Reader
+    from loaderkit.plan.sections.base import ReprContext
 
 __all__ = [
     "SECTION",
     "combined_dataset",
     "mixture_bucketing_problems",
+    "mixture_calls",
+    "mixture_line",
     "mixture_options",
     "mixture_problems",
+    "mixture_samples",
     "mixture_spec",
     "mixture_to_dict",
     "read_mixture",
@@ -485,8 +490,79 @@ def mixture_bucketing_problems(mixture: MixtureSpec) -> list[Problem]:
     return problems
 
 
+def mixture_calls(spec: MixtureSpec, ctx: ReprContext) -> tuple[str, ...]:
+    """The builder's ``with_mixture`` call: the sources, then the options not at defaults."""
+    parts = [f"{s.binding!r}: {shown_object(s.type_name, s.length)}" for s in spec.sources]
+    args = ["{" + ", ".join(parts) + "}"]
+    if spec.fn is not None:
+        args.append(f"weights={ctx.callable_arg(spec.fn)}")
+    elif spec.schedule:
+        table = [(until, dict(zip(spec.names, w, strict=True))) for until, w in spec.schedule]
+        args.append(f"weights={table!r}")
+    elif spec.weights is not None:
+        args.append(f"weights={dict(zip(spec.names, spec.weights, strict=True))!r}")
+    defaults = {
+        "mode": "weighted",
+        "stratified": False,
+        "by": "epoch",
+        "num_samples": None,
+        "source_key": None,
+    }
+    args.extend(ctx.changed_args(spec, defaults))
+    return (f".with_mixture({', '.join(args)})",)
+
+
+def mixture_samples(plan: LoaderPlan) -> int:
+    """The samples of one epoch of a mixture, before batching (``drop_last`` not applied)."""
+    spec = plan.mixture
+    assert spec is not None
+    sizes = spec.sizes
+    return {
+        "weighted": spec.num_samples or sum(sizes),
+        "sequential": sum(sizes),
+        "round_robin": sum(sizes),
+        "max_size_cycle": len(sizes) * max(sizes),
+        "min_size": len(sizes) * min(sizes),
+    }[spec.mode]
+
+
+def mixture_line(plan: LoaderPlan) -> str:
+    """The ``mixture`` line of ``explain()``: the sources, their weights and the epoch."""
+    spec = plan.mixture
+    assert spec is not None
+    parts = []
+    weights = spec.weights
+    total = sum(spec.sizes)
+    for i, source in enumerate(spec.sources):
+        text = f"{source.binding!r} {source.length:,}"
+        if spec.mode == "weighted" and spec.fn is None and not spec.schedule:
+            w = (weights[i] / sum(weights)) if weights else (source.length or 0) / total
+            text += f" (p={w:.3g})"
+        parts.append(text)
+    line = f"{len(spec.sources)} sources: {', '.join(parts)}; mode {spec.mode}"
+    if spec.mode == "weighted":
+        if spec.fn is not None:
+            line += f", weights from {spec.fn.describe()} per {spec.by}"
+        elif spec.schedule:
+            steps = "; ".join(
+                f"until {u:g}: " + "/".join(f"{w:g}" for w in ws) for u, ws in spec.schedule
+            )
+            line += f", weights per {spec.by}: {steps}; then the last"
+        elif weights is None:
+            line += ", weights proportional to sizes"
+        if spec.stratified:
+            line += ", stratified (every batch in proportion)"
+    line += f"; {mixture_samples(plan):,} samples per epoch"
+    if spec.source_key is not None:
+        line += f"; source ids in batch[{spec.source_key!r}]"
+    return line
+
+
 SECTION: Section[MixtureSpec] = Section(
     name="mixture",
+    builder_calls=mixture_calls,
+    calls_set="dataset",
+    explain=explain_row("mixture", mixture_line, of="mixture"),
     key="mixture",
     read=read_mixture,
     to_dict=mixture_to_dict,

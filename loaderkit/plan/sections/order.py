@@ -14,8 +14,9 @@ from loaderkit.plan.specs import DEFAULT_SEED
 
 if TYPE_CHECKING:
     from loaderkit.plan.reader import Reader
+    from loaderkit.plan.sections.base import ReprContext
 
-__all__ = ["SECTION", "OrderSpec", "order_spec", "order_to_dict", "read_order"]
+__all__ = ["SECTION", "OrderSpec", "order_calls", "order_spec", "order_to_dict", "read_order"]
 
 
 @attrs.frozen
@@ -69,8 +70,22 @@ def read_order(reader: Reader, data: Mapping[str, Any]) -> OrderSpec | None:
     return spec
 
 
+def order_calls(o: OrderSpec, ctx: ReprContext) -> tuple[str, ...]:
+    """The builder's ``with_shuffle`` and ``with_seed`` calls (none at the defaults)."""
+    calls = []
+    if o.buffer_size is not None:
+        shuffled = "" if o.shuffle else "False, "
+        calls.append(f".with_shuffle({shuffled}buffer_size={o.buffer_size})")
+    elif o.shuffle:
+        calls.append(".with_shuffle()")
+    if o.seed != DEFAULT_SEED:
+        calls.append(f".with_seed({o.seed})")
+    return tuple(calls)
+
+
 SECTION: Section[OrderSpec] = Section(
     name="order",
+    builder_calls=order_calls,
     key="order",
     read=read_order,
     to_dict=order_to_dict,

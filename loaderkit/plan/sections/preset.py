@@ -18,9 +18,10 @@ import attrs
 
 from loaderkit._checks import FrozenMap, freeze_value, thaw_value
 from loaderkit.errors import PlanTypeError
-from loaderkit.plan.sections.base import FingerprintRow, Section
+from loaderkit.plan.sections.base import FingerprintRow, Section, explain_row
 
 if TYPE_CHECKING:
+    from loaderkit.plan.plan import LoaderPlan
     from loaderkit.plan.reader import Reader
 
 __all__ = [
@@ -28,6 +29,7 @@ __all__ = [
     "SECTION",
     "PresetSpec",
     "preset_chain",
+    "preset_line",
     "preset_sections",
     "preset_spec",
     "preset_to_dict",
@@ -175,8 +177,15 @@ def read_preset(reader: Reader, data: Mapping[str, Any]) -> PresetSpec | None:
     return spec
 
 
+def preset_line(plan: LoaderPlan) -> str:
+    """The ``preset`` line of ``explain()``: the preset call that made the plan."""
+    assert plan.preset is not None
+    return plan.preset.describe()
+
+
 SECTION: Section[PresetSpec] = Section(
     name="preset",
+    explain=explain_row("preset", preset_line, of="preset"),
     key="preset",
     read=read_preset,
     to_dict=preset_to_dict,

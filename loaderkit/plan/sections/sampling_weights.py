@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 from loaderkit._checks import check_bool, check_int
 from loaderkit.errors import PlanError, Problem
-from loaderkit.plan.sections.base import FingerprintRow, Section
+from loaderkit.plan.sections.base import FingerprintRow, Section, explain_row
 from loaderkit.plan.sections.common import (
     float_array,
     source_problems,
@@ -19,10 +19,12 @@ from loaderkit.plan.specs import DatasetSpec, WeightsSpec
 if TYPE_CHECKING:
     from loaderkit.plan.plan import LoaderPlan
     from loaderkit.plan.reader import Reader
+    from loaderkit.plan.sections.base import ReprContext
 
 __all__ = [
     "SECTION",
     "read_weights",
+    "weights_calls",
     "weights_line",
     "weights_problems",
     "weights_spec",
@@ -121,8 +123,20 @@ def weights_line(plan: LoaderPlan) -> str:
     )
 
 
+def weights_calls(spec: WeightsSpec, ctx: ReprContext) -> tuple[str, ...]:
+    """The builder's ``with_sampling_weights`` call."""
+    args = [ctx.source_arg(spec.source, "weights")]
+    if not spec.replacement:
+        args.append("replacement=False")
+    if spec.num_samples is not None:
+        args.append(f"num_samples={spec.num_samples}")
+    return (f".with_sampling_weights({', '.join(args)})",)
+
+
 SECTION: Section[WeightsSpec] = Section(
     name="sampling_weights",
+    explain=explain_row("sampling", weights_line, of="sampling_weights"),
+    builder_calls=weights_calls,
     key="sampling_weights",
     read=read_weights,
     to_dict=weights_to_dict,

@@ -11,17 +11,19 @@ from loaderkit._checks import check_int, check_str, did_you_mean
 from loaderkit.errors import PlanError, Problem
 from loaderkit.order.split import decimal_ratio, split_sizes
 from loaderkit.plan.fields import MAX_SEED
-from loaderkit.plan.sections.base import FingerprintRow, Section, fields_table
+from loaderkit.plan.sections.base import FingerprintRow, Section, explain_row, fields_table
 from loaderkit.plan.specs import BatchSpec, DatasetSpec, DistributedSpec, MixtureSpec
 
 if TYPE_CHECKING:
     from loaderkit.plan.plan import LoaderPlan
     from loaderkit.plan.reader import Reader
+    from loaderkit.plan.sections.base import ReprContext
 
 __all__ = [
     "SECTION",
     "SplitSpec",
     "read_split",
+    "split_calls",
     "split_line",
     "split_problems",
     "split_spec",
@@ -196,8 +198,16 @@ def split_line(plan: LoaderPlan) -> str:
     return f"train {train:,}, val {val:,}, test {test:,} samples{how}, seed {seed}"
 
 
+def split_calls(s: SplitSpec, ctx: ReprContext) -> tuple[str, ...]:
+    """The builder's ``with_split`` call."""
+    args = [f"val={s.val!r}", f"test={s.test!r}", *ctx.set_args(s, ("seed", "stratify_by"))]
+    return (f".with_split({', '.join(args)})",)
+
+
 SECTION: Section[SplitSpec] = Section(
     name="split",
+    explain=explain_row("split", split_line, of="split"),
+    builder_calls=split_calls,
     key="split",
     read=read_split,
     to_dict=split_to_dict,

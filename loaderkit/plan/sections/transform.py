@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 from loaderkit._checks import check_str
 from loaderkit.errors import PlanError, PlanTypeError
 from loaderkit.plan.fields import callable_label, resolve_function
-from loaderkit.plan.sections.base import FingerprintRow, Section
+from loaderkit.plan.sections.base import FingerprintRow, Section, explain_row
 from loaderkit.plan.sections.common import callable_to_dict
 from loaderkit.plan.specs import CallableSpec
 from loaderkit.registry import callable_ref
@@ -17,8 +17,16 @@ from loaderkit.registry import callable_ref
 if TYPE_CHECKING:
     from loaderkit.plan.plan import LoaderPlan
     from loaderkit.plan.reader import Reader
+    from loaderkit.plan.sections.base import ReprContext
 
-__all__ = ["SECTION", "read_transform", "transform_spec", "transform_to_dict"]
+__all__ = [
+    "SECTION",
+    "read_transform",
+    "transform_calls",
+    "transform_line",
+    "transform_spec",
+    "transform_to_dict",
+]
 
 
 def _accepts_rng(path: str, fn: Callable[..., Any]) -> bool:
@@ -101,8 +109,25 @@ def read_transform(reader: Reader, data: Mapping[str, Any]) -> CallableSpec | No
     return reader.read_callable(data, "transform", transform_spec)
 
 
+def transform_calls(spec: CallableSpec, ctx: ReprContext) -> tuple[str, ...]:
+    """The builder's ``with_transform`` call."""
+    return (f".with_transform({ctx.callable_arg(spec)})",)
+
+
+def transform_line(plan: LoaderPlan) -> str:
+    """The ``transform`` line of ``explain()`` (``none`` without one)."""
+    if plan.transform is None:
+        return "none"
+    text = plan.transform.describe()
+    if plan.transform.accepts_rng:
+        text += " with a per-sample rng keyed by (seed, epoch, index)"
+    return text
+
+
 SECTION: Section[CallableSpec] = Section(
     name="transform",
+    explain=explain_row("transform", transform_line),
+    builder_calls=transform_calls,
     key="transform",
     read=read_transform,
     to_dict=transform_to_dict,

@@ -7,15 +7,23 @@ from typing import TYPE_CHECKING, Any
 
 from loaderkit._checks import LIMITS, check_choice, check_int, check_number, check_optional_bool
 from loaderkit.errors import PlanError
-from loaderkit.plan.sections.base import FingerprintRow, Section, fields_table
+from loaderkit.plan.sections.base import FingerprintRow, Section, explain_row, fields_table
 from loaderkit.plan.specs import START_METHODS, WorkersSpec
 from loaderkit.plan.workers import num_workers_value, resolve_workers
 
 if TYPE_CHECKING:
     from loaderkit.plan.plan import LoaderPlan
     from loaderkit.plan.reader import Reader
+    from loaderkit.plan.sections.base import ReprContext
 
-__all__ = ["SECTION", "read_workers", "workers_line", "workers_spec", "workers_to_dict"]
+__all__ = [
+    "SECTION",
+    "read_workers",
+    "workers_calls",
+    "workers_line",
+    "workers_spec",
+    "workers_to_dict",
+]
 
 
 def workers_spec(
@@ -126,8 +134,18 @@ def workers_line(plan: LoaderPlan) -> str:
     return f"{text}; pin memory {pin}"
 
 
+def workers_calls(w: WorkersSpec, ctx: ReprContext) -> tuple[str, ...]:
+    """The builder's ``with_workers`` call (none at the default)."""
+    if w == WorkersSpec():
+        return ()
+    args = [repr(w.num_workers), *ctx.set_args(w, _KEYS[1:])]
+    return (f".with_workers({', '.join(args)})",)
+
+
 SECTION: Section[WorkersSpec] = Section(
     name="workers",
+    explain=explain_row("workers", workers_line),
+    builder_calls=workers_calls,
     key="workers",
     read=read_workers,
     to_dict=workers_to_dict,

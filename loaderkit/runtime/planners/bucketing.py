@@ -21,8 +21,8 @@ from loaderkit.order.bucketing import (
 )
 from loaderkit.order.padding import BatchPadding
 from loaderkit.order.token_budget import oversize_message, oversize_sample
-from loaderkit.plan.display import bucket_plan
 from loaderkit.plan.padding_rule import bucket_padding
+from loaderkit.plan.sections.bucketing import bucket_plan
 from loaderkit.runtime.lengths import mixture_lengths, sample_lengths
 from loaderkit.runtime.planners.base import (
     ListPlanner,
