@@ -16,6 +16,8 @@ from loaderkit.order.padding import NO_PADDING, BatchPadding, PackedRows
 from loaderkit.order.shard import ShardLayout
 from loaderkit.order.split import split_sizes
 from loaderkit.plan.padding_rule import bucket_padding
+from loaderkit.plan.sections.batch import BatchSpec
+from loaderkit.plan.sections.bucketing import BucketingSpec
 from loaderkit.plan.sections.cache import cache_line
 from loaderkit.plan.sections.checks import checks_line
 from loaderkit.plan.sections.curriculum import curriculum_line
@@ -24,11 +26,7 @@ from loaderkit.plan.sections.max_length import max_length_line
 from loaderkit.plan.sections.sampling_weights import weights_line
 from loaderkit.plan.sections.split import split_line
 from loaderkit.plan.sections.workers import workers_line
-from loaderkit.plan.specs import (
-    BatchSpec,
-    BucketingSpec,
-    dataset_summary,
-)
+from loaderkit.plan.specs import dataset_summary
 
 if TYPE_CHECKING:
     from loaderkit.plan.plan import LoaderPlan
