@@ -364,3 +364,19 @@ def test_a_file_binding_two_things_to_one_name_is_refused():
         LoaderPlan.from_dict(data, bindings={"train": list(range(10))})
     assert "collator" in err.value.paths
 
+
+def test_a_relative_cache_folder_is_resolved_at_save(tmp_path, monkeypatch):
+    # documented in plan-format.md: a file names folders inside its own, as seen from the file
+    monkeypatch.chdir(tmp_path)
+    plan = DataLoaderBuilder().with_dataset([0, 1]).with_cache("disk", path="cache").compile()
+    plan.save("plan.toml")
+    assert 'path = "cache"' in (tmp_path / "plan.toml").read_text()
+    loaded = LoaderPlan.load("plan.toml", bindings=plan.bindings)
+    assert loaded.cache is not None and loaded.cache.path == str(tmp_path / "cache")
+    (tmp_path / "plans").mkdir()
+    plan.save("plans/plan.json")  # the folder is outside plans/: written absolute
+    with pytest.raises(PlanError) as err:
+        LoaderPlan.load("plans/plan.json", bindings=plan.bindings)
+    assert err.value.paths == ("cache.path",)
+    trusted = LoaderPlan.load("plans/plan.json", bindings=plan.bindings, allow_external_paths=True)
+    assert trusted == loaded
