@@ -27,7 +27,7 @@ from loaderkit.plan.sections.collator import (
 )
 from loaderkit.plan.sections.curriculum import CurriculumSchedule, CurriculumSpec, curriculum_spec
 from loaderkit.plan.sections.dataset import dataset_spec
-from loaderkit.plan.sections.device import device_spec
+from loaderkit.plan.sections.device import Device, device_spec
 from loaderkit.plan.sections.distributed import DistributedSpec, distributed_spec
 from loaderkit.plan.sections.error_policy import (
     BudgetScope,
@@ -38,20 +38,13 @@ from loaderkit.plan.sections.error_policy import (
 )
 from loaderkit.plan.sections.max_length import MaxLengthSpec, max_length_spec
 from loaderkit.plan.sections.mixture import MixtureMode, MixtureSpec, mixture_spec
-from loaderkit.plan.sections.order import OrderSpec, order_spec
+from loaderkit.plan.sections.order import DEFAULT_SEED, OrderSpec, order_spec
 from loaderkit.plan.sections.preset import PresetSpec, preset_chain, preset_sections
 from loaderkit.plan.sections.sampling_weights import WeightsSpec, weights_spec
 from loaderkit.plan.sections.split import SplitSpec, split_spec
 from loaderkit.plan.sections.transform import transform_spec
 from loaderkit.plan.sections.workers import StartMethod, WorkersSpec, workers_spec
-from loaderkit.plan.specs import (
-    DEFAULT_SEED,
-    CallableSpec,
-    DatasetSpec,
-    Device,
-    LengthSource,
-    ScheduleUnit,
-)
+from loaderkit.plan.specs import CallableSpec, DatasetSpec, LengthSource, ScheduleUnit
 
 if TYPE_CHECKING:
     from loaderkit.order.split import SplitName

@@ -8,9 +8,9 @@ several sections share, :mod:`loaderkit.plan.specs`.
 from loaderkit.plan.plan import SCHEMA_VERSION, SETTINGS, LoaderPlan, Setting
 from loaderkit.plan.sections.batch import BatchSpec
 from loaderkit.plan.sections.distributed import DistributedSpec
-from loaderkit.plan.sections.order import OrderSpec
+from loaderkit.plan.sections.order import DEFAULT_SEED, OrderSpec
 from loaderkit.plan.sections.workers import WorkersSpec
-from loaderkit.plan.specs import DEFAULT_SEED, CallableSpec, DatasetSpec
+from loaderkit.plan.specs import CallableSpec, DatasetSpec
 
 __all__ = [
     "DEFAULT_SEED",

@@ -2,8 +2,8 @@
 
 A dataset (:class:`DatasetSpec`, and :func:`describe_dataset` that makes one), a callable
 (:class:`CallableSpec`), a per-sample value source (:class:`LengthSource`: bucketing lengths,
-sampling weights, curriculum difficulties), the schedule units and the defaults several sections
-read. The spec of one section lives in its module under :mod:`loaderkit.plan.sections`.
+sampling weights, curriculum difficulties) and the units of a schedule (:data:`ScheduleUnit`).
+The spec of one section lives in its module under :mod:`loaderkit.plan.sections`.
 
 Every spec is an attrs frozen class holding ints, strings, bools, tuples and
 :class:`~loaderkit._checks.FrozenMap` only. Live objects (a dataset, a lambda) never appear here:
@@ -25,36 +25,13 @@ from loaderkit.errors import PlanError, PlanTypeError
 __all__ = [
     "CURRICULUM_UNITS",
     "DATASET_KINDS",
-    "DEFAULT_SEED",
-    "DEVICES",
-    "SKIPPED_RECORDS_KEPT",
     "CallableSpec",
-    "CudaIndex",
     "DatasetSpec",
-    "Device",
-    "DeviceName",
     "LengthSource",
     "ScheduleUnit",
     "column_rows",
     "describe_dataset",
 ]
-
-DEFAULT_SEED = 0
-"""The seed of a plan that never called ``with_seed``: unseeded plans are reproducible too."""
-
-DeviceName = Literal["auto", "cpu", "cuda", "mps"]
-"""A device kind ``with_device`` takes (besides ``"cuda:N"``, see :data:`Device`)."""
-DEVICES: tuple[DeviceName, ...] = get_args(DeviceName)
-
-CudaIndex = Literal[
-    "cuda:0", "cuda:1", "cuda:2", "cuda:3", "cuda:4", "cuda:5", "cuda:6", "cuda:7",
-    "cuda:8", "cuda:9", "cuda:10", "cuda:11", "cuda:12", "cuda:13", "cuda:14", "cuda:15",
-]  # fmt: skip
-"""``"cuda:N"`` for the first 16 devices, spelled for type checkers; at run time
-``with_device`` takes any index up to ``LIMITS.device_index``."""
-
-Device = DeviceName | CudaIndex
-"""What ``with_device`` takes: a :data:`DeviceName` or ``"cuda:N"``."""
 
 DATASET_KINDS = {
     "torch_map": "map-style dataset",
@@ -157,12 +134,6 @@ class LengthSource:
 ScheduleUnit = Literal["epoch", "step"]
 """What a schedule's ``t`` counts (``by=`` of progressive settings): epochs or steps."""
 CURRICULUM_UNITS: tuple[ScheduleUnit, ...] = get_args(ScheduleUnit)
-
-
-SKIPPED_RECORDS_KEPT = 1_000
-"""``loader.skipped`` keeps the records of the last this many dropped samples; the counts in
-``loader.skip_counts`` stay exact (a long run with a few bad samples per epoch would
-otherwise grow the list without bound)."""
 
 
 def _feature_name(feature: object) -> str:
