@@ -16,15 +16,21 @@ from loaderkit.plan.display import builder_html
 from loaderkit.plan.plan import PLAN_SECTIONS, SETTINGS, LoaderPlan, Setting
 from loaderkit.plan.sections import BUILDER_CALL_ORDER
 from loaderkit.plan.sections.base import ReprContext
-from loaderkit.plan.sections.batch import batch_schedule_spec
-from loaderkit.plan.sections.bucketing import bucketing_spec
+from loaderkit.plan.sections.batch import BatchSpec, batch_schedule_spec
+from loaderkit.plan.sections.bucketing import BucketCost, BucketingSpec, bucketing_spec
 from loaderkit.plan.sections.cache import CacheSpec, CacheStage, CacheStorage, cache_spec
 from loaderkit.plan.sections.checks import ChecksSpec, checks_spec
-from loaderkit.plan.sections.collator import collator_for_modality, collator_spec, resolve_auto
-from loaderkit.plan.sections.curriculum import curriculum_spec
+from loaderkit.plan.sections.collator import (
+    DEFAULT_COLLATOR,
+    Modality,
+    collator_for_modality,
+    collator_spec,
+    resolve_auto,
+)
+from loaderkit.plan.sections.curriculum import CurriculumSchedule, CurriculumSpec, curriculum_spec
 from loaderkit.plan.sections.dataset import dataset_spec
-from loaderkit.plan.sections.device import device_spec
-from loaderkit.plan.sections.distributed import distributed_spec
+from loaderkit.plan.sections.device import Device, device_spec
+from loaderkit.plan.sections.distributed import DistributedSpec, distributed_spec
 from loaderkit.plan.sections.error_policy import (
     BudgetScope,
     ErrorPolicy,
@@ -32,33 +38,14 @@ from loaderkit.plan.sections.error_policy import (
     error_policy_spec,
 )
 from loaderkit.plan.sections.max_length import MaxLengthSpec, max_length_spec
-from loaderkit.plan.sections.mixture import mixture_spec
+from loaderkit.plan.sections.mixture import MixtureMode, MixtureSpec, mixture_spec
 from loaderkit.plan.sections.order import OrderSpec, order_spec
 from loaderkit.plan.sections.preset import PresetSpec, preset_chain, preset_sections
-from loaderkit.plan.sections.sampling_weights import weights_spec
+from loaderkit.plan.sections.sampling_weights import WeightsSpec, weights_spec
 from loaderkit.plan.sections.split import SplitSpec, split_spec
 from loaderkit.plan.sections.transform import transform_spec
-from loaderkit.plan.sections.workers import workers_spec
-from loaderkit.plan.specs import (
-    DEFAULT_COLLATOR,
-    BatchSpec,
-    BucketCost,
-    BucketingSpec,
-    CallableSpec,
-    CurriculumSchedule,
-    CurriculumSpec,
-    DatasetSpec,
-    Device,
-    DistributedSpec,
-    LengthSource,
-    MixtureMode,
-    MixtureSpec,
-    Modality,
-    ScheduleUnit,
-    StartMethod,
-    WeightsSpec,
-    WorkersSpec,
-)
+from loaderkit.plan.sections.workers import StartMethod, WorkersSpec, workers_spec
+from loaderkit.plan.specs import CallableSpec, DatasetSpec, LengthSource, ScheduleUnit
 
 if TYPE_CHECKING:
     from loaderkit.order.split import SplitName

@@ -13,8 +13,8 @@ from loaderkit.order.shard import ShardLayout
 from loaderkit.order.split import split_sizes
 from loaderkit.plan.sections import EXPLAIN_ORDER
 from loaderkit.plan.sections.base import ExplainRows
+from loaderkit.plan.sections.batch import BatchSpec
 from loaderkit.plan.sections.mixture import mixture_samples
-from loaderkit.plan.specs import BatchSpec
 
 if TYPE_CHECKING:
     from loaderkit.plan.plan import LoaderPlan

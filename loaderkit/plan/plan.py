@@ -12,25 +12,22 @@ import attrs
 from loaderkit._checks import Bindings
 from loaderkit.errors import PlanError
 from loaderkit.plan.sections import SECTIONS
+from loaderkit.plan.sections.batch import BatchSpec
+from loaderkit.plan.sections.bucketing import BucketingSpec
 from loaderkit.plan.sections.cache import CacheSpec
 from loaderkit.plan.sections.checks import ChecksSpec
+from loaderkit.plan.sections.collator import DEFAULT_COLLATOR
+from loaderkit.plan.sections.curriculum import CurriculumSpec
+from loaderkit.plan.sections.distributed import DistributedSpec
 from loaderkit.plan.sections.error_policy import ErrorPolicySpec
 from loaderkit.plan.sections.max_length import MaxLengthSpec
+from loaderkit.plan.sections.mixture import MixtureSpec
 from loaderkit.plan.sections.order import OrderSpec
 from loaderkit.plan.sections.preset import PresetSpec
+from loaderkit.plan.sections.sampling_weights import WeightsSpec
 from loaderkit.plan.sections.split import SplitSpec
-from loaderkit.plan.specs import (
-    DEFAULT_COLLATOR,
-    BatchSpec,
-    BucketingSpec,
-    CallableSpec,
-    CurriculumSpec,
-    DatasetSpec,
-    DistributedSpec,
-    MixtureSpec,
-    WeightsSpec,
-    WorkersSpec,
-)
+from loaderkit.plan.sections.workers import WorkersSpec
+from loaderkit.plan.specs import CallableSpec, DatasetSpec
 
 if TYPE_CHECKING:
     from collections.abc import Sequence

@@ -13,25 +13,22 @@ from typing import Any
 from loaderkit._checks import LIMITS
 from loaderkit.errors import PlanError, Problem
 from loaderkit.plan.sections import SECTIONS
-from loaderkit.plan.sections.batch import batch_schedule_problems
-from loaderkit.plan.sections.bucketing import bucketing_problems, budget_padding_problems
-from loaderkit.plan.sections.common import callable_problems, default_start_method, source_problems
-from loaderkit.plan.sections.max_length import MaxLengthSpec, max_length_problems
-from loaderkit.plan.sections.mixture import mixture_problems
-from loaderkit.plan.sections.order import OrderSpec
-from loaderkit.plan.sections.sampling_weights import weights_problems
-from loaderkit.plan.sections.split import SplitSpec, split_problems
-from loaderkit.plan.specs import (
-    BatchSpec,
+from loaderkit.plan.sections.batch import BatchSpec, batch_schedule_problems
+from loaderkit.plan.sections.bucketing import (
     BucketingSpec,
-    CallableSpec,
-    CurriculumSpec,
-    DatasetSpec,
-    DistributedSpec,
-    MixtureSpec,
-    WeightsSpec,
-    WorkersSpec,
+    bucketing_problems,
+    budget_padding_problems,
 )
+from loaderkit.plan.sections.common import callable_problems, default_start_method, source_problems
+from loaderkit.plan.sections.curriculum import CurriculumSpec
+from loaderkit.plan.sections.distributed import DistributedSpec
+from loaderkit.plan.sections.max_length import MaxLengthSpec, max_length_problems
+from loaderkit.plan.sections.mixture import MixtureSpec, mixture_problems
+from loaderkit.plan.sections.order import OrderSpec
+from loaderkit.plan.sections.sampling_weights import WeightsSpec, weights_problems
+from loaderkit.plan.sections.split import SplitSpec, split_problems
+from loaderkit.plan.sections.workers import WorkersSpec
+from loaderkit.plan.specs import CallableSpec, DatasetSpec
 from loaderkit.plan.workers import resolve_auto_workers
 
 __all__ = ["default_start_method", "plan_problems"]

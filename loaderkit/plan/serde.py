@@ -187,7 +187,62 @@ def save_plan(plan: LoaderPlan, path: str | os.PathLike[str]) -> None:
     else:
         import tomli_w
 
-        target.write_text(tomli_w.dumps(data), encoding="utf-8")
+        target.write_text(tomli_w.dumps(_toml_nones(data, "")), encoding="utf-8")
+
+
+_TOML_NONE: dict[str, Any] = {"none": True}
+"""How a TOML plan file writes ``None`` (JSON's ``null``): TOML has no null value.
+
+``save()`` writes every ``None`` of the plan's data (an option such as
+``with_collator("vision", normalize=None)``) as the table ``{ none = true }``, and reading a
+``.toml`` file reads every such table back as ``None``. A real table of exactly that content
+cannot be written to TOML (``save()`` refuses it, naming the field): JSON keeps it.
+"""
+
+
+def _is_toml_none(value: object) -> bool:
+    return (
+        isinstance(value, dict)
+        and len(value) == 1
+        and value.get("none", False) is True  # True itself: 1 is not the marker
+    )
+
+
+def _toml_nones(value: Any, path: str) -> Any:
+    """``value`` with each ``None`` written as :data:`_TOML_NONE` (for ``save()`` as TOML)."""
+    if value is None:
+        return dict(_TOML_NONE)
+    if isinstance(value, Mapping):
+        if _is_toml_none(dict(value)):
+            raise PlanError.single(
+                path or "plan",
+                "is the table {none = true}, which a .toml plan file reads as None (TOML has "
+                "no null); save the plan as .json, which keeps it",
+            )
+        return {k: _toml_nones(v, f"{path}.{k}" if path else k) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_toml_nones(v, f"{path}[{i}]") for i, v in enumerate(value)]
+    return value
+
+
+def _toml_nones_read(data: dict[str, Any]) -> dict[str, Any]:
+    """Every :data:`_TOML_NONE` table of freshly parsed TOML data replaced by ``None``, in place.
+
+    Iterative, so that a deeply nested file cannot exhaust the stack here.
+    """
+    stack: list[dict[str, Any] | list[Any]] = [data]
+    while stack:
+        container = stack.pop()
+        if isinstance(container, dict):
+            items: list[tuple[Any, Any]] = list(container.items())
+        else:
+            items = list(enumerate(container))
+        for key, child in items:
+            if _is_toml_none(child):
+                container[key] = None
+            elif isinstance(child, dict | list):
+                stack.append(child)
+    return data
 
 
 _TOML_KEY_PART = r"""(?:[A-Za-z0-9_-]+|"[^"\\\n]*"|'[^'\n]*')"""
@@ -270,7 +325,7 @@ def read_plan_file(path: str | os.PathLike[str]) -> dict[str, Any]:
         raise PlanTypeError.single(
             "file", f"{source.name!r} must hold a table of sections (got {type(data).__name__})"
         )
-    return data
+    return _toml_nones_read(data) if suffix == ".toml" else data
 
 
 def load_plan(

@@ -1,4 +1,9 @@
-"""The frozen pieces a plan is made of: pure data, hashable, comparable by value.
+"""The frozen pieces several plan sections share: pure data, hashable, comparable by value.
+
+A dataset (:class:`DatasetSpec`, and :func:`describe_dataset` that makes one), a callable
+(:class:`CallableSpec`), a per-sample value source (:class:`LengthSource`: bucketing lengths,
+sampling weights, curriculum difficulties) and the units of a schedule (:data:`ScheduleUnit`).
+The spec of one section lives in its module under :mod:`loaderkit.plan.sections`.
 
 Every spec is an attrs frozen class holding ints, strings, bools, tuples and
 :class:`~loaderkit._checks.FrozenMap` only. Live objects (a dataset, a lambda) never appear here:
@@ -18,58 +23,15 @@ from loaderkit.datasets import DatasetSource
 from loaderkit.errors import PlanError, PlanTypeError
 
 __all__ = [
-    "BUCKET_COSTS",
     "CURRICULUM_UNITS",
     "DATASET_KINDS",
-    "DEFAULT_SEED",
-    "DEVICES",
-    "MIXTURE_MODES",
-    "SCHEDULES",
-    "SKIPPED_RECORDS_KEPT",
-    "START_METHODS",
-    "BatchSpec",
-    "BucketCost",
-    "BucketingSpec",
     "CallableSpec",
-    "CudaIndex",
-    "CurriculumSchedule",
-    "CurriculumSpec",
     "DatasetSpec",
-    "Device",
-    "DeviceName",
-    "DistributedSpec",
     "LengthSource",
-    "MixtureMode",
-    "MixtureSpec",
-    "Modality",
     "ScheduleUnit",
-    "StartMethod",
-    "WeightsSpec",
-    "WorkersSpec",
     "column_rows",
     "describe_dataset",
 ]
-
-DEFAULT_SEED = 0
-"""The seed of a plan that never called ``with_seed``: unseeded plans are reproducible too."""
-
-StartMethod = Literal["fork", "spawn", "forkserver"]
-"""A multiprocessing start method for workers (``with_workers(start_method=...)``)."""
-START_METHODS: tuple[StartMethod, ...] = get_args(StartMethod)
-
-DeviceName = Literal["auto", "cpu", "cuda", "mps"]
-"""A device kind ``with_device`` takes (besides ``"cuda:N"``, see :data:`Device`)."""
-DEVICES: tuple[DeviceName, ...] = get_args(DeviceName)
-
-CudaIndex = Literal[
-    "cuda:0", "cuda:1", "cuda:2", "cuda:3", "cuda:4", "cuda:5", "cuda:6", "cuda:7",
-    "cuda:8", "cuda:9", "cuda:10", "cuda:11", "cuda:12", "cuda:13", "cuda:14", "cuda:15",
-]  # fmt: skip
-"""``"cuda:N"`` for the first 16 devices, spelled for type checkers; at run time
-``with_device`` takes any index up to ``LIMITS.device_index``."""
-
-Device = DeviceName | CudaIndex
-"""What ``with_device`` takes: a :data:`DeviceName` or ``"cuda:N"``."""
 
 DATASET_KINDS = {
     "torch_map": "map-style dataset",
@@ -145,34 +107,6 @@ class CallableSpec:
         return f"{self.name}({opts})" if opts else self.name
 
 
-DEFAULT_COLLATOR = CallableSpec("registry", "default")
-
-
-@attrs.frozen
-class BatchSpec:
-    """Per-rank batch size and what happens to the final partial batch.
-
-    A progressive batch size follows ``schedule`` (``((until, size), ...)``) or ``fn`` (a
-    function of the epoch or step, ``by``); ``batch_size`` is then the size at ``t = 0``.
-    """
-
-    batch_size: int = 1
-    drop_last: bool = False
-    schedule: tuple[tuple[float, int], ...] = ()
-    fn: CallableSpec | None = None
-    by: str = "epoch"
-
-    @property
-    def scheduled(self) -> bool:
-        """Whether the batch size follows a schedule."""
-        return bool(self.schedule) or self.fn is not None
-
-
-BucketCost = Literal["linear", "quadratic"]
-"""How a token budget counts a padded batch: ``rows x width`` or ``rows x width**2``."""
-BUCKET_COSTS: tuple[BucketCost, ...] = get_args(BucketCost)
-
-
 @attrs.frozen
 class LengthSource:
     """Where bucketing reads sample lengths from.
@@ -197,131 +131,9 @@ class LengthSource:
         return f"callable {self.fn.describe()}"
 
 
-@attrs.frozen
-class BucketingSpec:
-    """Batches of samples of similar length (see ``DataLoaderBuilder.with_bucketing``)."""
-
-    length: LengthSource
-    num_buckets: int | None = None
-    max_tokens: int | None = None
-    max_batch_size: int | None = None
-    cost: str = "linear"
-
-
-@attrs.frozen
-class WeightsSpec:
-    """Per-sample sampling weights (see ``DataLoaderBuilder.with_sampling_weights``).
-
-    ``source`` reads one number per sample, the same ways bucketing reads lengths (a column, a
-    function of a sample, or precomputed values bound as ``"weights"``).
-    """
-
-    source: LengthSource
-    replacement: bool = True
-    num_samples: int | None = None
-
-
-CurriculumSchedule = Literal["linear", "root", "discrete"]
-"""A named competence schedule of ``with_curriculum``."""
-SCHEDULES: tuple[CurriculumSchedule, ...] = get_args(CurriculumSchedule)
-
 ScheduleUnit = Literal["epoch", "step"]
 """What a schedule's ``t`` counts (``by=`` of progressive settings): epochs or steps."""
 CURRICULUM_UNITS: tuple[ScheduleUnit, ...] = get_args(ScheduleUnit)
-
-
-@attrs.frozen
-class CurriculumSpec:
-    """Easiest-first sampling (see ``DataLoaderBuilder.with_curriculum``).
-
-    ``schedule`` is ``"linear"``, ``"root"``, ``"discrete"`` or ``"callable"`` (then ``fn``
-    maps the epoch or step to a competence in (0, 1]).
-    """
-
-    difficulty: LengthSource
-    schedule: str = "linear"
-    fn: CallableSpec | None = None
-    by: str = "epoch"
-    horizon: float | None = None
-    start: float = 0.1
-    degree: float = 2.0
-    steps: tuple[tuple[float, float], ...] = ()
-
-
-SKIPPED_RECORDS_KEPT = 1_000
-"""``loader.skipped`` keeps the records of the last this many dropped samples; the counts in
-``loader.skip_counts`` stay exact (a long run with a few bad samples per epoch would
-otherwise grow the list without bound)."""
-
-
-Modality = Literal["text", "vision", "audio", "multimodal", "tabular"]
-"""What ``with_task`` collates for."""
-
-MixtureMode = Literal["weighted", "sequential", "round_robin", "max_size_cycle", "min_size"]
-"""How ``with_mixture`` draws from its sources."""
-MIXTURE_MODES: tuple[MixtureMode, ...] = get_args(MixtureMode)
-
-MIXTURE_BINDING = "mixture"
-"""The binding name a mixture's combined dataset shows under (no object is bound to it)."""
-
-
-@attrs.frozen
-class MixtureSpec:
-    """Several datasets read as one (see ``DataLoaderBuilder.with_mixture``).
-
-    ``sources`` are the datasets, each bound under its own name (``DatasetSpec.binding``); the
-    plan's ``dataset`` is then their concatenation (kind ``"mixture"``), source ``s`` sample
-    ``i`` being global index ``sum(len(sources[:s])) + i``. ``weights`` are fixed source
-    weights (``None``: proportional to the sources' sizes); ``schedule`` is a discrete weight
-    schedule ``((until, weights), ...)`` and ``fn`` a weight function of the epoch or step
-    (``by``).
-    """
-
-    sources: tuple[DatasetSpec, ...]
-    mode: str = "weighted"
-    weights: tuple[float, ...] | None = None
-    schedule: tuple[tuple[float, tuple[float, ...]], ...] = ()
-    fn: CallableSpec | None = None
-    by: str = "epoch"
-    stratified: bool = False
-    num_samples: int | None = None
-    source_key: str | None = None
-
-    @property
-    def names(self) -> tuple[str, ...]:
-        """The source names, in source order (source ``s`` has id ``s`` in ``source_key``)."""
-        return tuple(s.binding for s in self.sources)
-
-    @property
-    def sizes(self) -> tuple[int, ...]:
-        """The number of samples of each source."""
-        return tuple(s.length or 0 for s in self.sources)
-
-
-@attrs.frozen
-class WorkersSpec:
-    """Worker processes and host-side execution settings; ``None`` means automatic.
-
-    ``num_workers`` is an int, or ``"auto"``: resolved by the machine that builds the loader
-    (see :mod:`loaderkit.plan.workers`).
-    """
-
-    num_workers: int | Literal["auto"] = 0
-    prefetch_factor: int | None = None
-    persistent: bool | None = None
-    pin_memory: bool | None = None
-    start_method: str | None = None
-    timeout: float | None = None
-
-
-@attrs.frozen
-class DistributedSpec:
-    """Sharding across ranks. ``enabled`` with ``None`` sizes means detect at build time."""
-
-    enabled: bool = False
-    world_size: int | None = None
-    rank: int | None = None
-    even_batches: bool = True
 
 
 def _feature_name(feature: object) -> str:

@@ -27,13 +27,15 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Mapping, Sized
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 import attrs
 
 from loaderkit._checks import LIMITS, check_int
 from loaderkit.errors import PlanError, PlanTypeError
-from loaderkit.plan.specs import WorkersSpec
+
+if TYPE_CHECKING:
+    from loaderkit.plan.sections.workers import WorkersSpec
 
 __all__ = [
     "AUTO",

@@ -38,7 +38,7 @@ import torch
 
 from loaderkit._checks import check_int, check_number
 from loaderkit.errors import PlanError
-from loaderkit.plan.specs import WorkersSpec
+from loaderkit.plan.sections.workers import WorkersSpec
 from loaderkit.plan.workers import resolve_auto_workers, resolve_workers
 
 if TYPE_CHECKING:

@@ -32,7 +32,8 @@ import numpy.typing as npt
 
 from loaderkit._checks import did_you_mean
 from loaderkit.errors import PlanError
-from loaderkit.plan.specs import DatasetSpec, LengthSource, MixtureSpec
+from loaderkit.plan.sections.mixture import MixtureSpec
+from loaderkit.plan.specs import DatasetSpec, LengthSource
 
 __all__ = ["mixture_lengths", "sample_lengths", "sample_weights"]
 

@@ -15,8 +15,7 @@ from typing import Any
 import attrs
 
 from loaderkit.errors import DataError, ResumeError
-from loaderkit.plan.sections.error_policy import ErrorPolicySpec
-from loaderkit.plan.specs import SKIPPED_RECORDS_KEPT
+from loaderkit.plan.sections.error_policy import SKIPPED_RECORDS_KEPT, ErrorPolicySpec
 from loaderkit.runtime.fetch import Skipped
 
 __all__ = ["RATE_FROM", "SKIPPED_RECORDS_KEPT", "SkipCounts", "over_budget"]

@@ -10,7 +10,7 @@ import torch
 from loaderkit.errors import PlanError
 
 if TYPE_CHECKING:
-    from loaderkit.plan.specs import DistributedSpec
+    from loaderkit.plan.sections.distributed import DistributedSpec
 
 __all__ = ["refuse_unsharded_ranks", "resolve_world", "unsharded_world"]
 

@@ -165,7 +165,7 @@ def _dataset_calls(n: int, junk: bool) -> st.SearchStrategy[BuilderCall]:
 
 
 def _mixture_calls(n: int, junk: bool) -> st.SearchStrategy[BuilderCall]:
-    from loaderkit.plan.specs import MIXTURE_MODES
+    from loaderkit.plan.sections.mixture import MIXTURE_MODES
     from loaderkit.testing._functions import mixture_weights_schedule
 
     def j(valid: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
@@ -436,7 +436,7 @@ def _split_calls(n: int, junk: bool) -> st.SearchStrategy[BuilderCall]:
 
 
 def _checks_calls(n: int, junk: bool) -> st.SearchStrategy[BuilderCall]:
-    # one entry per check kind (loaderkit.plan.specs.CHECK_KINDS), at least one given
+    # one entry per check kind (loaderkit.plan.sections.checks.CHECK_KINDS), at least one given
     label_pad = st.one_of(
         st.just(True),
         _optional(

@@ -44,8 +44,8 @@ import loaderkit.datasets as lkd
 from loaderkit import DataLoaderBuilder, LoaderkitError, LoaderPlan, presets
 from loaderkit.plan.fingerprint import compute_elastic_fingerprint
 from loaderkit.plan.sections.checks import CHECK_KINDS
+from loaderkit.plan.sections.mixture import MIXTURE_MODES
 from loaderkit.plan.serde import SECTIONS
-from loaderkit.plan.specs import MIXTURE_MODES
 from loaderkit.testing._functions import (
     batch_size_schedule,
     competence_schedule,

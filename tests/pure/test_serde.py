@@ -44,8 +44,6 @@ def test_files_round_trip(tmp_path, suffix, plan):
             )
             .compile()
         )
-    if suffix == ".toml" and _none_option(plan):
-        return  # a known bug: see test_a_collator_option_of_none_saves_as_toml
     path = tmp_path / f"plan{suffix}"
     plan.save(path)
     again = LoaderPlan.load(path, bindings=plan.bindings)
@@ -67,8 +65,6 @@ def _assert_round_trips(plan: LoaderPlan, folder: Path) -> None:
             .compile()
         )
     for suffix in (".json", ".toml"):
-        if suffix == ".toml" and _none_option(plan):
-            continue  # a known bug: see test_a_collator_option_of_none_saves_as_toml
         path = folder / f"plan{suffix}"
         plan.save(path)
         loaded = LoaderPlan.load(path, bindings=plan.bindings)
@@ -76,20 +72,54 @@ def _assert_round_trips(plan: LoaderPlan, folder: Path) -> None:
         assert loaded.fingerprint == plan.fingerprint
 
 
-def _none_option(plan: LoaderPlan) -> bool:
-    return None in dict(plan.collator.options).values()
-
-
-@pytest.mark.xfail(
-    strict=True,
-    raises=TypeError,
-    reason="bug: TOML has no null, and save() passes a None option to tomli_w (a raw "
-    "TypeError); JSON keeps it",
-)
 def test_a_collator_option_of_none_saves_as_toml(tmp_path):
+    # TOML has no null: a None is written as the table {none = true} and read back as None
     plan = DataLoaderBuilder().with_dataset([0]).with_collator("vision", normalize=None).compile()
     plan.save(tmp_path / "plan.toml")
+    text = (tmp_path / "plan.toml").read_text()
+    assert "[collator.options.normalize]\nnone = true\n" in text
     assert LoaderPlan.load(tmp_path / "plan.toml", bindings=plan.bindings) == plan
+    hand = text.replace("[collator.options.normalize]\nnone = true\n", "")
+    hand = hand.replace(
+        'name = "vision"\n', 'name = "vision"\noptions = { normalize = { none = true } }\n'
+    )
+    (tmp_path / "hand.toml").write_text(hand)
+    assert LoaderPlan.load(tmp_path / "hand.toml", bindings=plan.bindings) == plan
+
+
+def test_a_none_nested_in_options_saves_as_toml(tmp_path):
+    vision = {"name": "vision", "options": {"normalize": None}}
+    plan = (
+        DataLoaderBuilder()
+        .with_dataset([0])
+        .with_collator("multimodal", collators={"pixel_values": vision})
+        .compile()
+    )
+    plan.save(tmp_path / "plan.toml")
+    assert LoaderPlan.load(tmp_path / "plan.toml", bindings=plan.bindings) == plan
+
+
+def test_a_table_that_reads_as_none_in_toml_is_refused_at_save(tmp_path):
+    def factory(*, table=None):
+        return list
+
+    lk.register_collator("test-none-table", factory)
+    try:
+        plan = (
+            DataLoaderBuilder()
+            .with_dataset([0])
+            .with_collator("test-none-table", table={"none": True})
+            .compile()
+        )
+        with pytest.raises(PlanError) as err:
+            plan.save(tmp_path / "plan.toml")
+        assert err.value.paths == ("collator.options.table",)
+        assert "save the plan as .json" in str(err.value)
+        assert not (tmp_path / "plan.toml").exists()
+        plan.save(tmp_path / "plan.json")  # JSON has null: the table stays a table
+        assert LoaderPlan.load(tmp_path / "plan.json", bindings=plan.bindings) == plan
+    finally:
+        lk.collators.unregister("test-none-table")
 
 
 # the calls that end each drawn chain: with_max_length needs a collator that has a max_length
@@ -333,3 +363,20 @@ def test_a_file_binding_two_things_to_one_name_is_refused():
     with pytest.raises(PlanError) as err:
         LoaderPlan.from_dict(data, bindings={"train": list(range(10))})
     assert "collator" in err.value.paths
+
+
+def test_a_relative_cache_folder_is_resolved_at_save(tmp_path, monkeypatch):
+    # documented in plan-format.md: a file names folders inside its own, as seen from the file
+    monkeypatch.chdir(tmp_path)
+    plan = DataLoaderBuilder().with_dataset([0, 1]).with_cache("disk", path="cache").compile()
+    plan.save("plan.toml")
+    assert 'path = "cache"' in (tmp_path / "plan.toml").read_text()
+    loaded = LoaderPlan.load("plan.toml", bindings=plan.bindings)
+    assert loaded.cache is not None and loaded.cache.path == str(tmp_path / "cache")
+    (tmp_path / "plans").mkdir()
+    plan.save("plans/plan.json")  # the folder is outside plans/: written absolute
+    with pytest.raises(PlanError) as err:
+        LoaderPlan.load("plans/plan.json", bindings=plan.bindings)
+    assert err.value.paths == ("cache.path",)
+    trusted = LoaderPlan.load("plans/plan.json", bindings=plan.bindings, allow_external_paths=True)
+    assert trusted == loaded

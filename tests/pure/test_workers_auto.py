@@ -11,7 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from loaderkit import DataLoaderBuilder, LoaderPlan, PlanError, PlanTypeError
-from loaderkit.plan.specs import WorkersSpec
+from loaderkit.plan.sections.workers import WorkersSpec
 from loaderkit.plan.workers import (
     AUTO_MAX_WORKERS,
     local_world_size,

@@ -13,21 +13,19 @@ from loaderkit.plan.fields import batch_size_value, int_schedule
 from loaderkit.plan.reader import value_fn
 from loaderkit.plan.sections.base import FingerprintRow, Section
 from loaderkit.plan.sections.common import callable_problems, function_table
-from loaderkit.plan.specs import (
-    CURRICULUM_UNITS,
-    BatchSpec,
-    BucketingSpec,
-    CurriculumSpec,
-    MixtureSpec,
-    WeightsSpec,
-)
+from loaderkit.plan.specs import CURRICULUM_UNITS, CallableSpec
 
 if TYPE_CHECKING:
     from loaderkit.plan.reader import Reader
     from loaderkit.plan.sections.base import ReprContext
+    from loaderkit.plan.sections.bucketing import BucketingSpec
+    from loaderkit.plan.sections.curriculum import CurriculumSpec
+    from loaderkit.plan.sections.mixture import MixtureSpec
+    from loaderkit.plan.sections.sampling_weights import WeightsSpec
 
 __all__ = [
     "SECTION",
+    "BatchSpec",
     "batch_calls",
     "batch_schedule_problems",
     "batch_schedule_spec",
@@ -35,6 +33,26 @@ __all__ = [
     "batch_to_dict",
     "read_batch",
 ]
+
+
+@attrs.frozen
+class BatchSpec:
+    """Per-rank batch size and what happens to the final partial batch.
+
+    A progressive batch size follows ``schedule`` (``((until, size), ...)``) or ``fn`` (a
+    function of the epoch or step, ``by``); ``batch_size`` is then the size at ``t = 0``.
+    """
+
+    batch_size: int = 1
+    drop_last: bool = False
+    schedule: tuple[tuple[float, int], ...] = ()
+    fn: CallableSpec | None = None
+    by: str = "epoch"
+
+    @property
+    def scheduled(self) -> bool:
+        """Whether the batch size follows a schedule."""
+        return bool(self.schedule) or self.fn is not None
 
 
 def batch_spec(batch_size: object, drop_last: object = False) -> BatchSpec:

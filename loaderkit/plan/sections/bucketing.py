@@ -5,8 +5,9 @@ from __future__ import annotations
 import contextlib
 import math
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal, get_args
 
+import attrs
 import numpy as np
 
 from loaderkit._checks import LIMITS, check_choice, check_int, did_you_mean
@@ -21,23 +22,21 @@ from loaderkit.plan.sections.common import (
     values_source,
 )
 from loaderkit.plan.sections.max_length import MaxLengthSpec
-from loaderkit.plan.specs import (
-    BUCKET_COSTS,
-    BatchSpec,
-    BucketingSpec,
-    CallableSpec,
-    DatasetSpec,
-    MixtureSpec,
-)
+from loaderkit.plan.specs import CallableSpec, DatasetSpec, LengthSource
 from loaderkit.registry import PluginNotImportedError
 
 if TYPE_CHECKING:
     from loaderkit.plan.plan import LoaderPlan
     from loaderkit.plan.reader import Reader
     from loaderkit.plan.sections.base import ReprContext
+    from loaderkit.plan.sections.batch import BatchSpec
+    from loaderkit.plan.sections.mixture import MixtureSpec
 
 __all__ = [
+    "BUCKET_COSTS",
     "SECTION",
+    "BucketCost",
+    "BucketingSpec",
     "bucket_plan",
     "bucketing_calls",
     "bucketing_line",
@@ -50,6 +49,21 @@ __all__ = [
     "default_num_buckets",
     "read_bucketing",
 ]
+
+BucketCost = Literal["linear", "quadratic"]
+"""How a token budget counts a padded batch: ``rows x width`` or ``rows x width**2``."""
+BUCKET_COSTS: tuple[BucketCost, ...] = get_args(BucketCost)
+
+
+@attrs.frozen
+class BucketingSpec:
+    """Batches of samples of similar length (see ``DataLoaderBuilder.with_bucketing``)."""
+
+    length: LengthSource
+    num_buckets: int | None = None
+    max_tokens: int | None = None
+    max_batch_size: int | None = None
+    cost: str = "linear"
 
 
 def bucketing_spec(

@@ -12,12 +12,13 @@ from loaderkit._checks import check_choice, check_int, check_str
 from loaderkit.datasets import absolute_path, confined
 from loaderkit.errors import PlanError, Problem
 from loaderkit.plan.sections.base import FingerprintRow, Section, explain_row, fields_table
-from loaderkit.plan.specs import CallableSpec, DatasetSpec, WorkersSpec
+from loaderkit.plan.specs import CallableSpec, DatasetSpec
 
 if TYPE_CHECKING:
     from loaderkit.plan.plan import LoaderPlan
     from loaderkit.plan.reader import Reader
     from loaderkit.plan.sections.base import ReprContext
+    from loaderkit.plan.sections.workers import WorkersSpec
 
 __all__ = [
     "CACHE_STAGES",

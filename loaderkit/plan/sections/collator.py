@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, get_args
+from typing import TYPE_CHECKING, Any, Literal, get_args
 
 import attrs
 
@@ -12,7 +12,7 @@ from loaderkit.errors import PlanError, PlanTypeError, Problem
 from loaderkit.plan.fields import callable_label, resolve_function
 from loaderkit.plan.sections.base import FingerprintRow, Section, explain_row
 from loaderkit.plan.sections.common import callable_to_dict
-from loaderkit.plan.specs import DEFAULT_COLLATOR, CallableSpec, DatasetSpec, Modality
+from loaderkit.plan.specs import CallableSpec, DatasetSpec
 from loaderkit.registry import PluginNotImportedError, callable_ref
 
 if TYPE_CHECKING:
@@ -21,8 +21,10 @@ if TYPE_CHECKING:
     from loaderkit.plan.sections.base import ReprContext
 
 __all__ = [
+    "DEFAULT_COLLATOR",
     "MODALITIES",
     "SECTION",
+    "Modality",
     "auto_modality",
     "collator_calls",
     "collator_for_modality",
@@ -32,6 +34,12 @@ __all__ = [
     "read_collator",
     "resolve_auto",
 ]
+
+Modality = Literal["text", "vision", "audio", "multimodal", "tabular"]
+"""What ``with_task`` collates for."""
+
+
+DEFAULT_COLLATOR = CallableSpec("registry", "default")
 
 
 def _options(path: str, options: Mapping[str, object]) -> FrozenMap:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal, get_args
 
 import attrs
 
@@ -18,7 +18,7 @@ from loaderkit.plan.sections.common import (
     source_to_dict,
     values_source,
 )
-from loaderkit.plan.specs import CURRICULUM_UNITS, SCHEDULES, CallableSpec, CurriculumSpec
+from loaderkit.plan.specs import CURRICULUM_UNITS, CallableSpec, LengthSource
 
 if TYPE_CHECKING:
     from loaderkit.plan.plan import LoaderPlan
@@ -26,13 +26,38 @@ if TYPE_CHECKING:
     from loaderkit.plan.sections.base import ReprContext
 
 __all__ = [
+    "SCHEDULES",
     "SECTION",
+    "CurriculumSchedule",
+    "CurriculumSpec",
     "curriculum_calls",
     "curriculum_line",
     "curriculum_spec",
     "curriculum_to_dict",
     "read_curriculum",
 ]
+
+CurriculumSchedule = Literal["linear", "root", "discrete"]
+"""A named competence schedule of ``with_curriculum``."""
+SCHEDULES: tuple[CurriculumSchedule, ...] = get_args(CurriculumSchedule)
+
+
+@attrs.frozen
+class CurriculumSpec:
+    """Easiest-first sampling (see ``DataLoaderBuilder.with_curriculum``).
+
+    ``schedule`` is ``"linear"``, ``"root"``, ``"discrete"`` or ``"callable"`` (then ``fn``
+    maps the epoch or step to a competence in (0, 1]).
+    """
+
+    difficulty: LengthSource
+    schedule: str = "linear"
+    fn: CallableSpec | None = None
+    by: str = "epoch"
+    horizon: float | None = None
+    start: float = 0.1
+    degree: float = 2.0
+    steps: tuple[tuple[float, float], ...] = ()
 
 
 def curriculum_spec(

@@ -4,18 +4,41 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal, get_args
 
 from loaderkit._checks import LIMITS, check_str
 from loaderkit.errors import PlanError
 from loaderkit.plan.sections.base import FingerprintRow, Section, explain_row
-from loaderkit.plan.specs import DEVICES
 
 if TYPE_CHECKING:
     from loaderkit.plan.reader import Reader
     from loaderkit.plan.sections.base import ReprContext
 
 __all__ = ["SECTION", "device_calls", "device_spec", "device_to_dict", "read_device"]
+__all__ = [
+    "DEVICES",
+    "SECTION",
+    "CudaIndex",
+    "Device",
+    "DeviceName",
+    "device_spec",
+    "device_to_dict",
+    "read_device",
+]
+
+DeviceName = Literal["auto", "cpu", "cuda", "mps"]
+"""A device kind ``with_device`` takes (besides ``"cuda:N"``, see :data:`Device`)."""
+DEVICES: tuple[DeviceName, ...] = get_args(DeviceName)
+
+CudaIndex = Literal[
+    "cuda:0", "cuda:1", "cuda:2", "cuda:3", "cuda:4", "cuda:5", "cuda:6", "cuda:7",
+    "cuda:8", "cuda:9", "cuda:10", "cuda:11", "cuda:12", "cuda:13", "cuda:14", "cuda:15",
+]  # fmt: skip
+"""``"cuda:N"`` for the first 16 devices, spelled for type checkers; at run time
+``with_device`` takes any index up to ``LIMITS.device_index``."""
+
+Device = DeviceName | CudaIndex
+"""What ``with_device`` takes: a :data:`DeviceName` or ``"cuda:N"``."""
 
 _DEVICE = re.compile(r"^(auto|cpu|mps|cuda)(:(0|[1-9][0-9]*))?$")
 

@@ -5,10 +5,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+import attrs
+
 from loaderkit._checks import check_bool, check_int
 from loaderkit.errors import PlanError
 from loaderkit.plan.sections.base import FingerprintRow, Section, explain_row, fields_table
-from loaderkit.plan.specs import DistributedSpec
 
 if TYPE_CHECKING:
     from loaderkit.plan.plan import LoaderPlan
@@ -17,12 +18,23 @@ if TYPE_CHECKING:
 
 __all__ = [
     "SECTION",
+    "DistributedSpec",
     "distributed_calls",
     "distributed_line",
     "distributed_spec",
     "distributed_to_dict",
     "read_distributed",
 ]
+
+
+@attrs.frozen
+class DistributedSpec:
+    """Sharding across ranks. ``enabled`` with ``None`` sizes means detect at build time."""
+
+    enabled: bool = False
+    world_size: int | None = None
+    rank: int | None = None
+    even_batches: bool = True
 
 
 def distributed_spec(

@@ -10,7 +10,6 @@ import attrs
 from loaderkit._checks import check_choice, check_int, check_number
 from loaderkit.errors import PlanError
 from loaderkit.plan.sections.base import ExplainRows, FingerprintRow, Section
-from loaderkit.plan.specs import SKIPPED_RECORDS_KEPT
 
 if TYPE_CHECKING:
     from loaderkit.plan.plan import LoaderPlan
@@ -22,6 +21,7 @@ __all__ = [
     "ERROR_POLICIES",
     "ERROR_POLICY_KEYS",
     "SECTION",
+    "SKIPPED_RECORDS_KEPT",
     "BudgetScope",
     "ErrorPolicy",
     "ErrorPolicySpec",
@@ -32,6 +32,11 @@ __all__ = [
     "error_policy_to_dict",
     "read_error_policy",
 ]
+
+SKIPPED_RECORDS_KEPT = 1_000
+"""``loader.skipped`` keeps the records of the last this many dropped samples; the counts in
+``loader.skip_counts`` stay exact (a long run with a few bad samples per epoch would
+otherwise grow the list without bound)."""
 
 ErrorPolicy = Literal["raise", "skip"]
 """What ``with_error_policy`` does with a sample that fails to load."""

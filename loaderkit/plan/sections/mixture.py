@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal, get_args
 
 import attrs
 
@@ -33,25 +33,22 @@ from loaderkit.plan.sections.dataset import (
     read_dataset,
     shown_object,
 )
-from loaderkit.plan.specs import (
-    CURRICULUM_UNITS,
-    MIXTURE_BINDING,
-    MIXTURE_MODES,
-    BucketingSpec,
-    CallableSpec,
-    CurriculumSpec,
-    DatasetSpec,
-    MixtureSpec,
-    WeightsSpec,
-)
+from loaderkit.plan.specs import CURRICULUM_UNITS, CallableSpec, DatasetSpec
 
 if TYPE_CHECKING:
     from loaderkit.plan.plan import LoaderPlan
     from loaderkit.plan.reader import Reader
     from loaderkit.plan.sections.base import ReprContext
+    from loaderkit.plan.sections.bucketing import BucketingSpec
+    from loaderkit.plan.sections.curriculum import CurriculumSpec
+    from loaderkit.plan.sections.sampling_weights import WeightsSpec
 
 __all__ = [
+    "MIXTURE_BINDING",
+    "MIXTURE_MODES",
     "SECTION",
+    "MixtureMode",
+    "MixtureSpec",
     "combined_dataset",
     "mixture_bucketing_problems",
     "mixture_calls",
@@ -64,6 +61,46 @@ __all__ = [
     "read_mixture",
     "source_weights",
 ]
+
+MixtureMode = Literal["weighted", "sequential", "round_robin", "max_size_cycle", "min_size"]
+"""How ``with_mixture`` draws from its sources."""
+MIXTURE_MODES: tuple[MixtureMode, ...] = get_args(MixtureMode)
+
+MIXTURE_BINDING = "mixture"
+"""The binding name a mixture's combined dataset shows under (no object is bound to it)."""
+
+
+@attrs.frozen
+class MixtureSpec:
+    """Several datasets read as one (see ``DataLoaderBuilder.with_mixture``).
+
+    ``sources`` are the datasets, each bound under its own name (``DatasetSpec.binding``); the
+    plan's ``dataset`` is then their concatenation (kind ``"mixture"``), source ``s`` sample
+    ``i`` being global index ``sum(len(sources[:s])) + i``. ``weights`` are fixed source
+    weights (``None``: proportional to the sources' sizes); ``schedule`` is a discrete weight
+    schedule ``((until, weights), ...)`` and ``fn`` a weight function of the epoch or step
+    (``by``).
+    """
+
+    sources: tuple[DatasetSpec, ...]
+    mode: str = "weighted"
+    weights: tuple[float, ...] | None = None
+    schedule: tuple[tuple[float, tuple[float, ...]], ...] = ()
+    fn: CallableSpec | None = None
+    by: str = "epoch"
+    stratified: bool = False
+    num_samples: int | None = None
+    source_key: str | None = None
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        """The source names, in source order (source ``s`` has id ``s`` in ``source_key``)."""
+        return tuple(s.binding for s in self.sources)
+
+    @property
+    def sizes(self) -> tuple[int, ...]:
+        """The number of samples of each source."""
+        return tuple(s.length or 0 for s in self.sources)
 
 
 def source_weights(path: str, value: object, names: tuple[str, ...]) -> tuple[float, ...]:

@@ -10,13 +10,16 @@ import attrs
 from loaderkit._checks import check_bool, check_int
 from loaderkit.plan.fields import MAX_SEED
 from loaderkit.plan.sections.base import FingerprintRow, Section, fields_table
-from loaderkit.plan.specs import DEFAULT_SEED
 
 if TYPE_CHECKING:
     from loaderkit.plan.reader import Reader
     from loaderkit.plan.sections.base import ReprContext
 
 __all__ = ["SECTION", "OrderSpec", "order_calls", "order_spec", "order_to_dict", "read_order"]
+__all__ = ["DEFAULT_SEED", "SECTION", "OrderSpec", "order_spec", "order_to_dict", "read_order"]
+
+DEFAULT_SEED = 0
+"""The seed of a plan that never called ``with_seed``: unseeded plans are reproducible too."""
 
 
 @attrs.frozen

@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+import attrs
+
 from loaderkit._checks import check_bool, check_int
 from loaderkit.errors import PlanError, Problem
 from loaderkit.plan.sections.base import FingerprintRow, Section, explain_row
@@ -14,7 +16,7 @@ from loaderkit.plan.sections.common import (
     source_to_dict,
     values_source,
 )
-from loaderkit.plan.specs import DatasetSpec, WeightsSpec
+from loaderkit.plan.specs import DatasetSpec, LengthSource
 
 if TYPE_CHECKING:
     from loaderkit.plan.plan import LoaderPlan
@@ -23,6 +25,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "SECTION",
+    "WeightsSpec",
     "read_weights",
     "weights_calls",
     "weights_line",
@@ -30,6 +33,19 @@ __all__ = [
     "weights_spec",
     "weights_to_dict",
 ]
+
+
+@attrs.frozen
+class WeightsSpec:
+    """Per-sample sampling weights (see ``DataLoaderBuilder.with_sampling_weights``).
+
+    ``source`` reads one number per sample, the same ways bucketing reads lengths (a column, a
+    function of a sample, or precomputed values bound as ``"weights"``).
+    """
+
+    source: LengthSource
+    replacement: bool = True
+    num_samples: int | None = None
 
 
 def weights_spec(

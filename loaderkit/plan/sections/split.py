@@ -12,12 +12,15 @@ from loaderkit.errors import PlanError, Problem
 from loaderkit.order.split import decimal_ratio, split_sizes
 from loaderkit.plan.fields import MAX_SEED
 from loaderkit.plan.sections.base import FingerprintRow, Section, explain_row, fields_table
-from loaderkit.plan.specs import BatchSpec, DatasetSpec, DistributedSpec, MixtureSpec
+from loaderkit.plan.specs import DatasetSpec
 
 if TYPE_CHECKING:
     from loaderkit.plan.plan import LoaderPlan
     from loaderkit.plan.reader import Reader
     from loaderkit.plan.sections.base import ReprContext
+    from loaderkit.plan.sections.batch import BatchSpec
+    from loaderkit.plan.sections.distributed import DistributedSpec
+    from loaderkit.plan.sections.mixture import MixtureSpec
 
 __all__ = [
     "SECTION",

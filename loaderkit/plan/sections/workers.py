@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal, get_args
+
+import attrs
 
 from loaderkit._checks import LIMITS, check_choice, check_int, check_number, check_optional_bool
 from loaderkit.errors import PlanError
 from loaderkit.plan.sections.base import FingerprintRow, Section, explain_row, fields_table
-from loaderkit.plan.specs import START_METHODS, WorkersSpec
 from loaderkit.plan.workers import num_workers_value, resolve_workers
 
 if TYPE_CHECKING:
@@ -18,12 +19,36 @@ if TYPE_CHECKING:
 
 __all__ = [
     "SECTION",
+    "START_METHODS",
+    "StartMethod",
+    "WorkersSpec",
     "read_workers",
     "workers_calls",
     "workers_line",
     "workers_spec",
     "workers_to_dict",
 ]
+
+
+@attrs.frozen
+class WorkersSpec:
+    """Worker processes and host-side execution settings; ``None`` means automatic.
+
+    ``num_workers`` is an int, or ``"auto"``: resolved by the machine that builds the loader
+    (see :mod:`loaderkit.plan.workers`).
+    """
+
+    num_workers: int | Literal["auto"] = 0
+    prefetch_factor: int | None = None
+    persistent: bool | None = None
+    pin_memory: bool | None = None
+    start_method: str | None = None
+    timeout: float | None = None
+
+
+StartMethod = Literal["fork", "spawn", "forkserver"]
+"""A multiprocessing start method for workers (``with_workers(start_method=...)``)."""
+START_METHODS: tuple[StartMethod, ...] = get_args(StartMethod)
 
 
 def workers_spec(

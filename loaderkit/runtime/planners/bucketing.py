@@ -36,7 +36,8 @@ from loaderkit.runtime.planners.weighted import WeightedPlanner
 from loaderkit.runtime.schedules import Schedule
 
 if TYPE_CHECKING:
-    from loaderkit.plan.specs import BatchSpec, BucketingSpec
+    from loaderkit.plan.sections.batch import BatchSpec
+    from loaderkit.plan.sections.bucketing import BucketingSpec
 
 __all__ = ["BucketPlanner", "make_bucketing"]
 

@@ -23,7 +23,8 @@ from loaderkit.runtime.planners.base import ListPlanner, PlannerContext, Selecte
 from loaderkit.runtime.schedules import Schedule
 
 if TYPE_CHECKING:
-    from loaderkit.plan.specs import BatchSpec, CurriculumSpec
+    from loaderkit.plan.sections.batch import BatchSpec
+    from loaderkit.plan.sections.curriculum import CurriculumSpec
 
 __all__ = ["CurriculumPlanner", "make_curriculum"]
 

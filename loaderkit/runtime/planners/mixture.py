@@ -17,7 +17,8 @@ from loaderkit.runtime.planners.base import ListPlanner, PlannerContext, Selecte
 from loaderkit.runtime.schedules import Schedule
 
 if TYPE_CHECKING:
-    from loaderkit.plan.specs import BatchSpec, MixtureSpec
+    from loaderkit.plan.sections.batch import BatchSpec
+    from loaderkit.plan.sections.mixture import MixtureSpec
 
 __all__ = ["MixturePlanner", "make_mixture", "make_mixture_alone"]
 

@@ -15,7 +15,8 @@ from loaderkit.runtime.planners.base import ListPlanner, PlannerContext, Selecte
 from loaderkit.runtime.schedules import Schedule
 
 if TYPE_CHECKING:
-    from loaderkit.plan.specs import BatchSpec, WeightsSpec
+    from loaderkit.plan.sections.batch import BatchSpec
+    from loaderkit.plan.sections.sampling_weights import WeightsSpec
 
 __all__ = ["WeightedPlanner", "make_weighted"]
 
