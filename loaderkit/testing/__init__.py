@@ -31,15 +31,8 @@ from loaderkit.testing.assertions import (
     global_batches,
 )
 
-_STRATEGIES = (
-    "builder_calls",
-    "builders",
-    "sample_datasets",
-    "image_datasets",
-    "plans",
-    "tabular_datasets",
-    "token_datasets",
-)
+_STRATEGIES = ("builder_calls", "builders", "plans")
+_SAMPLES = ("image_datasets", "sample_datasets", "tabular_datasets", "token_datasets")
 
 
 def __getattr__(name: str) -> object:
@@ -49,6 +42,10 @@ def __getattr__(name: str) -> object:
         from loaderkit.testing import strategies
 
         return getattr(strategies, name)
+    if name in _SAMPLES:
+        from loaderkit.testing import dataset_strategies
+
+        return getattr(dataset_strategies, name)
     if name == "datasets":
         # a name a test file also imports from HF (`import datasets`): one would shadow the
         # other. ImportError, not AttributeError: `from ... import` replaces the latter's text

@@ -1,0 +1,28 @@
+"""Argument checks the strategies share: a bad argument is hypothesis' ``InvalidArgument``."""
+
+from __future__ import annotations
+
+__all__ = ["check_choice", "check_range", "require"]
+
+
+def require(ok: bool, message: str) -> None:
+    """Raise hypothesis' ``InvalidArgument`` with ``message`` unless ``ok``."""
+    if not ok:
+        from hypothesis.errors import InvalidArgument
+
+        raise InvalidArgument(message)
+
+
+def check_range(low_name: str, low: int, high_name: str, high: int, minimum: int) -> None:
+    """Both bounds are ints ``>= minimum`` and ``low <= high``."""
+    for name, value in ((low_name, low), (high_name, high)):
+        require(
+            isinstance(value, int) and not isinstance(value, bool) and value >= minimum,
+            f"{name} must be an int >= {minimum} (got {value!r})",
+        )
+    require(low <= high, f"{low_name} must be <= {high_name} (got {low} > {high})")
+
+
+def check_choice(name: str, value: object, choices: tuple[object, ...]) -> None:
+    """``value`` is one of ``choices``."""
+    require(value in choices, f"{name} must be one of {choices} (got {value!r})")
