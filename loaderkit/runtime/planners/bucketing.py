@@ -7,7 +7,7 @@ groups that sampler's epoch into buckets.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import numpy.typing as npt
@@ -94,30 +94,19 @@ class BucketPlanner(ListPlanner):
         size = self.batch_size
         if self.elastic and size is not None:
             size *= self.world_size
-        if self.source is None:
-            return bucketed_batches(
-                self.lengths,
-                bucket_ids=self.bucket_ids,
-                seed=self.seed,
-                epoch=epoch,
-                batch_size=size,
-                max_tokens=self.spec.max_tokens,
-                cost=self.spec.cost,
-                drop_last=self.drop_last,
-                padding=self.padding,
-            )
-        return bucketed_sequence_batches(
-            self.source.sequence(epoch),
-            self.lengths,
-            bucket_ids=self.bucket_ids,
-            seed=self.seed,
-            epoch=epoch,
-            batch_size=size,
-            max_tokens=self.spec.max_tokens,
-            cost=self.spec.cost,
-            drop_last=self.drop_last,
-            padding=self.padding,
-        )
+        options: dict[str, Any] = {
+            "bucket_ids": self.bucket_ids,
+            "seed": self.seed,
+            "epoch": epoch,
+            "batch_size": size,
+            "max_tokens": self.spec.max_tokens,
+            "cost": self.spec.cost,
+            "drop_last": self.drop_last,
+            "padding": self.padding,
+        }
+        if self.source is None:  # the dataset's own samples, or another sampler's sequence
+            return bucketed_batches(self.lengths, **options)
+        return bucketed_sequence_batches(self.source.sequence(epoch), self.lengths, **options)
 
 
 def make_bucketing(
