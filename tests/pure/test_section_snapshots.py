@@ -34,6 +34,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
@@ -425,7 +426,8 @@ def _compare(path: Path, text: str) -> None:
 @pytest.mark.parametrize("name", sorted(CORPUS))
 def test_the_plan_layer_writes_what_it_wrote(name: str, here: Path) -> None:
     text = snapshot(CORPUS[name](), here)
-    for where in ("/work/", "/tmp/", str(here), str(ROOT), " at 0x"):
+    machine = (tempfile.gettempdir(), str(here), str(ROOT), " at 0x")
+    for where in machine:
         assert where not in text  # nothing names this machine
     _compare(SNAPSHOTS / f"{name}.txt", text)
 
