@@ -23,7 +23,14 @@ from loaderkit.runtime.schedules import Schedule
 if TYPE_CHECKING:
     from loaderkit.plan.plan import LoaderPlan
 
-__all__ = ["ListPlanner", "Planner", "PlannerContext", "Selected", "SequenceSource"]
+__all__ = [
+    "EpochListPlanner",
+    "ListPlanner",
+    "Planner",
+    "PlannerContext",
+    "Selected",
+    "SequenceSource",
+]
 
 
 class Planner(Protocol):
@@ -100,7 +107,33 @@ class Selected(NamedTuple):
     sampler_cost: str = ""
 
 
-class ListPlanner:
+class EpochListPlanner:
+    """A planner that makes each epoch's batches on this rank as one :class:`EpochBatches`.
+
+    Subclasses define :meth:`batches` (and ``repeated``); counting, indexing and the requests
+    of a pass are read from it here, once for every planner.
+    """
+
+    def batches(self, epoch: int) -> EpochBatches:
+        """The batches of ``epoch`` on this rank."""
+        raise NotImplementedError
+
+    def num_batches(self, epoch: int) -> int:
+        """Batches of ``epoch`` on this rank."""
+        return len(self.batches(epoch))
+
+    def indices(self, epoch: int, batch_index: int) -> npt.NDArray[np.int64]:
+        """The sample positions of batch ``batch_index`` of ``epoch`` on this rank."""
+        return self.batches(epoch).batch(batch_index)
+
+    def requests(self, epoch: int, start: int) -> Iterator[BatchRequest]:
+        """The requests of ``epoch`` from batch ``start`` on, in order."""
+        batches = self.batches(epoch)
+        for b in range(start, len(batches)):
+            yield BatchRequest(epoch, b, batches.batch(b))
+
+
+class ListPlanner(EpochListPlanner):
     """Epochs made as a list of *global* batches (bucketing, weights, curricula, mixtures).
 
     The epoch's global batches (``world_size x`` the per-rank size, see :meth:`global_size`)
@@ -169,17 +202,3 @@ class ListPlanner:
     def repeated(self, epoch: int) -> int:
         """Samples all ranks deliver a second time in ``epoch`` to even out the ranks."""
         return self.batches(epoch).repeated_samples
-
-    def num_batches(self, epoch: int) -> int:
-        """Batches of ``epoch`` on this rank."""
-        return len(self.batches(epoch))
-
-    def indices(self, epoch: int, batch_index: int) -> npt.NDArray[np.int64]:
-        """The sample positions of batch ``batch_index`` of ``epoch`` on this rank."""
-        return self.batches(epoch).batch(batch_index)
-
-    def requests(self, epoch: int, start: int) -> Iterator[BatchRequest]:
-        """The requests of ``epoch`` from batch ``start`` on, in order."""
-        batches = self.batches(epoch)
-        for b in range(start, len(batches)):
-            yield BatchRequest(epoch, b, batches.batch(b))

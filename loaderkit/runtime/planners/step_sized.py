@@ -2,22 +2,18 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import numpy as np
-import numpy.typing as npt
 
 from loaderkit.order.batches import EpochBatches
 from loaderkit.order.epoch import EpochOrder
-from loaderkit.runtime.fetch import BatchRequest
-from loaderkit.runtime.planners.base import PlannerContext, Selected
+from loaderkit.runtime.planners.base import EpochListPlanner, PlannerContext, Selected
 from loaderkit.runtime.planners.plain import refuse_empty
 from loaderkit.runtime.schedules import Schedule
 
 __all__ = ["StepSizedPlanner", "make_step_sized"]
 
 
-class StepSizedPlanner:
+class StepSizedPlanner(EpochListPlanner):
     """Batches whose size follows a per-step schedule, over the plain epoch order.
 
     Step ``t`` counts the batches a rank delivered since training started (epochs before
@@ -111,10 +107,6 @@ class StepSizedPlanner:
             cached = self._epoch = (epoch, EpochBatches(indices.astype(np.int64), offsets))
         return cached[1]
 
-    def num_batches(self, epoch: int) -> int:
-        """Batches of ``epoch`` on this rank."""
-        return len(self.batches(epoch))
-
     def repeated(self, epoch: int) -> int:
         """Samples all ranks deliver a second time in ``epoch`` (the wrapped tail)."""
         if not self.even or self.drop_last or self.world_size == 1:
@@ -125,16 +117,6 @@ class StepSizedPlanner:
         start, size = plan[-1]
         tail_start = start - self.rank * size  # the last global batch's first position
         return max(tail_start + size * self.world_size - self.n, 0)
-
-    def indices(self, epoch: int, batch_index: int) -> npt.NDArray[np.int64]:
-        """The sample positions of batch ``batch_index`` of ``epoch`` on this rank."""
-        return self.batches(epoch).batch(batch_index)
-
-    def requests(self, epoch: int, start: int) -> Iterator[BatchRequest]:
-        """The requests of ``epoch`` from batch ``start`` on, in order."""
-        batches = self.batches(epoch)
-        for b in range(start, len(batches)):
-            yield BatchRequest(epoch, b, batches.batch(b))
 
 
 def make_step_sized(context: PlannerContext) -> Selected:
