@@ -1,8 +1,20 @@
-"""Argument checks the strategies share: a bad argument is hypothesis' ``InvalidArgument``."""
+"""What the strategies share: hypothesis itself (with the install hint) and argument checks.
+
+A bad argument to a strategy is hypothesis' ``InvalidArgument``.
+"""
 
 from __future__ import annotations
 
-__all__ = ["check_choice", "check_range", "require"]
+try:
+    from hypothesis import strategies as st
+except ImportError as exc:  # pragma: no cover - exercised only without the test extra
+    raise ImportError(
+        "the strategies of loaderkit.testing need hypothesis, which is not installed; install "
+        "it with: pip install 'loaderkit[test]' (or pip install hypothesis). The assert_* "
+        "helpers work without it."
+    ) from exc
+
+__all__ = ["check_choice", "check_range", "require", "st"]
 
 
 def require(ok: bool, message: str) -> None:

@@ -11,16 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, Literal, get_args
 
-try:
-    from hypothesis import strategies as st
-except ImportError as exc:  # pragma: no cover - exercised only without the test extra
-    raise ImportError(
-        "the strategies of loaderkit.testing need hypothesis, which is not installed; install "
-        "it with: pip install 'loaderkit[test]' (or pip install hypothesis). The assert_* "
-        "helpers work without it."
-    ) from exc
-
-from loaderkit.testing._args import check_choice, check_range, require
+from loaderkit.testing._args import check_choice, check_range, require, st
 
 __all__ = [
     "BACKENDS",

@@ -11,19 +11,10 @@ import functools
 from collections.abc import Callable, Sequence
 from typing import Any
 
-try:
-    from hypothesis import strategies as st
-except ImportError as exc:  # pragma: no cover - exercised only without the test extra
-    raise ImportError(
-        "the strategies of loaderkit.testing need hypothesis, which is not installed; install "
-        "it with: pip install 'loaderkit[test]' (or pip install hypothesis). The assert_* "
-        "helpers work without it."
-    ) from exc
-
 from loaderkit.builder import DataLoaderBuilder
 from loaderkit.errors import PlanError
 from loaderkit.plan.plan import LoaderPlan
-from loaderkit.testing._args import check_range, require
+from loaderkit.testing._args import check_range, require, st
 
 __all__ = [
     "BUILDER_CALLS",
