@@ -3,19 +3,18 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Literal, TypeAlias
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeAlias
 
 import attrs
 import numpy as np
 import numpy.typing as npt
 
-from loaderkit._checks import Bindings, did_you_mean
-from loaderkit.errors import PlanError, PlanTypeError, Problem
+from loaderkit._checks import Bindings
+from loaderkit.errors import PlanError, Problem
 from loaderkit.plan.display import builder_html
-from loaderkit.plan.plan import PLAN_SECTIONS, SETTINGS, LoaderPlan, Setting
-from loaderkit.plan.sections import BUILDER_CALL_ORDER
-from loaderkit.plan.sections.base import ReprContext
+from loaderkit.plan.plan import PLAN_SECTIONS, LoaderPlan, Setting, settings_named
+from loaderkit.plan.sections import bound_names, section_calls
 from loaderkit.plan.sections.batch import BatchSpec, batch_schedule_spec
 from loaderkit.plan.sections.bucketing import BucketCost, BucketingSpec, bucketing_spec
 from loaderkit.plan.sections.cache import CacheSpec, CacheStage, CacheStorage, cache_spec
@@ -40,12 +39,12 @@ from loaderkit.plan.sections.error_policy import (
 from loaderkit.plan.sections.max_length import MaxLengthSpec, max_length_spec
 from loaderkit.plan.sections.mixture import MixtureMode, MixtureSpec, mixture_spec
 from loaderkit.plan.sections.order import OrderSpec, order_spec
-from loaderkit.plan.sections.preset import PresetSpec, preset_chain, preset_sections
+from loaderkit.plan.sections.preset import PresetSpec, preset_chain, preset_notes, with_notes
 from loaderkit.plan.sections.sampling_weights import WeightsSpec, weights_spec
 from loaderkit.plan.sections.split import SplitSpec, split_spec
 from loaderkit.plan.sections.transform import transform_spec
 from loaderkit.plan.sections.workers import StartMethod, WorkersSpec, workers_spec
-from loaderkit.plan.specs import CallableSpec, DatasetSpec, LengthSource, ScheduleUnit
+from loaderkit.plan.specs import CallableSpec, DatasetSpec, ScheduleUnit
 
 if TYPE_CHECKING:
     from loaderkit.order.split import SplitName
@@ -70,41 +69,13 @@ def _bindings(value: Mapping[str, object]) -> Mapping[str, object]:
     return Bindings(value)
 
 
-def _key(spec: CallableSpec | None) -> str | None:
-    return None if spec is None or spec.source == "registry" else spec.name
+class _Refers(Protocol):
+    def bound_names(self) -> tuple[str, ...]: ...
 
 
-def _source_key(source: LengthSource | None) -> str | None:
-    if source is None:
-        return None
-    if source.kind == "array":
-        return source.name
-    return _key(source.fn) if source.kind == "callable" else None
-
-
-def _listed(names: tuple[str, ...]) -> str:
-    return ", ".join(repr(n) for n in names)
-
-
-def _not_a_setting(name: object) -> PlanError:
-    """The error for ``without(name)`` when ``name`` is not a setting it can reset."""
-    if not isinstance(name, str):
-        return PlanTypeError.single(
-            "without",
-            f"takes setting names as strings (got {type(name).__name__} {name!r}); one of "
-            f"{_listed(SETTINGS)}",
-        )
-    if name in ("dataset", "mixture"):
-        return PlanError.single(
-            name,
-            f"the source cannot be reset by without({name!r}): a plan reads a dataset; "
-            f"replace it with .with_dataset(ds) or .with_mixture({{...}})",
-        )
-    return PlanError.single(  # the path is the call: the name is no section's (it may be "")
-        "without",
-        f"is not a setting without() resets (got {name!r}){did_you_mean(name, SETTINGS)}; "
-        f"it takes {_listed(SETTINGS)}",
-    )
+def _live(spec: _Refers, obj: object | None) -> list[tuple[str, object]]:
+    """``obj`` bound under the name ``spec`` refers to (``spec.bound_names()``; none: None)."""
+    return [(name, obj) for name in spec.bound_names()[:1] if obj is not None]
 
 
 @attrs.frozen(repr=False)
@@ -149,46 +120,24 @@ class DataLoaderBuilder:
 
     # -- helpers ----------------------------------------------------------------------------
 
-    def _rebound(self, section: str, new: str | None, obj: object | None) -> dict[str, object]:
-        """The bindings after ``section`` binds ``obj`` under ``new``.
+    def _with(
+        self, live: Iterable[tuple[str, object]] = (), /, **sections: Any
+    ) -> DataLoaderBuilder:
+        """A new builder with ``sections`` set and the ``live`` ``(name, object)`` pairs bound.
 
-        ``section`` is "dataset", "collator" or "transform"; its old key is dropped unless
-        another section still uses it.
+        An object no section refers to any more (``Section.bindings``) is unbound: a replaced
+        dataset or function is neither kept alive nor saved with the plan.
         """
-        keys = self._binding_keys()
-        bound = dict(self._bound)
-        old = keys.pop(section)
-        if old is not None and old not in keys.values():
-            bound.pop(old, None)
-        if new is not None and obj is not None:
-            bound[new] = obj
-        return bound
+        new = attrs.evolve(self, **sections)
+        used = bound_names(new._value)
+        added = dict(live)
+        bound = {k: v for k, v in self._bound.items() if k in used and k not in added}
+        bound.update(added)
+        return attrs.evolve(new, bound=bound)
 
-    def _binding_keys(self) -> dict[str, str | None]:
-        """The binding each section uses (``None``: none), mixture sources left out."""
-        return {
-            "batch": _key(self._batch.fn),
-            "max_length": _key(self._max_length.fn if self._max_length else None),
-            "dataset": self._dataset.binding if self._dataset else None,
-            "collator": _key(self._collator),
-            "transform": _key(self._transform),
-            "bucketing": _source_key(self._bucketing.length if self._bucketing else None),
-            "sampling_weights": _source_key(
-                self._sampling_weights.source if self._sampling_weights else None
-            ),
-            "curriculum": _source_key(self._curriculum.difficulty if self._curriculum else None),
-            "curriculum.schedule": _key(self._curriculum.fn if self._curriculum else None),
-        }
-
-    def _without_mixture(self, bound: dict[str, object]) -> dict[str, object]:
-        """``bound`` without the objects only the current mixture uses."""
-        if self._mixture is not None:
-            for name in self._mixture.names:
-                bound.pop(name, None)
-            weights_fn = _key(self._mixture.fn)
-            if weights_fn is not None:
-                bound.pop(weights_fn, None)
-        return bound
+    def _value(self, section: str) -> object:
+        """The builder's value of plan section ``section``."""
+        return getattr(self, f"_{section}")
 
     # -- the chain --------------------------------------------------------------------------
 
@@ -203,9 +152,7 @@ class DataLoaderBuilder:
         earlier dataset.
         """
         spec = dataset_spec(dataset, name)
-        bound = self._without_mixture(self._rebound("dataset", spec.binding, dataset))
-        bound[spec.binding] = dataset
-        return attrs.evolve(self, dataset=spec, mixture=None, bound=bound)
+        return self._with([(spec.binding, dataset)], dataset=spec, mixture=None)
 
     def with_mixture(
         self,
@@ -250,9 +197,7 @@ class DataLoaderBuilder:
             num_samples=num_samples,
             source_key=source_key,
         )
-        bound = self._without_mixture(self._rebound("dataset", None, None))
-        bound.update(live)
-        return attrs.evolve(self, dataset=combined, mixture=spec, bound=bound)
+        return self._with(live, dataset=combined, mixture=spec)
 
     def with_batch_size(
         self,
@@ -274,7 +219,7 @@ class DataLoaderBuilder:
         Replaces any earlier batch size.
         """
         spec, live = batch_schedule_spec(batch_size, drop_last, by)
-        return attrs.evolve(self, batch=spec, bound=self._rebound("batch", _key(spec.fn), live))
+        return self._with(_live(spec, live), batch=spec)
 
     def with_shuffle(
         self, enabled: bool = True, *, buffer_size: int | None = None
@@ -311,7 +256,7 @@ class DataLoaderBuilder:
         earlier collator.
         """
         spec, live = collator_spec(collator, options)
-        return attrs.evolve(self, collator=spec, bound=self._rebound("collator", _key(spec), live))
+        return self._with(_live(spec, live), collator=spec)
 
     def with_task(self, modality: Modality, **options: Any) -> DataLoaderBuilder:
         """Return a new builder collating for ``modality``, with the collator's ``options``.
@@ -324,7 +269,7 @@ class DataLoaderBuilder:
         name = collator_for_modality(modality)
         spec, _ = collator_spec(name, options)
         spec = attrs.evolve(spec, reason=f"with_task(modality={modality!r})")
-        return attrs.evolve(self, collator=spec, bound=self._rebound("collator", None, None))
+        return self._with(collator=spec)
 
     def with_transform(self, fn: str | Callable[..., Any]) -> DataLoaderBuilder:
         """Return a new builder applying ``fn`` to each sample where samples are fetched.
@@ -335,9 +280,7 @@ class DataLoaderBuilder:
         transform.
         """
         spec, live = transform_spec(fn)
-        return attrs.evolve(
-            self, transform=spec, bound=self._rebound("transform", _key(spec), live)
-        )
+        return self._with(_live(spec, live), transform=spec)
 
     def with_bucketing(
         self,
@@ -370,9 +313,7 @@ class DataLoaderBuilder:
             max_batch_size=max_batch_size,
             cost=cost,
         )
-        return attrs.evolve(
-            self, bucketing=spec, bound=self._rebound("bucketing", _source_key(spec.length), live)
-        )
+        return self._with(_live(spec, live), bucketing=spec)
 
     def with_sampling_weights(
         self,
@@ -392,11 +333,7 @@ class DataLoaderBuilder:
         number of workers and after a resume. Replaces any earlier weights.
         """
         spec, live = weights_spec(weights, replacement=replacement, num_samples=num_samples)
-        return attrs.evolve(
-            self,
-            sampling_weights=spec,
-            bound=self._rebound("sampling_weights", _source_key(spec.source), live),
-        )
+        return self._with(_live(spec, live), sampling_weights=spec)
 
     def with_curriculum(
         self,
@@ -430,13 +367,7 @@ class DataLoaderBuilder:
             degree=degree,
             steps=steps,
         )
-        bindings = self._rebound("curriculum", _source_key(spec.difficulty), None)
-        if spec.fn is None and self._curriculum is not None:
-            old_fn = _key(self._curriculum.fn)
-            if old_fn is not None:
-                bindings.pop(old_fn, None)
-        bindings.update(bound)
-        return attrs.evolve(self, curriculum=spec, bound=bindings)
+        return self._with(bound, curriculum=spec)
 
     def with_max_length(
         self,
@@ -455,9 +386,7 @@ class DataLoaderBuilder:
         (row length) do. Replaces any earlier setting.
         """
         spec, live = max_length_spec(max_length, by)
-        return attrs.evolve(
-            self, max_length=spec, bound=self._rebound("max_length", _key(spec.fn), live)
-        )
+        return self._with(_live(spec, live), max_length=spec)
 
     def with_split(
         self,
@@ -660,21 +589,10 @@ class DataLoaderBuilder:
         chain (or a preset's builder) drops a call: ``presets.image_classification(ds)
         .without("checks")``. The dataset is not a setting: replace it with ``with_dataset``.
         """
-        if not settings:
-            raise PlanTypeError.single(
-                "without", f"name at least one setting to reset: one of {_listed(SETTINGS)}"
-            )
         defaults = attrs.fields_dict(DataLoaderBuilder)
-        changes: dict[str, Any] = {}
-        for name in settings:
-            if not isinstance(name, str) or name not in SETTINGS:
-                raise _not_a_setting(name)
-            changes[name] = defaults[f"_{name}"].default
-        reset = attrs.evolve(self, **changes)
-        used = {key for key in reset._binding_keys().values() if key is not None}
-        dropped = {k for k in self._binding_keys().values() if k is not None} - used
-        kept = {k: v for k, v in self._bound.items() if k not in dropped}
-        return attrs.evolve(reset, bound=kept)
+        return self._with(
+            **{name: defaults[f"_{name}"].default for name in settings_named(settings)}
+        )
 
     def compile(self) -> LoaderPlan:
         """Return the frozen, validated :class:`~loaderkit.LoaderPlan`.
@@ -717,23 +635,11 @@ class DataLoaderBuilder:
         Empty for a builder no preset made, or one from a plan file (its record keeps no
         calls). See :meth:`PresetSpec.note`.
         """
-        preset = self._preset
-        if preset is None:
-            return {}
-        made = preset_sections(preset, self._section_calls())
-        return {section: preset.note(section, method) for section, method in made.items()}
+        return preset_notes(self._preset, self._section_calls())
 
     def _noted(self, problem: Problem) -> Problem:
         """``problem`` saying which preset set the sections it involves (its own, related)."""
-        notes = self._preset_notes()
-        if not notes:
-            return problem
-        sections = dict.fromkeys((problem.path.split(".", 1)[0], *problem.related))
-        said = [notes[s] for s in sections if s in notes]
-        if not said:
-            return problem
-        message = f"{problem.message}; {'; '.join(said)}"
-        return Problem(problem.path, message, related=problem.related)
+        return with_notes(problem, self._preset_notes())
 
     def build(self, split: SplitName = "train") -> Loader:
         """Compile and build in one call: ``compile().build(split)`` (for notebooks).
@@ -776,14 +682,7 @@ class DataLoaderBuilder:
 
         A section at its default has no call; ``order`` may have two (shuffle, seed).
         """
-        context = ReprContext(self._bound)
-        calls: list[tuple[str, str]] = []
-        for section in BUILDER_CALL_ORDER:
-            value = getattr(self, f"_{section.name}")
-            if value is not None and section.builder_calls is not None:
-                label = section.calls_set or section.name
-                calls.extend((label, call) for call in section.builder_calls(value, context))
-        return calls
+        return section_calls(self._value, self._bound)
 
     def _repr_html_(self) -> str:
         return builder_html(self)

@@ -8,8 +8,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-import attrs
-
 from loaderkit.errors import PlanError
 
 if TYPE_CHECKING:
@@ -35,18 +33,14 @@ def eval_plan(
     b = plan.to_builder()
     b = b.with_batch_size(plan.batch.batch_size if batch_size is None else batch_size)
     b = b.with_shuffle(False)
-    if plan.sampling_weights is not None:
-        b = attrs.evolve(b, sampling_weights=None, bound=b._rebound("sampling_weights", None, None))
-    if plan.curriculum is not None:
-        b = attrs.evolve(b, bound=b._rebound("curriculum.schedule", None, None))
-        b = attrs.evolve(b, curriculum=None, bound=b._rebound("curriculum", None, None))
-    if plan.bucketing is not None and not keep_bucketing:
-        b = attrs.evolve(b, bucketing=None, bound=b._rebound("bucketing", None, None))
+    b = b.without("sampling_weights", "curriculum")
+    if not keep_bucketing:
+        b = b.without("bucketing")
     if plan.transform is not None and plan.transform.accepts_rng and not keep_transform:
-        b = attrs.evolve(b, transform=None, bound=b._rebound("transform", None, None))
+        b = b.without("transform")
     lengths = plan.max_length
     if lengths is not None and lengths.fn is not None:
-        b = attrs.evolve(b, max_length=None, bound=b._rebound("max_length", None, None))
+        b = b.without("max_length")
     elif lengths is not None and lengths.schedule:
         b = b.with_max_length(lengths.schedule[-1][1])
     mixture = plan.mixture

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import functools
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal, get_args
 
 import attrs
 
-from loaderkit._checks import Bindings
-from loaderkit.errors import PlanError
+from loaderkit._checks import Bindings, did_you_mean
+from loaderkit.errors import PlanError, PlanTypeError
 from loaderkit.plan.sections import SECTIONS
 from loaderkit.plan.sections.batch import BatchSpec
 from loaderkit.plan.sections.bucketing import BucketingSpec
@@ -30,14 +30,19 @@ from loaderkit.plan.sections.workers import WorkersSpec
 from loaderkit.plan.specs import CallableSpec, DatasetSpec
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
-
     from loaderkit.builder import DataLoaderBuilder
     from loaderkit.order.split import SplitName
     from loaderkit.runtime.autotune import AutotuneResult
     from loaderkit.runtime.loader import CheckReport, Loader
 
-__all__ = ["PLAN_SECTIONS", "SCHEMA_VERSION", "SETTINGS", "LoaderPlan", "Setting"]
+__all__ = [
+    "PLAN_SECTIONS",
+    "SCHEMA_VERSION",
+    "SETTINGS",
+    "LoaderPlan",
+    "Setting",
+    "settings_named",
+]
 
 SCHEMA_VERSION = 1
 """The version of the plan file format this loaderkit writes and reads."""
@@ -327,6 +332,39 @@ record (not a setting)."""
 
 SETTINGS: tuple[Setting, ...] = get_args(Setting)
 """The names :data:`Setting` accepts, at run time (read from the type, so they cannot drift)."""
+
+
+def settings_named(names: Sequence[object]) -> tuple[Setting, ...]:
+    """The settings ``DataLoaderBuilder.without(*names)`` resets, checked.
+
+    At least one, each a :data:`Setting`: else a :class:`~loaderkit.PlanError` naming the fix.
+    """
+    listed = ", ".join(repr(n) for n in SETTINGS)
+    if not names:
+        raise PlanTypeError.single(
+            "without", f"name at least one setting to reset: one of {listed}"
+        )
+    for name in names:
+        if not isinstance(name, str):
+            raise PlanTypeError.single(
+                "without",
+                f"takes setting names as strings (got {type(name).__name__} {name!r}); one of "
+                f"{listed}",
+            )
+        if name in ("dataset", "mixture"):
+            raise PlanError.single(
+                name,
+                f"the source cannot be reset by without({name!r}): a plan reads a dataset; "
+                f"replace it with .with_dataset(ds) or .with_mixture({{...}})",
+            )
+        if name not in SETTINGS:  # the path is the call: the name is no section's (maybe "")
+            raise PlanError.single(
+                "without",
+                f"is not a setting without() resets (got {name!r}){did_you_mean(name, SETTINGS)}; "
+                f"it takes {listed}",
+            )
+    return tuple(names)  # type: ignore[arg-type]  # each checked to be a Setting above
+
 
 _SOURCES = ("dataset", "mixture", "preset")
 if {section.name for section in SECTIONS} != set(PLAN_SECTIONS):

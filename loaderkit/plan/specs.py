@@ -72,6 +72,10 @@ class DatasetSpec:
         """True for sources that can only be iterated (no random access)."""
         return self.kind in ITERABLE_KINDS
 
+    def bound_names(self) -> tuple[str, ...]:
+        """The binding the dataset object lives under."""
+        return (self.binding,)
+
 
 @attrs.frozen
 class CallableSpec:
@@ -106,6 +110,10 @@ class CallableSpec:
         opts = ", ".join(f"{k}={v!r}" for k, v in self.options.items())
         return f"{self.name}({opts})" if opts else self.name
 
+    def bound_names(self) -> tuple[str, ...]:
+        """The binding the object lives under (none for a registry name)."""
+        return () if self.source == "registry" else (self.name,)
+
 
 @attrs.frozen
 class LengthSource:
@@ -129,6 +137,12 @@ class LengthSource:
             return f"precomputed values {self.name!r}"
         assert self.fn is not None
         return f"callable {self.fn.describe()}"
+
+    def bound_names(self) -> tuple[str, ...]:
+        """The binding of the precomputed values or of the function (none for a column)."""
+        if self.kind == "array":
+            return (self.name,)
+        return self.fn.bound_names() if self.fn is not None else ()
 
 
 ScheduleUnit = Literal["epoch", "step"]

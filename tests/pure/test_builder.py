@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 
 import loaderkit as lk
 from loaderkit import DataLoaderBuilder, LoaderPlan
+from loaderkit.plan.sections import SECTIONS, bound_names
 from loaderkit.testing.strategies import (
     BUILDER_CALLS,
     apply_calls,
@@ -101,6 +102,25 @@ def test_same_method_twice_replaces_the_earlier_setting():
     plan = b.compile()
     assert plan.dataset.binding == "b"
     assert set(plan.bindings) == {"b"}
+
+
+@given(builder_calls())
+def test_a_builder_binds_exactly_the_objects_its_sections_refer_to(calls):
+    """Each Section's ``bindings`` declaration decides what stays bound: after any chain, no
+    object is kept that no section refers to, and every function or array a section refers
+    to is bound (a registry name or a ``module:qualname`` string binds nothing)."""
+    builder = DataLoaderBuilder()
+    for name, args, kwargs in calls:
+        builder = getattr(builder, name)(*args, **kwargs)
+        used = bound_names(builder._value)
+        assert set(builder._bound) <= used
+        for section in SECTIONS:
+            value = builder._value(section.name)
+            if section.bindings is None or value is None or section.name == "dataset":
+                continue
+            refs = set(section.bindings(value))
+            strings = {n for n in refs if ":" in n}  # module refs, resolved when loaded
+            assert refs - strings <= set(builder._bound), section.name
 
 
 def test_replacing_a_callable_drops_its_old_binding():

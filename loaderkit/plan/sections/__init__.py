@@ -25,6 +25,7 @@ they combine several sections and are written in :mod:`loaderkit.plan.display`.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from loaderkit.plan.sections import (
@@ -47,7 +48,7 @@ from loaderkit.plan.sections import (
     transform,
     workers,
 )
-from loaderkit.plan.sections.base import FingerprintRow, Section
+from loaderkit.plan.sections.base import FingerprintRow, ReprContext, Section
 
 __all__ = [
     "BUILDER_CALL_ORDER",
@@ -56,7 +57,9 @@ __all__ = [
     "SECTIONS",
     "FingerprintRow",
     "Section",
+    "bound_names",
     "fingerprint_table",
+    "section_calls",
     "section_named",
 ]
 
@@ -91,6 +94,19 @@ def section_named(name: str) -> Section[Any]:
     raise KeyError(name)
 
 
+def bound_names(value_of: Callable[[str], object]) -> set[str]:
+    """The bindings the sections refer to (:attr:`Section.bindings`).
+
+    ``value_of(name)`` is each section's value; an unset section refers to none.
+    """
+    names: set[str] = set()
+    for section in SECTIONS:
+        value = value_of(section.name)
+        if section.bindings is not None and value is not None:
+            names.update(section.bindings(value))
+    return names
+
+
 # fmt: off
 _BUILDER_CALL_ORDER_NAMES = (
     "mixture", "dataset", "batch", "order", "collator", "transform", "workers", "device",
@@ -114,6 +130,26 @@ EXPLAIN_ORDER: tuple[Section[Any], ...] = tuple(map(section_named, _EXPLAIN_ORDE
 """The sections in the order ``explain()`` shows their rows (:attr:`Section.explain`); the
 rows of ``order`` and ``batch`` combine several sections and are written in
 :mod:`loaderkit.plan.display`."""
+
+
+def section_calls(
+    value_of: Callable[[str], object], bound: Mapping[str, object]
+) -> list[tuple[str, str]]:
+    """The builder's ``with_*`` calls (:attr:`Section.builder_calls`), with the section each sets.
+
+    The calls make the sections' values (``value_of(name)``) from ``DataLoaderBuilder()``, in
+    :data:`BUILDER_CALL_ORDER`; ``bound`` are the builder's live objects. A section at its
+    default has no call; ``order`` may have two; a mixture's call sets ``dataset``.
+    """
+    context = ReprContext(bound)
+    calls: list[tuple[str, str]] = []
+    for section in BUILDER_CALL_ORDER:
+        value = value_of(section.name)
+        if value is not None and section.builder_calls is not None:
+            label = section.calls_set or section.name
+            calls.extend((label, call) for call in section.builder_calls(value, context))
+    return calls
+
 
 FILE_KEYS: tuple[str, ...] = ("schema_version", *(section.key for section in SECTIONS))
 """The top-level keys of a plan file."""

@@ -170,8 +170,6 @@ class Section(Generic[S]):
 
     name: str
     """The attribute of ``LoaderPlan`` (and the builder's ``without`` setting) it is stored in."""
-    key: str
-    """The key of its table in a plan file."""
     read: Callable[[Reader, Mapping[str, Any]], S | None]
     """Reads the section from plan data (the whole file's): reports problems to the reader
     with their paths, and returns the spec, or ``None`` when the table is absent (the
@@ -180,8 +178,19 @@ class Section(Generic[S]):
     """The section's table in a plan file (plain data): what the reader takes back."""
     fingerprint: FingerprintKind
     """Its part in the stream fingerprint, as a whole (rows may say more per field)."""
-    rows: tuple[FingerprintRow, ...]
-    """Its rows in the fingerprint table of ``docs/plan-format.md``."""
+    why: str = ""
+    """The ``why`` of its one row in the fingerprint table (field ```name```, kind
+    :attr:`fingerprint`), when :attr:`rows` is not given."""
+    rows: tuple[FingerprintRow, ...] = attrs.field(
+        default=attrs.Factory(lambda self: self.one_row(), takes_self=True)
+    )
+    """Its rows in the fingerprint table of ``docs/plan-format.md`` (default: the one row
+    :attr:`why` describes)."""
+    key: str = attrs.field(default=attrs.Factory(lambda self: self.name, takes_self=True))
+    """The key of its table in a plan file (default: :attr:`name`)."""
+    bindings: Callable[[S], tuple[str, ...]] | None = None
+    """The names of the live objects a (set) value refers to: the builder unbinds an object
+    once no section refers to it. ``None``: the section binds nothing."""
     written: Callable[[S | None], bool] = is_set
     """Whether a plan file holds the table (default: when the section is set)."""
     stream: Callable[[LoaderPlan], Mapping[str, Any]] | None = None
@@ -205,6 +214,12 @@ class Section(Generic[S]):
     explain: Callable[[LoaderPlan], ExplainRows] | None = None
     """The section's rows of ``explain()`` (none when it shows nothing, e.g. unset); the
     report's order is :data:`~loaderkit.plan.sections.EXPLAIN_ORDER`."""
+
+    def one_row(self) -> tuple[FingerprintRow, ...]:
+        """The row :attr:`why` describes (none without it)."""
+        if not self.why:
+            return ()
+        return (FingerprintRow(f"`{self.name}`", self.fingerprint, self.why),)
 
     def stream_entries(self, plan: LoaderPlan) -> Mapping[str, Any]:
         """The entries this section adds to the stream fields of ``plan``."""

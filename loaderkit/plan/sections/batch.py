@@ -54,6 +54,10 @@ class BatchSpec:
         """Whether the batch size follows a schedule."""
         return bool(self.schedule) or self.fn is not None
 
+    def bound_names(self) -> tuple[str, ...]:
+        """The binding of its function (none without one, or for a registry name)."""
+        return self.fn.bound_names() if self.fn is not None else ()
+
 
 def batch_spec(batch_size: object, drop_last: object = False) -> BatchSpec:
     """Per-rank batch size (an int >= 1) and ``drop_last``."""
@@ -222,9 +226,9 @@ def batch_calls(b: BatchSpec, ctx: ReprContext) -> tuple[str, ...]:
 SECTION: Section[BatchSpec] = Section(
     name="batch",
     builder_calls=batch_calls,
-    key="batch",
     read=read_batch,
     to_dict=batch_to_dict,
+    bindings=BatchSpec.bound_names,
     fingerprint="stream",
     rows=(
         FingerprintRow(

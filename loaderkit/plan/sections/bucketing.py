@@ -14,7 +14,7 @@ from loaderkit._checks import LIMITS, check_choice, check_int, did_you_mean
 from loaderkit.errors import PlanError, PlanTypeError, Problem
 from loaderkit.order.padding import NO_PADDING, BatchPadding, PackedRows
 from loaderkit.plan.padding_rule import bucket_padding, registry_padding
-from loaderkit.plan.sections.base import FingerprintRow, Section, explain_row
+from loaderkit.plan.sections.base import Section, explain_row
 from loaderkit.plan.sections.common import (
     check_count,
     source_problems,
@@ -64,6 +64,10 @@ class BucketingSpec:
     max_tokens: int | None = None
     max_batch_size: int | None = None
     cost: str = "linear"
+
+    def bound_names(self) -> tuple[str, ...]:
+        """The binding of the lengths (precomputed values or a function; none for a column)."""
+        return self.length.bound_names()
 
 
 def bucketing_spec(
@@ -383,19 +387,15 @@ SECTION: Section[BucketingSpec] = Section(
     name="bucketing",
     explain=explain_row("bucketing", bucketing_line, of="bucketing"),
     builder_calls=bucketing_calls,
-    key="bucketing",
     read=read_bucketing,
     to_dict=bucketing_to_dict,
+    bindings=BucketingSpec.bound_names,
     fingerprint="stream",
     stream=_stream,
-    rows=(
-        FingerprintRow(
-            "`bucketing`",
-            "stream",
-            "length source (column, function or digest of the lengths), `num_buckets`, "
-            "`max_tokens`, `max_batch_size`, `cost`; under a token budget, the registry "
-            "collator's padding rule when it pads beyond the longest sample (the budget bounds "
-            "the padded batch, so the rule cuts the batches)",
-        ),
+    why=(
+        "length source (column, function or digest of the lengths), `num_buckets`, "
+        "`max_tokens`, `max_batch_size`, `cost`; under a token budget, the registry "
+        "collator's padding rule when it pads beyond the longest sample (the budget bounds "
+        "the padded batch, so the rule cuts the batches)"
     ),
 )

@@ -11,7 +11,7 @@ import attrs
 from loaderkit._checks import check_choice, check_int, check_str
 from loaderkit.datasets import absolute_path, confined
 from loaderkit.errors import PlanError, Problem
-from loaderkit.plan.sections.base import FingerprintRow, Section, explain_row, fields_table
+from loaderkit.plan.sections.base import Section, explain_row, fields_table
 from loaderkit.plan.specs import CallableSpec, DatasetSpec
 
 if TYPE_CHECKING:
@@ -210,17 +210,12 @@ SECTION: Section[CacheSpec] = Section(
     name="cache",
     explain=explain_row("cache", cache_line, of="cache"),
     builder_calls=cache_calls,
-    key="cache",
     read=read_cache,
     to_dict=cache_to_dict,
     fingerprint="exec",
     rules=_rules,
-    rows=(
-        FingerprintRow(
-            "`cache`",
-            "exec",
-            "`with_cache` keeps samples to load them faster; a transformed cache needs a "
-            "transform without `rng` (a pure function)",
-        ),
+    why=(
+        "`with_cache` keeps samples to load them faster; a transformed cache needs a "
+        "transform without `rng` (a pure function)"
     ),
 )

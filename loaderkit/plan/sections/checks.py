@@ -17,7 +17,7 @@ from loaderkit._checks import (
     unknown_keys,
 )
 from loaderkit.errors import PlanError, PlanTypeError, Problem
-from loaderkit.plan.sections.base import FingerprintRow, Section, explain_row
+from loaderkit.plan.sections.base import Section, explain_row
 
 if TYPE_CHECKING:
     from loaderkit.plan.plan import LoaderPlan
@@ -422,16 +422,9 @@ SECTION: Section[ChecksSpec] = Section(
     name="checks",
     explain=explain_row("checks", checks_line, of="checks"),
     builder_calls=checks_calls,
-    key="checks",
     read=read_checks,
     to_dict=checks_to_dict,
     fingerprint="exec",
     rules=_rules,
-    rows=(
-        FingerprintRow(
-            "`checks`",
-            "exec",
-            "the batch contract of `with_checks` reads batches, never changes them",
-        ),
-    ),
+    why="the batch contract of `with_checks` reads batches, never changes them",
 )

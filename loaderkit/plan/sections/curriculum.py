@@ -11,7 +11,7 @@ from loaderkit._checks import check_choice, check_number
 from loaderkit.errors import PlanError, PlanTypeError
 from loaderkit.plan.fields import function_spec, is_function
 from loaderkit.plan.reader import value_fn
-from loaderkit.plan.sections.base import FingerprintRow, Section, explain_row
+from loaderkit.plan.sections.base import Section, explain_row
 from loaderkit.plan.sections.common import (
     float_array,
     function_table,
@@ -58,6 +58,11 @@ class CurriculumSpec:
     start: float = 0.1
     degree: float = 2.0
     steps: tuple[tuple[float, float], ...] = ()
+
+    def bound_names(self) -> tuple[str, ...]:
+        """The bindings of the difficulties and of the schedule's function."""
+        fn = self.fn.bound_names() if self.fn is not None else ()
+        return self.difficulty.bound_names() + fn
 
 
 def curriculum_spec(
@@ -219,16 +224,12 @@ SECTION: Section[CurriculumSpec] = Section(
     name="curriculum",
     explain=explain_row("curriculum", curriculum_line, of="curriculum"),
     builder_calls=curriculum_calls,
-    key="curriculum",
     read=read_curriculum,
     to_dict=curriculum_to_dict,
+    bindings=CurriculumSpec.bound_names,
     fingerprint="stream",
-    rows=(
-        FingerprintRow(
-            "`curriculum`",
-            "stream",
-            "difficulty source, schedule (name or function), `by`, `horizon`, `start`, "
-            "`degree`, `steps`",
-        ),
+    why=(
+        "difficulty source, schedule (name or function), `by`, `horizon`, `start`, "
+        "`degree`, `steps`"
     ),
 )

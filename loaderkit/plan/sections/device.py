@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any, Literal, get_args
 
 from loaderkit._checks import LIMITS, check_str
 from loaderkit.errors import PlanError
-from loaderkit.plan.sections.base import FingerprintRow, Section, explain_row
+from loaderkit.plan.sections.base import Section, explain_row
 
 if TYPE_CHECKING:
     from loaderkit.plan.reader import Reader
@@ -79,9 +79,8 @@ SECTION: Section[str] = Section(
     name="device",
     explain=explain_row("device", lambda plan: plan.device),
     builder_calls=device_calls,
-    key="device",
     read=read_device,
     to_dict=device_to_dict,
     fingerprint="exec",
-    rows=(FingerprintRow("`device`", "exec", "where batches are delivered, not what they hold"),),
+    why="where batches are delivered, not what they hold",
 )

@@ -122,7 +122,6 @@ SECTION: Section[DistributedSpec] = Section(
     name="distributed",
     explain=explain_row("distributed", distributed_line),
     builder_calls=distributed_calls,
-    key="distributed",
     read=read_distributed,
     to_dict=distributed_to_dict,
     fingerprint="stream",

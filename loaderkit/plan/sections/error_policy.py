@@ -9,7 +9,7 @@ import attrs
 
 from loaderkit._checks import check_choice, check_int, check_number
 from loaderkit.errors import PlanError
-from loaderkit.plan.sections.base import ExplainRows, FingerprintRow, Section
+from loaderkit.plan.sections.base import ExplainRows, Section
 
 if TYPE_CHECKING:
     from loaderkit.plan.plan import LoaderPlan
@@ -172,16 +172,9 @@ SECTION: Section[ErrorPolicySpec] = Section(
     name="error_policy",
     explain=_explain,
     builder_calls=error_policy_calls,
-    key="error_policy",
     read=read_error_policy,
     to_dict=error_policy_to_dict,
     fingerprint="stream",
     written=_skips,
-    rows=(
-        FingerprintRow(
-            "`error_policy`",
-            "stream",
-            '(only `"skip"`, with its budgets and their scope, `per`) bad samples are dropped',
-        ),
-    ),
+    why='(only `"skip"`, with its budgets and their scope, `per`) bad samples are dropped',
 )

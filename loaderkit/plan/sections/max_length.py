@@ -13,7 +13,7 @@ from loaderkit.collators import collators
 from loaderkit.errors import Problem
 from loaderkit.plan.fields import int_schedule
 from loaderkit.plan.reader import value_fn
-from loaderkit.plan.sections.base import FingerprintRow, Section, explain_row
+from loaderkit.plan.sections.base import Section, explain_row
 from loaderkit.plan.sections.common import callable_problems, function_table
 from loaderkit.plan.specs import CURRICULUM_UNITS, CallableSpec
 from loaderkit.registry import PluginNotImportedError
@@ -48,6 +48,10 @@ class MaxLengthSpec:
     schedule: tuple[tuple[float, int], ...] = ()
     fn: CallableSpec | None = None
     by: str = "epoch"
+
+    def bound_names(self) -> tuple[str, ...]:
+        """The binding of its function (none for a fixed length or a table)."""
+        return self.fn.bound_names() if self.fn is not None else ()
 
 
 def max_length_to_dict(spec: MaxLengthSpec) -> dict[str, Any]:
@@ -185,13 +189,9 @@ SECTION: Section[MaxLengthSpec] = Section(
     name="max_length",
     explain=explain_row("max length", max_length_line, of="max_length"),
     builder_calls=max_length_calls,
-    key="max_length",
     read=read_max_length,
     to_dict=max_length_to_dict,
+    bindings=MaxLengthSpec.bound_names,
     fingerprint="stream",
-    rows=(
-        FingerprintRow(
-            "`max_length`", "stream", "the sequence length (fixed, table or function) and `by`"
-        ),
-    ),
+    why="the sequence length (fixed, table or function) and `by`",
 )

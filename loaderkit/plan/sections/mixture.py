@@ -24,7 +24,7 @@ from loaderkit.plan.fields import (
     until_table,
 )
 from loaderkit.plan.reader import value_fn
-from loaderkit.plan.sections.base import FingerprintRow, Section, explain_row
+from loaderkit.plan.sections.base import Section, explain_row
 from loaderkit.plan.sections.common import callable_problems, function_table
 from loaderkit.plan.sections.dataset import (
     dataset_to_dict,
@@ -96,6 +96,10 @@ class MixtureSpec:
     def names(self) -> tuple[str, ...]:
         """The source names, in source order (source ``s`` has id ``s`` in ``source_key``)."""
         return tuple(s.binding for s in self.sources)
+
+    def bound_names(self) -> tuple[str, ...]:
+        """The bindings of the sources and of the weights' function."""
+        return self.names + (self.fn.bound_names() if self.fn is not None else ())
 
     @property
     def sizes(self) -> tuple[int, ...]:
@@ -600,17 +604,13 @@ SECTION: Section[MixtureSpec] = Section(
     builder_calls=mixture_calls,
     calls_set="dataset",
     explain=explain_row("mixture", mixture_line, of="mixture"),
-    key="mixture",
     read=read_mixture,
     to_dict=mixture_to_dict,
+    bindings=MixtureSpec.bound_names,
     fingerprint="stream",
     stream=_stream,
-    rows=(
-        FingerprintRow(
-            "`mixture`",
-            "stream",
-            "sources (the identity of each, source paths left out), `mode`, weights or their "
-            "schedule or function, `by`, `stratified`, `num_samples`, `source_key`",
-        ),
+    why=(
+        "sources (the identity of each, source paths left out), `mode`, weights or their "
+        "schedule or function, `by`, `stratified`, `num_samples`, `source_key`"
     ),
 )

@@ -89,7 +89,6 @@ def order_calls(o: OrderSpec, ctx: ReprContext) -> tuple[str, ...]:
 SECTION: Section[OrderSpec] = Section(
     name="order",
     builder_calls=order_calls,
-    key="order",
     read=read_order,
     to_dict=order_to_dict,
     fingerprint="stream",

@@ -17,8 +17,8 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from loaderkit._checks import FrozenMap, freeze_value, thaw_value
-from loaderkit.errors import PlanTypeError
-from loaderkit.plan.sections.base import FingerprintRow, Section, explain_row
+from loaderkit.errors import PlanTypeError, Problem
+from loaderkit.plan.sections.base import Section, explain_row
 
 if TYPE_CHECKING:
     from loaderkit.plan.plan import LoaderPlan
@@ -30,10 +30,12 @@ __all__ = [
     "PresetSpec",
     "preset_chain",
     "preset_line",
+    "preset_notes",
     "preset_sections",
     "preset_spec",
     "preset_to_dict",
     "read_preset",
+    "with_notes",
 ]
 
 RESET_CALLS = {
@@ -133,6 +135,30 @@ def preset_sections(spec: PresetSpec | None, calls: Sequence[tuple[str, str]]) -
     }
 
 
+def preset_notes(spec: PresetSpec | None, calls: Sequence[tuple[str, str]]) -> dict[str, str]:
+    """For each section the preset set (:func:`preset_sections`): who set it, and how.
+
+    See :meth:`PresetSpec.note`. Empty without a preset, or for one read from a plan file.
+    """
+    if spec is None:
+        return {}
+    made = preset_sections(spec, calls)
+    return {section: spec.note(section, method) for section, method in made.items()}
+
+
+def with_notes(problem: Problem, notes: Mapping[str, str]) -> Problem:
+    """``problem`` saying which preset set the sections it involves (its own, related).
+
+    ``notes`` are :func:`preset_notes`; a problem no preset had a hand in is returned as it is.
+    """
+    sections = dict.fromkeys((problem.path.split(".", 1)[0], *problem.related))
+    said = [notes[s] for s in sections if s in notes]
+    if not said:
+        return problem
+    message = f"{problem.message}; {'; '.join(said)}"
+    return Problem(problem.path, message, related=problem.related)
+
+
 def _method(call: str) -> str:
     found = _METHOD.match(call)
     return found.group(1) if found else call
@@ -186,15 +212,8 @@ def preset_line(plan: LoaderPlan) -> str:
 SECTION: Section[PresetSpec] = Section(
     name="preset",
     explain=explain_row("preset", preset_line, of="preset"),
-    key="preset",
     read=read_preset,
     to_dict=preset_to_dict,
     fingerprint="info",
-    rows=(
-        FingerprintRow(
-            "`preset`",
-            "info",
-            "which [preset](presets.md) made the plan: neither compared nor hashed",
-        ),
-    ),
+    why="which [preset](presets.md) made the plan: neither compared nor hashed",
 )

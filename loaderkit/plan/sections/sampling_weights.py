@@ -9,7 +9,7 @@ import attrs
 
 from loaderkit._checks import check_bool, check_int
 from loaderkit.errors import PlanError, Problem
-from loaderkit.plan.sections.base import FingerprintRow, Section, explain_row
+from loaderkit.plan.sections.base import Section, explain_row
 from loaderkit.plan.sections.common import (
     float_array,
     source_problems,
@@ -46,6 +46,10 @@ class WeightsSpec:
     source: LengthSource
     replacement: bool = True
     num_samples: int | None = None
+
+    def bound_names(self) -> tuple[str, ...]:
+        """The binding of the weights (precomputed values or a function; none for a column)."""
+        return self.source.bound_names()
 
 
 def weights_spec(
@@ -153,15 +157,9 @@ SECTION: Section[WeightsSpec] = Section(
     name="sampling_weights",
     explain=explain_row("sampling", weights_line, of="sampling_weights"),
     builder_calls=weights_calls,
-    key="sampling_weights",
     read=read_weights,
     to_dict=weights_to_dict,
+    bindings=WeightsSpec.bound_names,
     fingerprint="stream",
-    rows=(
-        FingerprintRow(
-            "`sampling_weights`",
-            "stream",
-            "weight source (column, function or digest), `replacement`, `num_samples`",
-        ),
-    ),
+    why="weight source (column, function or digest), `replacement`, `num_samples`",
 )

@@ -11,7 +11,7 @@ from loaderkit._checks import check_int, check_str, did_you_mean
 from loaderkit.errors import PlanError, Problem
 from loaderkit.order.split import decimal_ratio, split_sizes
 from loaderkit.plan.fields import MAX_SEED
-from loaderkit.plan.sections.base import FingerprintRow, Section, explain_row, fields_table
+from loaderkit.plan.sections.base import Section, explain_row, fields_table
 from loaderkit.plan.specs import DatasetSpec
 
 if TYPE_CHECKING:
@@ -211,16 +211,11 @@ SECTION: Section[SplitSpec] = Section(
     name="split",
     explain=explain_row("split", split_line, of="split"),
     builder_calls=split_calls,
-    key="split",
     read=read_split,
     to_dict=split_to_dict,
     fingerprint="stream",
-    rows=(
-        FingerprintRow(
-            "`split`",
-            "stream",
-            "`val`, `test`, `seed`, `stratify_by`: which samples each part holds (the part a "
-            'loader reads is in its state: `"split"`)',
-        ),
+    why=(
+        "`val`, `test`, `seed`, `stratify_by`: which samples each part holds (the part a "
+        'loader reads is in its state: `"split"`)'
     ),
 )

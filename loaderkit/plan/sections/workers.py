@@ -171,7 +171,6 @@ SECTION: Section[WorkersSpec] = Section(
     name="workers",
     explain=explain_row("workers", workers_line),
     builder_calls=workers_calls,
-    key="workers",
     read=read_workers,
     to_dict=workers_to_dict,
     fingerprint="both",
