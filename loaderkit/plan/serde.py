@@ -31,8 +31,7 @@ from loaderkit.datasets import (
 from loaderkit.errors import PlanError, PlanTypeError, Problem
 from loaderkit.plan.plan import SCHEMA_VERSION, LoaderPlan
 from loaderkit.plan.reader import Reader
-from loaderkit.plan.sections import FILE_KEYS
-from loaderkit.plan.sections import SECTIONS as PLAN_FILE_SECTIONS
+from loaderkit.plan.sections import FILE_KEYS, SECTIONS
 from loaderkit.plan.sections.dataset import source_table
 from loaderkit.registry import (
     no_plugin_imports,
@@ -45,14 +44,11 @@ else:  # pragma: no cover - exercised on Python 3.10 only
 
 __all__ = ["load_plan", "plan_from_dict", "plan_to_dict", "read_plan_file", "save_plan"]
 
-SECTIONS = FILE_KEYS
-"""The top-level keys of a plan file (``schema_version`` and each section's)."""
-
 
 def plan_to_dict(plan: LoaderPlan) -> dict[str, Any]:
     """Plain data for ``plan``: each section's table when written (see ``plan.sections``)."""
     out: dict[str, Any] = {"schema_version": SCHEMA_VERSION}
-    for section in PLAN_FILE_SECTIONS:
+    for section in SECTIONS:
         value = getattr(plan, section.name)
         if section.written(value):
             out[section.key] = section.to_dict(value)
@@ -109,7 +105,7 @@ def _plan_from_dict(
     confine = None if allow_external_paths else folder
     reader = Reader(bindings, allow_imports, require_bindings, folder, confine)
     reader.call_factories = not value_problems  # a factory never sees an out-of-bound value
-    reader.problems.extend(unknown_keys("", data, SECTIONS))
+    reader.problems.extend(unknown_keys("", data, FILE_KEYS))
     version = data.get("schema_version")
     if version is None:
         reader.problems.append(
@@ -128,7 +124,7 @@ def _plan_from_dict(
             )
         )
 
-    for section in PLAN_FILE_SECTIONS:
+    for section in SECTIONS:
         reader.values[section.name] = section.read(reader, data)
 
     for name in reader.given:

@@ -29,7 +29,7 @@ from hypothesis import strategies as st
 import loaderkit.datasets as lkd
 from loaderkit import DataLoaderBuilder, LoaderkitError, LoaderPlan
 from loaderkit import presets as lk_presets
-from loaderkit.plan.serde import SECTIONS
+from loaderkit.plan.sections import FILE_KEYS as SECTIONS
 
 pytestmark = pytest.mark.timeout(300)
 

@@ -44,9 +44,9 @@ import pytest
 import loaderkit.datasets as lkd
 from loaderkit import DataLoaderBuilder, LoaderkitError, LoaderPlan, presets
 from loaderkit.plan.fingerprint import compute_elastic_fingerprint
+from loaderkit.plan.sections import FILE_KEYS as SECTIONS
 from loaderkit.plan.sections.checks import CHECK_KINDS
 from loaderkit.plan.sections.mixture import MIXTURE_MODES
-from loaderkit.plan.serde import SECTIONS
 from loaderkit.testing._functions import (
     batch_size_schedule,
     competence_schedule,

@@ -7,7 +7,6 @@ from hypothesis import given
 from loaderkit.plan.fingerprint import stream_fields
 from loaderkit.plan.plan import PLAN_SECTIONS, LoaderPlan
 from loaderkit.plan.sections import BUILDER_CALL_ORDER, EXPLAIN_ORDER, FILE_KEYS, SECTIONS
-from loaderkit.plan.serde import SECTIONS as SERDE_KEYS
 from loaderkit.testing import plans
 
 
@@ -15,7 +14,7 @@ def test_every_plan_section_is_declared_once():
     names = [section.name for section in SECTIONS]
     assert sorted(names) == sorted(PLAN_SECTIONS)
     assert len({section.key for section in SECTIONS}) == len(SECTIONS)
-    assert SERDE_KEYS == FILE_KEYS == ("schema_version", *(s.key for s in SECTIONS))
+    assert ("schema_version", *(s.key for s in SECTIONS)) == FILE_KEYS
 
 
 def test_the_builder_call_order_lists_each_section_with_calls_once():

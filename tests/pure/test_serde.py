@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 import loaderkit as lk
 from loaderkit import DataLoaderBuilder, LoaderPlan, PlanError
-from loaderkit.plan.serde import SECTIONS
+from loaderkit.plan.sections import FILE_KEYS as SECTIONS
 from loaderkit.testing import plans
 from loaderkit.testing.strategies import BUILDER_CALLS
 

@@ -107,6 +107,14 @@ def bound_names(value_of: Callable[[str], object]) -> set[str]:
     return names
 
 
+def _in_order(
+    names: tuple[str, ...], shown: Callable[[Section[Any]], bool]
+) -> tuple[Section[Any], ...]:
+    """The sections ``names`` lists, then the other ``shown`` ones in :data:`SECTIONS` order."""
+    rest = (section for section in SECTIONS if shown(section) and section.name not in names)
+    return (*map(section_named, names), *rest)
+
+
 # fmt: off
 _BUILDER_CALL_ORDER_NAMES = (
     "mixture", "dataset", "batch", "order", "collator", "transform", "workers", "device",
@@ -114,10 +122,13 @@ _BUILDER_CALL_ORDER_NAMES = (
     "checks", "split", "distributed",
 )
 # fmt: on
-BUILDER_CALL_ORDER: tuple[Section[Any], ...] = tuple(map(section_named, _BUILDER_CALL_ORDER_NAMES))
+BUILDER_CALL_ORDER: tuple[Section[Any], ...] = _in_order(
+    _BUILDER_CALL_ORDER_NAMES, lambda section: section.builder_calls is not None
+)
 """The sections with :attr:`Section.builder_calls`, in the order ``repr(builder)`` calls them
-(the order of the ``with_*`` methods' use in a typical chain, not the file's). The source
-comes first: a mixture's call, which stands for its combined dataset (that shows no call)."""
+(the order of the ``with_*`` methods' use in a typical chain, not the file's; a section not
+named there comes last). The source comes first: a mixture's call, which stands for its
+combined dataset (that shows no call)."""
 
 # fmt: off
 _EXPLAIN_ORDER_NAMES = (
@@ -126,10 +137,12 @@ _EXPLAIN_ORDER_NAMES = (
     "cache", "device", "distributed",
 )
 # fmt: on
-EXPLAIN_ORDER: tuple[Section[Any], ...] = tuple(map(section_named, _EXPLAIN_ORDER_NAMES))
-"""The sections in the order ``explain()`` shows their rows (:attr:`Section.explain`); the
-rows of ``order`` and ``batch`` combine several sections and are written in
-:mod:`loaderkit.plan.display`."""
+EXPLAIN_ORDER: tuple[Section[Any], ...] = _in_order(
+    _EXPLAIN_ORDER_NAMES, lambda section: section.explain is not None
+)
+"""The sections in the order ``explain()`` shows their rows (:attr:`Section.explain`; a
+section not named there comes last); the rows of ``order`` and ``batch`` combine several
+sections and are written in :mod:`loaderkit.plan.display`."""
 
 
 def section_calls(
