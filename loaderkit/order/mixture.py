@@ -107,7 +107,7 @@ import numpy.typing as npt
 from loaderkit.order.batches import EpochBatches, index_dtype
 from loaderkit.order.feistel import FeistelPermutation
 from loaderkit.order.keys import as_int, derive_key
-from loaderkit.order.weighted import uniform_draws
+from loaderkit.order.uniforms import uniform_draws
 
 __all__ = [
     "COMPONENT_STRATA",
