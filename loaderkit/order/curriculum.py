@@ -62,7 +62,7 @@ import numpy.typing as npt
 
 from loaderkit.order.batches import EpochBatches, index_dtype
 from loaderkit.order.feistel import BLOCK, FeistelPermutation
-from loaderkit.order.keys import as_int, derive_key
+from loaderkit.order.keys import as_bool, as_int, derive_key
 
 __all__ = [
     "COMPONENT_EPOCH",
@@ -121,13 +121,6 @@ def _check_competence(name: str, value: object) -> float:
             f"got {c!r}"
         )
     return c
-
-
-def _check_bool(name: str, value: object) -> bool:
-    """A bool (Python or numpy)."""
-    if not isinstance(value, (bool, np.bool_)):
-        raise TypeError(f"{name} must be a bool, got {type(value).__name__} {value!r}")
-    return bool(value)
 
 
 def _check_order(order: object) -> _Order:
@@ -370,7 +363,7 @@ def curriculum_epoch_batches(
     seed_int = as_int("seed", seed)
     epoch_int = as_int("epoch", epoch)
     size = as_int("batch_size", batch_size, minimum=1)
-    drop = _check_bool("drop_last", drop_last)
+    drop = as_bool("drop_last", drop_last)
     m = eligible_count(int(arr.size), frac)
     full, rest = divmod(m, size)
     batches = full + (1 if rest and not drop else 0)

@@ -8,6 +8,9 @@ canonical, unambiguous byte encoding of the path, so it is identical on every
 platform, Python version and numpy release.  ``docs/order.md`` specifies the
 encoding byte for byte; changing it is a breaking change of the order contract.
 
+The checks of the plain arguments (seeds, epochs, counts, flags) that every order module
+shares live here too: :func:`as_int` and :func:`as_bool`.
+
 This module imports only the standard library and numpy (never torch).
 """
 
@@ -19,6 +22,7 @@ import numpy as np
 
 __all__ = [
     "DOMAIN",
+    "as_bool",
     "as_int",
     "batch_rng",
     "derive_key",
@@ -65,6 +69,13 @@ def as_int(name: str, value: object, *, minimum: int | None = 0) -> int:
     if minimum is not None and result < minimum:
         raise ValueError(f"{name} must be >= {minimum}, got {result}; pass a value >= {minimum}")
     return result
+
+
+def as_bool(name: str, value: object) -> bool:
+    """Return ``value`` as a Python bool; only a bool (Python or numpy) is accepted."""
+    if not isinstance(value, (bool, np.bool_)):
+        raise TypeError(f"{name} must be a bool, got {type(value).__name__} {value!r}")
+    return bool(value)
 
 
 def _encode_component(position: int, component: object) -> bytes:

@@ -106,7 +106,7 @@ import numpy.typing as npt
 
 from loaderkit.order.batches import EpochBatches, index_dtype
 from loaderkit.order.feistel import FeistelPermutation
-from loaderkit.order.keys import as_int, derive_key
+from loaderkit.order.keys import as_bool, as_int, derive_key
 from loaderkit.order.mixture_weights import (
     COMPONENT_STRATA,
     COMPONENT_WEIGHTS,
@@ -139,13 +139,6 @@ _Int = npt.NDArray[Any]
 
 
 # -- validation -----------------------------------------------------------------------------------
-
-
-def _check_bool(name: str, value: object) -> bool:
-    """A bool (Python or numpy)."""
-    if not isinstance(value, (bool, np.bool_)):
-        raise TypeError(f"{name} must be a bool, got {type(value).__name__} {value!r}")
-    return bool(value)
 
 
 def _check_sizes(sizes: object) -> tuple[int, ...]:
@@ -361,7 +354,7 @@ def mixture_num_batches(
     kind = _check_mode(mode)
     size = as_int("batch_size", batch_size, minimum=1)
     count = _check_num_samples(kind, num_samples)
-    drop = _check_bool("drop_last", drop_last)
+    drop = as_bool("drop_last", drop_last)
     return _num_batches(values, kind, size, count, drop)
 
 
@@ -433,9 +426,9 @@ def mixture_batches(
     seed_int = as_int("seed", seed)
     epoch_int = as_int("epoch", epoch)
     size = as_int("batch_size", batch_size, minimum=1)
-    shuffled = _check_bool("shuffle", shuffle)
-    strata = _check_bool("stratified", stratified)
-    drop = _check_bool("drop_last", drop_last)
+    shuffled = as_bool("shuffle", shuffle)
+    strata = as_bool("stratified", stratified)
+    drop = as_bool("drop_last", drop_last)
     count = _check_num_samples(kind, num_samples)
     if kind != "weighted" and (weights is not None or strata):
         given = "weights" if weights is not None else "stratified=True"

@@ -101,7 +101,7 @@ import numpy.typing as npt
 
 from loaderkit.order.batches import EpochBatches, index_dtype
 from loaderkit.order.guide_table import build_guide, search_guided
-from loaderkit.order.keys import as_int, derive_key
+from loaderkit.order.keys import as_bool, as_int, derive_key
 from loaderkit.order.uniforms import BLOCK, UNIT, bits53, bits53_range, uniform_draws
 
 __all__ = ["BLOCK", "uniform_draws", "weighted_batches", "weighted_sample"]
@@ -185,13 +185,6 @@ def _last_positive(w: _F64) -> int:
             return start + int(hits[-1])
         stop = start
         step *= 4
-
-
-def _check_bool(name: str, value: object) -> bool:
-    """A bool (Python or numpy)."""
-    if not isinstance(value, (bool, np.bool_)):
-        raise TypeError(f"{name} must be a bool, got {type(value).__name__} {value!r}")
-    return bool(value)
 
 
 def _resolve_count(w: _F64, num_samples: object, replacement: bool) -> int:
@@ -429,7 +422,7 @@ def weighted_sample(
     w = _check_weights(weights)
     seed_int = as_int("seed", seed)
     epoch_int = as_int("epoch", epoch)
-    with_replacement = _check_bool("replacement", replacement)
+    with_replacement = as_bool("replacement", replacement)
     count = _resolve_count(w, num_samples, with_replacement)
     return _sample_into(w, seed_int, epoch_int, count, with_replacement, np.int64)
 
@@ -475,9 +468,9 @@ def weighted_batches(
     w = _check_weights(weights)
     seed_int = as_int("seed", seed)
     epoch_int = as_int("epoch", epoch)
-    with_replacement = _check_bool("replacement", replacement)
+    with_replacement = as_bool("replacement", replacement)
     size = as_int("batch_size", batch_size, minimum=1)
-    drop = _check_bool("drop_last", drop_last)
+    drop = as_bool("drop_last", drop_last)
     count = _resolve_count(w, num_samples, with_replacement)
     full, rest = divmod(count, size)
     batches = full + (1 if rest and not drop else 0)
