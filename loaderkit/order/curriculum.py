@@ -60,7 +60,13 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from loaderkit.order.batches import EpochBatches, index_dtype
+from loaderkit.order.batches import (
+    EpochBatches,
+    batch_count,
+    even_offsets,
+    frozen_batches,
+    index_dtype,
+)
 from loaderkit.order.feistel import BLOCK, FeistelPermutation
 from loaderkit.order.keys import as_bool, as_int, derive_key
 
@@ -159,9 +165,7 @@ def _freeze(indices: _I64, offsets: _I64) -> EpochBatches:
     """An :class:`EpochBatches` over read-only arrays, indices in the compact dtype."""
     top = int(indices.max()) + 1 if indices.size else 0
     stored: _Int = indices.astype(np.int32) if index_dtype(top) is np.int32 else indices
-    stored.flags.writeable = False
-    offsets.flags.writeable = False
-    return EpochBatches(stored, offsets)
+    return frozen_batches(stored, offsets)
 
 
 # -- the public functions -------------------------------------------------------------------------
@@ -365,17 +369,14 @@ def curriculum_epoch_batches(
     size = as_int("batch_size", batch_size, minimum=1)
     drop = as_bool("drop_last", drop_last)
     m = eligible_count(int(arr.size), frac)
-    full, rest = divmod(m, size)
-    batches = full + (1 if rest and not drop else 0)
+    batches = batch_count(m, size, drop)
     kept = min(batches * size, m)
     perm = FeistelPermutation(m, derive_key(seed_int, COMPONENT_EPOCH, epoch_int))
     indices = np.empty(kept, dtype=np.int64)
     for a in range(0, kept, BLOCK):
         b = min(a + BLOCK, kept)
         indices[a:b] = _gather(arr, perm.slice(a, b))
-    offsets = np.arange(batches + 1, dtype=np.int64) * size
-    offsets[-1] = kept
-    return _freeze(indices, offsets)
+    return _freeze(indices, even_offsets(m, size, batches))
 
 
 def _step_batch(arr: _Order, frac: float, seed: int, step: int, size: int) -> _I64:

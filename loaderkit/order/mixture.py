@@ -104,7 +104,13 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from loaderkit.order.batches import EpochBatches, index_dtype
+from loaderkit.order.batches import (
+    EpochBatches,
+    batch_count,
+    even_offsets,
+    frozen_batches,
+    index_dtype,
+)
 from loaderkit.order.feistel import FeistelPermutation
 from loaderkit.order.keys import as_bool, as_int, derive_key
 from loaderkit.order.mixture_weights import (
@@ -231,19 +237,13 @@ def _sample_count(sizes: tuple[int, ...], mode: str, num_samples: int | None) ->
     return sum(sizes)
 
 
-def _cut(count: int, size: int, drop: bool) -> int:
-    """The number of batches of ``size`` that ``count`` positions make."""
-    full, rest = divmod(count, size)
-    return full + (1 if rest and not drop else 0)
-
-
 def _num_batches(
     sizes: tuple[int, ...], mode: str, size: int, num_samples: int | None, drop: bool
 ) -> int:
     """The number of batches of an epoch (arguments validated)."""
     if mode == "sequential":
-        return sum(_cut(n, size, drop) for n in sizes)
-    return _cut(_sample_count(sizes, mode, num_samples), size, drop)
+        return sum(batch_count(n, size, drop) for n in sizes)
+    return batch_count(_sample_count(sizes, mode, num_samples), size, drop)
 
 
 # -- streams and labels ---------------------------------------------------------------------------
@@ -309,20 +309,6 @@ def _round_robin_positions(sizes: tuple[int, ...], s: int) -> _I64:
     if earlier.size:
         pos += s - np.searchsorted(earlier, r, side="right")
     return pos
-
-
-def _freeze(indices: _Int, offsets: _I64) -> EpochBatches:
-    """An :class:`EpochBatches` over read-only arrays."""
-    indices.flags.writeable = False
-    offsets.flags.writeable = False
-    return EpochBatches(indices, offsets)
-
-
-def _even_offsets(count: int, size: int, batches: int) -> _I64:
-    """The offsets of ``batches`` consecutive batches of ``size`` over ``count`` positions."""
-    offsets = np.arange(batches + 1, dtype=np.int64) * size
-    offsets[-1] = min(batches * size, count)
-    return offsets
 
 
 # -- the public functions -------------------------------------------------------------------------
@@ -453,7 +439,7 @@ def mixture_batches(
         indices = np.concatenate(parts).astype(dtype, copy=False)
         offsets = np.zeros(num_batches + 1, dtype=np.int64)
         np.cumsum(np.concatenate(batch_sizes), out=offsets[1:])
-        return _freeze(indices, offsets)
+        return frozen_batches(indices, offsets)
 
     total = _sample_count(values, kind, count)
     kept = min(num_batches * size, total)
@@ -474,7 +460,7 @@ def mixture_batches(
     else:  # max_size_cycle, min_size: L[p] = p mod k
         for s in range(k):
             out[s::k] = streams.prefix(s, len(range(s, kept, k)))
-    return _freeze(out, _even_offsets(kept, size, num_batches))
+    return frozen_batches(out, even_offsets(kept, size, num_batches))
 
 
 def source_of(indices: npt.ArrayLike, sizes: Sequence[int]) -> npt.NDArray[np.int64]:

@@ -99,7 +99,13 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from loaderkit.order.batches import EpochBatches, index_dtype
+from loaderkit.order.batches import (
+    EpochBatches,
+    batch_count,
+    even_offsets,
+    frozen_batches,
+    index_dtype,
+)
 from loaderkit.order.guide_table import build_guide, search_guided
 from loaderkit.order.keys import as_bool, as_int, derive_key
 from loaderkit.order.uniforms import BLOCK, UNIT, bits53, bits53_range, uniform_draws
@@ -472,12 +478,7 @@ def weighted_batches(
     size = as_int("batch_size", batch_size, minimum=1)
     drop = as_bool("drop_last", drop_last)
     count = _resolve_count(w, num_samples, with_replacement)
-    full, rest = divmod(count, size)
-    batches = full + (1 if rest and not drop else 0)
+    batches = batch_count(count, size, drop)
     kept = min(batches * size, count)
     indices = _sample_into(w, seed_int, epoch_int, kept, with_replacement, index_dtype(w.size))
-    offsets = np.arange(batches + 1, dtype=np.int64) * size
-    offsets[-1] = kept
-    indices.flags.writeable = False
-    offsets.flags.writeable = False
-    return EpochBatches(indices, offsets)
+    return frozen_batches(indices, even_offsets(count, size, batches))
