@@ -68,7 +68,7 @@ from loaderkit.order.batches import (
     index_dtype,
 )
 from loaderkit.order.feistel import BLOCK, FeistelPermutation
-from loaderkit.order.keys import as_bool, as_int, derive_key
+from loaderkit.order.keys import as_bool, as_int, as_real_array, derive_key
 
 __all__ = [
     "COMPONENT_EPOCH",
@@ -284,12 +284,9 @@ def difficulty_order(difficulty: npt.ArrayLike) -> npt.NDArray[np.int64]:
         ValueError: not 1-d, or a score is NaN.
 
     """
-    arr = np.asarray(difficulty)
-    if arr.dtype == np.bool_ or arr.dtype.kind not in "iuf":
-        raise TypeError(
-            f"difficulty must be real numbers (an integer or float array), got dtype "
-            f"{arr.dtype}; pass numpy.asarray(difficulty, dtype=numpy.float64)"
-        )
+    arr = as_real_array(
+        "difficulty", difficulty, hint="pass numpy.asarray(difficulty, dtype=numpy.float64)"
+    )
     if arr.ndim != 1:
         raise ValueError(
             f"difficulty must be a 1-d array (one score per sample), got shape {arr.shape}"

@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from loaderkit.order.keys import as_real_array
 from loaderkit.order.uniforms import BLOCK, uniform_draws
 
 __all__ = [
@@ -54,17 +55,12 @@ def weight_rows(
     if weights is None:
         w = np.asarray(sizes, dtype=np.float64).reshape(1, k)
     else:
-        arr = np.asarray(weights)
-        if arr.dtype == np.bool_:
-            raise TypeError(
-                "weights must be numbers, got a bool array; pass numeric source weights, "
-                "e.g. weights=[0.7, 0.3]"
-            )
-        if arr.dtype.kind not in "iuf":
-            raise TypeError(
-                f"weights must be real numbers (an integer or float array), got dtype "
-                f"{arr.dtype}; pass e.g. weights=[0.7, 0.3] (one weight per source)"
-            )
+        arr = as_real_array(
+            "weights",
+            weights,
+            bool_hint="pass numeric source weights, e.g. weights=[0.7, 0.3]",
+            hint="pass e.g. weights=[0.7, 0.3] (one weight per source)",
+        )
         if arr.ndim not in (1, 2) or arr.shape[-1] != k:
             raise ValueError(
                 f"weights must have shape ({k},) (one weight per source) or "

@@ -107,7 +107,7 @@ from loaderkit.order.batches import (
     index_dtype,
 )
 from loaderkit.order.guide_table import build_guide, search_guided
-from loaderkit.order.keys import as_bool, as_int, derive_key
+from loaderkit.order.keys import as_bool, as_int, as_real_array, derive_key
 from loaderkit.order.uniforms import BLOCK, UNIT, bits53, bits53_range, uniform_draws
 
 __all__ = ["BLOCK", "uniform_draws", "weighted_batches", "weighted_sample"]
@@ -140,17 +140,13 @@ _Int = npt.NDArray[Any]
 
 def _check_weights(weights: object) -> _F64:
     """Validate weights; return them as a 1-d float64 array (not a copy when already one)."""
-    arr = np.asarray(weights)
-    if arr.dtype == np.bool_:
-        raise TypeError(
-            "weights must be numbers, got a bool array; pass numeric weights, "
-            "e.g. mask.astype(numpy.float64) to sample the True items uniformly"
-        )
-    if arr.dtype.kind not in "iuf":
-        raise TypeError(
-            f"weights must be real numbers (an integer or float array), got dtype {arr.dtype}; "
-            f"pass numpy.asarray(weights, dtype=numpy.float64)"
-        )
+    arr = as_real_array(
+        "weights",
+        weights,
+        bool_hint="pass numeric weights, e.g. mask.astype(numpy.float64) to sample the True "
+        "items uniformly",
+        hint="pass numpy.asarray(weights, dtype=numpy.float64)",
+    )
     if arr.ndim != 1:
         raise ValueError(
             f"weights must be a 1-d array (one weight per sample), got shape {arr.shape}; "
