@@ -28,7 +28,7 @@ import numpy.typing as npt
 
 from loaderkit.order.keys import as_int
 
-__all__ = ["EpochBatches"]
+__all__ = ["EpochBatches", "batch_count", "even_offsets", "frozen_batches", "index_dtype"]
 
 _I64 = npt.NDArray[np.int64]
 _Indices = npt.NDArray[np.int32] | npt.NDArray[np.int64]
@@ -281,6 +281,34 @@ class EpochBatches:
         indices.flags.writeable = False
         offsets.flags.writeable = False
         return EpochBatches(indices, offsets, count - int(kept.size), repeated)
+
+
+def batch_count(count: int, size: int, drop_last: bool) -> int:
+    """The number of consecutive batches of ``size`` that ``count`` positions make.
+
+    ``ceil(count / size)``, the last batch possibly partial, or ``count // size`` with
+    ``drop_last`` (PyTorch ``BatchSampler`` semantics).
+    """
+    full, rest = divmod(count, size)
+    return full + (1 if rest and not drop_last else 0)
+
+
+def even_offsets(count: int, size: int, batches: int) -> _I64:
+    """The offsets of ``batches`` consecutive batches of ``size`` over ``count`` positions.
+
+    Batch ``b`` starts at ``b * size``; the last one ends at ``min(batches * size, count)``
+    (a partial last batch ends at ``count``).
+    """
+    offsets = np.arange(batches + 1, dtype=np.int64) * size
+    offsets[-1] = min(batches * size, count)
+    return offsets
+
+
+def frozen_batches(indices: npt.NDArray[Any], offsets: _I64) -> EpochBatches:
+    """An :class:`EpochBatches` over ``indices`` and ``offsets``, made read-only (not copied)."""
+    indices.flags.writeable = False
+    offsets.flags.writeable = False
+    return EpochBatches(indices, offsets)
 
 
 def _describe(value: Any) -> str:

@@ -130,7 +130,13 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from loaderkit.order.batches import EpochBatches, index_dtype
+from loaderkit.order.batches import (
+    EpochBatches,
+    batch_count,
+    even_offsets,
+    frozen_batches,
+    index_dtype,
+)
 from loaderkit.order.epoch import CHUNK as ORDER_CHUNK
 from loaderkit.order.feistel import FeistelPermutation
 from loaderkit.order.keys import as_int, derive_key
@@ -394,13 +400,10 @@ def _layout(
     """Steps 2 to 4 over the ``total`` samples of ``order`` (budget already checked)."""
     size, budget = how.size, how.budget
     if total == 0:
-        return _frozen(np.empty(0, dtype=dtype), np.zeros(1, dtype=np.int64))
+        return frozen_batches(np.empty(0, dtype=dtype), np.zeros(1, dtype=np.int64))
     if budget is None:
         assert size is not None
-        full, rest = divmod(total, size)
-        count = full + (1 if rest and not how.drop_last else 0)
-        cut = np.arange(count + 1, dtype=np.int64) * size
-        cut[-1] = min(int(cut[-1]), total)
+        cut = even_offsets(total, size, batch_count(total, size, how.drop_last))
     else:
         ordered = np.empty(total, dtype=length_dtype(int(lengths.max())))
         for samples, positions in _sorted_chunks(order, total, keys, buckets, counts):
@@ -426,7 +429,7 @@ def _layout(
             batch -= 1
         positions += shift[batch]
         out[positions] = samples
-    return _frozen(out, offsets)
+    return frozen_batches(out, offsets)
 
 
 def bucketed_batches(
@@ -566,10 +569,3 @@ def bucketed_sequence_batches(
     return _layout(
         order, total, keys, buckets, counts, arr, how, COMPONENT_SEQUENCE_BATCHES, index_dtype(n)
     )
-
-
-def _frozen(indices: npt.NDArray[Any], offsets: _I64) -> EpochBatches:
-    """An :class:`EpochBatches` over read-only arrays."""
-    indices.flags.writeable = False
-    offsets.flags.writeable = False
-    return EpochBatches(indices, offsets)

@@ -60,9 +60,15 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from loaderkit.order.batches import EpochBatches, index_dtype
+from loaderkit.order.batches import (
+    EpochBatches,
+    batch_count,
+    even_offsets,
+    frozen_batches,
+    index_dtype,
+)
 from loaderkit.order.feistel import BLOCK, FeistelPermutation
-from loaderkit.order.keys import as_int, derive_key
+from loaderkit.order.keys import as_bool, as_int, as_real_array, derive_key
 
 __all__ = [
     "COMPONENT_EPOCH",
@@ -123,13 +129,6 @@ def _check_competence(name: str, value: object) -> float:
     return c
 
 
-def _check_bool(name: str, value: object) -> bool:
-    """A bool (Python or numpy)."""
-    if not isinstance(value, (bool, np.bool_)):
-        raise TypeError(f"{name} must be a bool, got {type(value).__name__} {value!r}")
-    return bool(value)
-
-
 def _check_order(order: object) -> _Order:
     """A 1-d integer numpy array (not copied). Its entries are checked when read."""
     if not isinstance(order, np.ndarray):
@@ -166,9 +165,7 @@ def _freeze(indices: _I64, offsets: _I64) -> EpochBatches:
     """An :class:`EpochBatches` over read-only arrays, indices in the compact dtype."""
     top = int(indices.max()) + 1 if indices.size else 0
     stored: _Int = indices.astype(np.int32) if index_dtype(top) is np.int32 else indices
-    stored.flags.writeable = False
-    offsets.flags.writeable = False
-    return EpochBatches(stored, offsets)
+    return frozen_batches(stored, offsets)
 
 
 # -- the public functions -------------------------------------------------------------------------
@@ -287,12 +284,9 @@ def difficulty_order(difficulty: npt.ArrayLike) -> npt.NDArray[np.int64]:
         ValueError: not 1-d, or a score is NaN.
 
     """
-    arr = np.asarray(difficulty)
-    if arr.dtype == np.bool_ or arr.dtype.kind not in "iuf":
-        raise TypeError(
-            f"difficulty must be real numbers (an integer or float array), got dtype "
-            f"{arr.dtype}; pass numpy.asarray(difficulty, dtype=numpy.float64)"
-        )
+    arr = as_real_array(
+        "difficulty", difficulty, hint="pass numpy.asarray(difficulty, dtype=numpy.float64)"
+    )
     if arr.ndim != 1:
         raise ValueError(
             f"difficulty must be a 1-d array (one score per sample), got shape {arr.shape}"
@@ -370,19 +364,16 @@ def curriculum_epoch_batches(
     seed_int = as_int("seed", seed)
     epoch_int = as_int("epoch", epoch)
     size = as_int("batch_size", batch_size, minimum=1)
-    drop = _check_bool("drop_last", drop_last)
+    drop = as_bool("drop_last", drop_last)
     m = eligible_count(int(arr.size), frac)
-    full, rest = divmod(m, size)
-    batches = full + (1 if rest and not drop else 0)
+    batches = batch_count(m, size, drop)
     kept = min(batches * size, m)
     perm = FeistelPermutation(m, derive_key(seed_int, COMPONENT_EPOCH, epoch_int))
     indices = np.empty(kept, dtype=np.int64)
     for a in range(0, kept, BLOCK):
         b = min(a + BLOCK, kept)
         indices[a:b] = _gather(arr, perm.slice(a, b))
-    offsets = np.arange(batches + 1, dtype=np.int64) * size
-    offsets[-1] = kept
-    return _freeze(indices, offsets)
+    return _freeze(indices, even_offsets(m, size, batches))
 
 
 def _step_batch(arr: _Order, frac: float, seed: int, step: int, size: int) -> _I64:

@@ -8,18 +8,25 @@ canonical, unambiguous byte encoding of the path, so it is identical on every
 platform, Python version and numpy release.  ``docs/order.md`` specifies the
 encoding byte for byte; changing it is a breaking change of the order contract.
 
+The checks of the plain arguments (seeds, epochs, counts, flags) that every order module
+shares live here too: :func:`as_int`, :func:`as_bool` and :func:`as_real_array`.
+
 This module imports only the standard library and numpy (never torch).
 """
 
 from __future__ import annotations
 
 import hashlib
+from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
 __all__ = [
     "DOMAIN",
+    "as_bool",
     "as_int",
+    "as_real_array",
     "batch_rng",
     "derive_key",
     "sample_rng",
@@ -65,6 +72,32 @@ def as_int(name: str, value: object, *, minimum: int | None = 0) -> int:
     if minimum is not None and result < minimum:
         raise ValueError(f"{name} must be >= {minimum}, got {result}; pass a value >= {minimum}")
     return result
+
+
+def as_bool(name: str, value: object) -> bool:
+    """Return ``value`` as a Python bool; only a bool (Python or numpy) is accepted."""
+    if not isinstance(value, (bool, np.bool_)):
+        raise TypeError(f"{name} must be a bool, got {type(value).__name__} {value!r}")
+    return bool(value)
+
+
+def as_real_array(
+    name: str, value: object, *, hint: str, bool_hint: str | None = None
+) -> npt.NDArray[Any]:
+    """Return ``value`` as a numpy array of real numbers (integers or floats), not copied.
+
+    A bool array is refused with ``bool_hint`` (or, without one, as any other dtype is,
+    with ``hint``): the hints end the messages with what to pass instead.
+    """
+    arr = np.asarray(value)
+    if arr.dtype == np.bool_ and bool_hint is not None:
+        raise TypeError(f"{name} must be numbers, got a bool array; {bool_hint}")
+    if arr.dtype == np.bool_ or arr.dtype.kind not in "iuf":
+        raise TypeError(
+            f"{name} must be real numbers (an integer or float array), got dtype "
+            f"{arr.dtype}; {hint}"
+        )
+    return arr
 
 
 def _encode_component(position: int, component: object) -> bytes:

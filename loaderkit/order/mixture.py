@@ -104,10 +104,22 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from loaderkit.order.batches import EpochBatches, index_dtype
+from loaderkit.order.batches import (
+    EpochBatches,
+    batch_count,
+    even_offsets,
+    frozen_batches,
+    index_dtype,
+)
 from loaderkit.order.feistel import FeistelPermutation
-from loaderkit.order.keys import as_int, derive_key
-from loaderkit.order.weighted import uniform_draws
+from loaderkit.order.keys import as_bool, as_int, derive_key
+from loaderkit.order.mixture_weights import (
+    COMPONENT_STRATA,
+    COMPONENT_WEIGHTS,
+    draw_labels,
+    stratified_labels,
+    weight_rows,
+)
 
 __all__ = [
     "COMPONENT_STRATA",
@@ -124,33 +136,15 @@ MODES = ("weighted", "sequential", "round_robin", "max_size_cycle", "min_size")
 
 #: Key path component of the source streams. Part of the order contract.
 COMPONENT_STREAM = "mixture"
-#: Key path component of the weighted draws. Part of the order contract.
-COMPONENT_WEIGHTS = "mixture-weights"
-#: Key path component of the stratified counts. Part of the order contract.
-COMPONENT_STRATA = "mixture-strata"
 
 #: Global indices (``sum(sizes)``) must lie below this (they are int64).
 MAX_TOTAL = 2**63
 
-# Positions drawn per step of numpy work (an implementation detail: speed only, never values).
-_BLOCK = 1 << 16
-
-# Up to this many sources the weighted draw counts ``c_s <= t`` directly (faster than a search).
-_FEW_SOURCES = 8
-
 _I64 = npt.NDArray[np.int64]
-_F64 = npt.NDArray[np.float64]
 _Int = npt.NDArray[Any]
 
 
 # -- validation -----------------------------------------------------------------------------------
-
-
-def _check_bool(name: str, value: object) -> bool:
-    """A bool (Python or numpy)."""
-    if not isinstance(value, (bool, np.bool_)):
-        raise TypeError(f"{name} must be a bool, got {type(value).__name__} {value!r}")
-    return bool(value)
 
 
 def _check_sizes(sizes: object) -> tuple[int, ...]:
@@ -243,91 +237,13 @@ def _sample_count(sizes: tuple[int, ...], mode: str, num_samples: int | None) ->
     return sum(sizes)
 
 
-def _cut(count: int, size: int, drop: bool) -> int:
-    """The number of batches of ``size`` that ``count`` positions make."""
-    full, rest = divmod(count, size)
-    return full + (1 if rest and not drop else 0)
-
-
 def _num_batches(
     sizes: tuple[int, ...], mode: str, size: int, num_samples: int | None, drop: bool
 ) -> int:
     """The number of batches of an epoch (arguments validated)."""
     if mode == "sequential":
-        return sum(_cut(n, size, drop) for n in sizes)
-    return _cut(_sample_count(sizes, mode, num_samples), size, drop)
-
-
-def _check_weights(
-    weights: object, sizes: tuple[int, ...], num_batches: int
-) -> tuple[_F64, _F64, _I64]:
-    """The weight rows, validated: ``(cdf, totals, last)``.
-
-    ``cdf`` is ``numpy.cumsum`` of each row (shape ``(rows, k)``, one row for 1-d weights),
-    ``totals`` its last column, ``last`` the last positive-weight source of each row.
-    """
-    k = len(sizes)
-    if weights is None:
-        w = np.asarray(sizes, dtype=np.float64).reshape(1, k)
-    else:
-        arr = np.asarray(weights)
-        if arr.dtype == np.bool_:
-            raise TypeError(
-                "weights must be numbers, got a bool array; pass numeric source weights, "
-                "e.g. weights=[0.7, 0.3]"
-            )
-        if arr.dtype.kind not in "iuf":
-            raise TypeError(
-                f"weights must be real numbers (an integer or float array), got dtype "
-                f"{arr.dtype}; pass e.g. weights=[0.7, 0.3] (one weight per source)"
-            )
-        if arr.ndim not in (1, 2) or arr.shape[-1] != k:
-            raise ValueError(
-                f"weights must have shape ({k},) (one weight per source) or "
-                f"({num_batches}, {k}) (one row per batch), got shape {arr.shape}"
-            )
-        if arr.ndim == 2 and arr.shape[0] != num_batches:
-            raise ValueError(
-                f"weights of shape (rows, {k}) must have one row per batch: this epoch has "
-                f"{num_batches} batches (mixture_num_batches), got {arr.shape[0]} rows; "
-                f"pass a 1-d array of {k} weights for weights that do not change"
-            )
-        w = np.asarray(arr, dtype=np.float64).reshape(-1, k)
-        one_d = arr.ndim == 1
-
-        def where(flat: int) -> str:
-            row, col = divmod(flat, k)
-            return f"weights[{col}]" if one_d else f"weights[{row}, {col}]"
-
-        finite = np.isfinite(w)
-        if not bool(finite.all()):
-            bad = int(np.argmin(finite.ravel()))
-            raise ValueError(
-                f"weights must be finite, but {where(bad)} = {float(w.flat[bad])}; "
-                f"give every source a finite weight >= 0"
-            )
-        if w.size and float(w.min()) < 0:
-            bad = int(np.argmax(w.ravel() < 0))
-            raise ValueError(
-                f"weights must be >= 0, but {where(bad)} = {float(w.flat[bad])}; "
-                f"use 0 for a source that must not be drawn"
-            )
-        if w.size:
-            empty = w.max(axis=1) == 0.0
-            if bool(empty.any()):
-                row = int(np.argmax(empty))
-                what = "weights are" if one_d else f"weights of row {row} (batch {row}) are"
-                raise ValueError(f"the {what} all zero; give at least one source a positive weight")
-    with np.errstate(over="ignore"):  # an infinite sum is refused below
-        cdf: _F64 = np.cumsum(w, axis=1)
-    totals: _F64 = cdf[:, -1].copy()
-    if not bool(np.isfinite(totals).all()):
-        raise ValueError(
-            "the sum of the weights overflows float64 (it is inf); rescale the weights, "
-            "e.g. weights / weights.max()"
-        )
-    last: _I64 = (k - 1 - np.argmax(w[:, ::-1] > 0, axis=1)).astype(np.int64)
-    return cdf, totals, last
+        return sum(batch_count(n, size, drop) for n in sizes)
+    return batch_count(_sample_count(sizes, mode, num_samples), size, drop)
 
 
 # -- streams and labels ---------------------------------------------------------------------------
@@ -365,92 +281,6 @@ class _Streams:
         return out
 
 
-def _label_dtype(k: int) -> type[np.signedinteger[Any]]:
-    """The smallest signed dtype holding the labels ``0 .. k-1``."""
-    if k <= 2**7:
-        return np.int8
-    if k <= 2**15:
-        return np.int16
-    return np.int32
-
-
-def _draw_labels(
-    cdf: _F64, totals: _F64, last: _I64, seed: int, epoch: int, count: int, size: int
-) -> _Int:
-    """The labels of the weighted draw (step 3) for positions ``0 .. count-1``."""
-    k = int(cdf.shape[1])
-    per_batch = cdf.shape[0] > 1
-    labels = np.empty(count, dtype=_label_dtype(k))
-    flat = cdf.ravel()
-    steps = k.bit_length()  # halvings of the k + 1 possible answers down to one
-    found: _Int
-    for a in range(0, count, _BLOCK):
-        b = min(a + _BLOCK, count)
-        u = uniform_draws(seed, COMPONENT_WEIGHTS, epoch, a, b)
-        if not per_batch and k <= _FEW_SOURCES:
-            u *= totals[0]
-            found = np.zeros(b - a, dtype=labels.dtype)  # #{s : c_s <= t}, counted directly
-            for c in cdf[0, :-1].tolist():  # c_{k-1} needs no test: the clip to last <= k - 1
-                found += u >= c
-            np.minimum(found, last[0], out=found)
-        elif not per_batch:
-            u *= totals[0]
-            found = np.searchsorted(cdf[0], u, side="right")
-            np.minimum(found, last[0], out=found)
-        else:
-            rows = np.arange(a, b, dtype=np.int64) // size
-            u *= totals[rows]
-            # #{s : c_s <= t} in each position's row: a binary search over [0, k]
-            base = rows * k
-            lo = np.zeros(b - a, dtype=np.int64)
-            hi = np.full(b - a, k, dtype=np.int64)
-            for _ in range(steps):
-                mid = lo + hi
-                mid >>= 1
-                open_ = lo < hi
-                probe = np.minimum(mid, k - 1)
-                probe += base
-                passed = flat[probe] <= u
-                lo = np.where(open_ & passed, mid + 1, lo)
-                hi = np.where(open_ & ~passed, mid, hi)
-            found = np.minimum(lo, last[rows])
-        labels[a:b] = found
-    return labels
-
-
-def _stratified_labels(
-    cdf: _F64, totals: _F64, seed: int, epoch: int, count: int, size: int
-) -> _Int:
-    """The labels of the stratified batches (step 4) for positions ``0 .. count-1``."""
-    k = int(cdf.shape[1])
-    per_batch = cdf.shape[0] > 1
-    num_batches = -(-count // size)
-    ratios: _F64 = cdf / totals[:, None]  # fl(c_s / S); the last column is exactly 1
-    labels = np.empty(count, dtype=_label_dtype(k))
-    sources = np.arange(k, dtype=labels.dtype)
-    step = max(1, _BLOCK // k)  # batches per block: a block's counts hold about _BLOCK entries
-    written = 0
-    for first in range(0, num_batches, step):
-        stop = min(first + step, num_batches)
-        fill = np.full(stop - first, float(size))
-        if stop == num_batches:
-            fill[-1] = float(count - (num_batches - 1) * size)  # a partial last batch
-        u = uniform_draws(seed, COMPONENT_STRATA, epoch, first, stop)
-        counts = np.empty((stop - first, k), dtype=np.int64)
-        below = np.zeros(stop - first, dtype=np.int64)  # N(Q_{s-1})
-        for s in range(k):
-            quota = fill * (ratios[first:stop, s] if per_batch else ratios[0, s])
-            whole = np.floor(quota)
-            reached = whole.astype(np.int64)
-            reached += (quota - whole) > u
-            np.subtract(reached, below, out=counts[:, s])
-            below = reached
-        chunk = np.repeat(np.tile(sources, stop - first), counts.ravel())
-        labels[written : written + chunk.size] = chunk
-        written += chunk.size
-    return labels
-
-
 def _place(labels: _Int, streams: _Streams, out: _Int) -> None:
     """``out[p] = t_{L[p]}(j)``, ``j`` the occurrence of ``L[p]`` at ``p`` (step 2)."""
     k = len(streams.sizes)
@@ -479,20 +309,6 @@ def _round_robin_positions(sizes: tuple[int, ...], s: int) -> _I64:
     if earlier.size:
         pos += s - np.searchsorted(earlier, r, side="right")
     return pos
-
-
-def _freeze(indices: _Int, offsets: _I64) -> EpochBatches:
-    """An :class:`EpochBatches` over read-only arrays."""
-    indices.flags.writeable = False
-    offsets.flags.writeable = False
-    return EpochBatches(indices, offsets)
-
-
-def _even_offsets(count: int, size: int, batches: int) -> _I64:
-    """The offsets of ``batches`` consecutive batches of ``size`` over ``count`` positions."""
-    offsets = np.arange(batches + 1, dtype=np.int64) * size
-    offsets[-1] = min(batches * size, count)
-    return offsets
 
 
 # -- the public functions -------------------------------------------------------------------------
@@ -524,7 +340,7 @@ def mixture_num_batches(
     kind = _check_mode(mode)
     size = as_int("batch_size", batch_size, minimum=1)
     count = _check_num_samples(kind, num_samples)
-    drop = _check_bool("drop_last", drop_last)
+    drop = as_bool("drop_last", drop_last)
     return _num_batches(values, kind, size, count, drop)
 
 
@@ -596,9 +412,9 @@ def mixture_batches(
     seed_int = as_int("seed", seed)
     epoch_int = as_int("epoch", epoch)
     size = as_int("batch_size", batch_size, minimum=1)
-    shuffled = _check_bool("shuffle", shuffle)
-    strata = _check_bool("stratified", stratified)
-    drop = _check_bool("drop_last", drop_last)
+    shuffled = as_bool("shuffle", shuffle)
+    strata = as_bool("stratified", stratified)
+    drop = as_bool("drop_last", drop_last)
     count = _check_num_samples(kind, num_samples)
     if kind != "weighted" and (weights is not None or strata):
         given = "weights" if weights is not None else "stratified=True"
@@ -623,18 +439,18 @@ def mixture_batches(
         indices = np.concatenate(parts).astype(dtype, copy=False)
         offsets = np.zeros(num_batches + 1, dtype=np.int64)
         np.cumsum(np.concatenate(batch_sizes), out=offsets[1:])
-        return _freeze(indices, offsets)
+        return frozen_batches(indices, offsets)
 
     total = _sample_count(values, kind, count)
     kept = min(num_batches * size, total)
     out = np.empty(kept, dtype=dtype)
     if kind == "weighted":
-        cdf, totals, last = _check_weights(weights, values, num_batches)
+        cdf, totals, last = weight_rows(weights, values, num_batches)
         with np.errstate(over="ignore", under="ignore"):  # IEEE results are intended
             if strata:
-                labels = _stratified_labels(cdf, totals, seed_int, epoch_int, kept, size)
+                labels = stratified_labels(cdf, totals, seed_int, epoch_int, kept, size)
             else:
-                labels = _draw_labels(cdf, totals, last, seed_int, epoch_int, kept, size)
+                labels = draw_labels(cdf, totals, last, seed_int, epoch_int, kept, size)
         _place(labels, streams, out)
     elif kind == "round_robin":
         for s in range(k):
@@ -644,7 +460,7 @@ def mixture_batches(
     else:  # max_size_cycle, min_size: L[p] = p mod k
         for s in range(k):
             out[s::k] = streams.prefix(s, len(range(s, kept, k)))
-    return _freeze(out, _even_offsets(kept, size, num_batches))
+    return frozen_batches(out, even_offsets(kept, size, num_batches))
 
 
 def source_of(indices: npt.ArrayLike, sizes: Sequence[int]) -> npt.NDArray[np.int64]:

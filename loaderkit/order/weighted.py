@@ -85,13 +85,8 @@ uses ``u_p`` alone, and without replacement the result is a prefix of one order.
 
 **Implementation (not part of the contract: it changes the speed, never the values).** Draws
 are computed in blocks of :data:`BLOCK`. With replacement, for at least ``n / 64`` draws, a
-guide table replaces ``numpy.searchsorted``'s cache-missing binary search of the whole CDF:
-with ``K = 2**m >= n`` buckets (``m = bit_length(n - 1)``), ``b_j = fl((j * 2**-m) * T)`` and
-``g_j = #{i : c_i <= b_j}``, ``fl(u * T)`` is non-decreasing in ``u``, so draw ``p`` of bucket
-``j = k_p >> (53 - m)`` (``j * 2**-m <= u_p < (j + 1) * 2**-m``) lies in ``[g_j, g_{j+1}]``.
-Entry ``j`` stores ``g_j``, or ``~g_j`` when ``g_{j+1} > g_j``: one lookup settles about half
-of the draws, a short binary search inside the bucket the others. The table takes ``4 K``
-bytes (``int32``) next to the ``8 n`` of the CDF. Without replacement, the clocks ``-r_i``
+guide table (:mod:`loaderkit.order.guide_table`) replaces ``numpy.searchsorted``'s
+cache-missing binary search of the whole CDF. Without replacement, the clocks ``-r_i``
 (non-negative binary64, so ordered as their bit patterns) get their low bits replaced by the
 item's rank among the positive items; one ``numpy.sort`` of these distinct integers orders
 them, and the rare runs whose truncated clocks tie are re-sorted by full clock and rank.
@@ -104,21 +99,21 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from loaderkit.order.batches import EpochBatches, index_dtype
-from loaderkit.order.feistel import mix64
-from loaderkit.order.keys import as_int, derive_key
+from loaderkit.order.batches import (
+    EpochBatches,
+    batch_count,
+    even_offsets,
+    frozen_batches,
+    index_dtype,
+)
+from loaderkit.order.guide_table import build_guide, search_guided
+from loaderkit.order.keys import as_bool, as_int, as_real_array, derive_key
+from loaderkit.order.uniforms import BLOCK, UNIT, bits53, bits53_range, uniform_draws
 
 __all__ = ["BLOCK", "uniform_draws", "weighted_batches", "weighted_sample"]
 
-#: Positions processed per step of numpy work (an implementation detail: it changes the
-#: speed, never the values).
-BLOCK = 1 << 16
-
 # Block of the float work without replacement (its temporaries stay in the CPU cache).
 _SMALL_BLOCK = 1 << 13
-
-#: Positions of :func:`uniform_draws` must lie below this (they are int64).
-MAX_POSITION = 2**63
 
 #: Key components (part of the contract).
 COMPONENT_REPLACE = "weights"
@@ -130,14 +125,9 @@ _LN2_HI = float.fromhex("0x1.62e42fee00000p-1")
 _LN2_LO = float.fromhex("0x1.a39ef35793c76p-33")
 _LOG_COEFFS = tuple(1.0 / (2 * j + 1) for j in range(1, 11))  # C[1] .. C[10]
 
-_SHIFT53 = np.uint64(11)
-_UNIT = 2.0**-53
-
 # With replacement: use the guide table when drawing at least n / _GUIDE_RATIO samples (it
 # costs about as much to build as _GUIDE_RATIO plain binary searches of a large CDF).
 _GUIDE_RATIO = 64
-# Correction steps allowed per guide entry (the first estimate is off by at most one or two).
-_GUIDE_STEPS = 16
 
 _F64 = npt.NDArray[np.float64]
 _U64 = npt.NDArray[np.uint64]
@@ -145,85 +135,18 @@ _I64 = npt.NDArray[np.int64]
 _Int = npt.NDArray[Any]
 
 
-# -- 1. uniforms ------------------------------------------------------------------------------
-
-
-def _bits53(key: int, positions: _U64) -> _U64:
-    """``mix64(key ^ p) >> 11`` for an array of positions (a new array; wraps silently)."""
-    z = mix64(np.bitwise_xor(positions, np.uint64(key)))
-    z >>= _SHIFT53
-    return z
-
-
-def _bits53_range(key: int, start: int, stop: int) -> _U64:
-    """``_bits53`` of the positions ``[start, stop)``."""
-    return _bits53(key, np.arange(start, stop, dtype=np.uint64))
-
-
-def uniform_draws(
-    seed: int, component: str, epoch: int, start: int, stop: int
-) -> npt.NDArray[np.float64]:
-    """Counter-based uniforms in ``[0, 1)`` at positions ``start .. stop-1``.
-
-    ``u_p = (mix64(key ^ p) >> 11) * 2**-53`` with ``key = derive_key(seed, component, epoch)``
-    and ``mix64`` the splitmix64 finalizer (step 1 of the module docstring). Each value is a
-    multiple of ``2**-53`` in ``[0, 1 - 2**-53]`` and depends only on ``(seed, component,
-    epoch, p)``: ``uniform_draws(s, c, e, a, b)`` equals ``uniform_draws(s, c, e, 0, b)[a:]``.
-
-    Args:
-        seed: the user's seed (``>= 0``).
-        component: the consumer's name, a ``str`` (``"weights"`` and ``"weights-noreplace"``
-            are the weighted samplers'); the first component of the key path, so pick one no
-            other part of loaderkit uses (``docs/order.md`` §1 lists them).
-        epoch: the epoch number (``>= 0``).
-        start: the first position, ``>= 0``.
-        stop: one past the last position, ``start <= stop <= 2**63``.
-
-    Returns:
-        A new float64 array of ``stop - start`` values.
-
-    Raises:
-        TypeError: an argument has the wrong type (bools are refused).
-        ValueError: a number is out of range.
-
-    """
-    if not isinstance(component, str):
-        raise TypeError(
-            f"component must be a str naming the consumer (e.g. 'weights'), "
-            f"got {type(component).__name__} {component!r}"
-        )
-    epoch_int = as_int("epoch", epoch)
-    lo = as_int("start", start)
-    hi = as_int("stop", stop)
-    if hi < lo:
-        raise ValueError(f"stop must be >= start, got start={lo}, stop={hi}; pass start <= stop")
-    if hi > MAX_POSITION:
-        raise ValueError(f"stop must be <= 2**63 (positions are int64), got {hi}")
-    key = derive_key(seed, component, epoch_int)
-    out = np.empty(hi - lo, dtype=np.float64)
-    for a in range(lo, hi, BLOCK):
-        b = min(a + BLOCK, hi)
-        out[a - lo : b - lo] = _bits53_range(key, a, b)  # < 2**53: converted exactly
-    out *= _UNIT  # a power of two: exact
-    return out
-
-
 # -- validation -------------------------------------------------------------------------------
 
 
 def _check_weights(weights: object) -> _F64:
     """Validate weights; return them as a 1-d float64 array (not a copy when already one)."""
-    arr = np.asarray(weights)
-    if arr.dtype == np.bool_:
-        raise TypeError(
-            "weights must be numbers, got a bool array; pass numeric weights, "
-            "e.g. mask.astype(numpy.float64) to sample the True items uniformly"
-        )
-    if arr.dtype.kind not in "iuf":
-        raise TypeError(
-            f"weights must be real numbers (an integer or float array), got dtype {arr.dtype}; "
-            f"pass numpy.asarray(weights, dtype=numpy.float64)"
-        )
+    arr = as_real_array(
+        "weights",
+        weights,
+        bool_hint="pass numeric weights, e.g. mask.astype(numpy.float64) to sample the True "
+        "items uniformly",
+        hint="pass numpy.asarray(weights, dtype=numpy.float64)",
+    )
     if arr.ndim != 1:
         raise ValueError(
             f"weights must be a 1-d array (one weight per sample), got shape {arr.shape}; "
@@ -266,13 +189,6 @@ def _last_positive(w: _F64) -> int:
         step *= 4
 
 
-def _check_bool(name: str, value: object) -> bool:
-    """A bool (Python or numpy)."""
-    if not isinstance(value, (bool, np.bool_)):
-        raise TypeError(f"{name} must be a bool, got {type(value).__name__} {value!r}")
-    return bool(value)
-
-
 def _resolve_count(w: _F64, num_samples: object, replacement: bool) -> int:
     """Validate ``num_samples``; return it, with its default filled in."""
     if num_samples is None and replacement:
@@ -305,107 +221,6 @@ def _cdf(w: _F64) -> _F64:
     return cdf
 
 
-def _guide(cdf: _F64, m: int) -> _Int | None:
-    """The guide table of ``2**m`` buckets, with its open buckets marked (or ``None``).
-
-    With ``b_j = fl((j * 2**-m) * T)`` and ``g_j = #{i : c_i <= b_j}`` (``j = 0 .. 2**m``),
-    entry ``j`` is ``g_j`` when ``g_{j+1} == g_j`` (every draw of bucket ``j`` is ``g_j``) and
-    ``~g_j`` (negative) when the bucket is *open* and must be searched. ``g`` is the running
-    count of ``J_i = min{j : b_j >= c_i}`` (``c_i <= b_j`` iff ``J_i <= j``). ``None``
-    (search without a guide) when ``T`` is so small that the ``b_j`` would lose precision.
-    """
-    n = int(cdf.size)
-    buckets = 1 << m
-    total = float(cdf[-1])
-    if total < 2.0 ** (m - 1000):
-        return None
-    scale = 2.0**-m
-    dtype = np.int32 if n < 2**31 else np.int64
-    guide: _Int = np.zeros(buckets + 2, dtype=dtype)  # first the number of i with J_i == j
-    for a in range(0, n, BLOCK):
-        c = cdf[a : a + BLOCK]
-        j = c / total  # in [0, 1] since 0 <= c <= T
-        j *= float(buckets)
-        np.ceil(j, out=j)  # J, or one off it (the rounding of b_j and of the estimate)
-        todo: _Int | None = None  # None: all of them
-        for _ in range(_GUIDE_STEPS):
-            jt = j if todo is None else j[todo]
-            ct = c if todo is None else c[todo]
-            bj = jt * scale
-            bj *= total
-            below = bj < ct  # b_j < c: j is too small (b_{2**m} = T >= c stops it)
-            bj = jt - 1.0
-            bj *= scale
-            bj *= total
-            above = bj >= ct  # b_{j-1} >= c: j is too large (b_{-1} = -T < c stops it)
-            moved = np.flatnonzero(below | above)
-            if not moved.size:
-                break
-            todo = moved if todo is None else todo[moved]
-            j[todo] += below[moved]
-            j[todo] -= above[moved]
-        else:  # not reached for finite weights; the plain search is always right
-            return None
-        ends = j.astype(np.intp)
-        first = int(ends[0])
-        counts = np.bincount(ends - first)  # J is non-decreasing: a short, dense count
-        guide[first : first + counts.size] += counts.astype(dtype)
-    carry = 0  # running sum, and the marks: bucket j is open iff some J_i == j + 1
-    for a in range(0, buckets + 1, BLOCK):
-        b = min(a + BLOCK, buckets + 1)
-        opened = guide[a + 1 : b + 1] > 0
-        sums: _Int = np.cumsum(guide[a:b], dtype=dtype)
-        sums += carry
-        carry = int(sums[-1])
-        marks: _Int = opened.astype(dtype)
-        np.negative(marks, out=marks)  # -1 (all ones) where open, else 0
-        sums ^= marks  # ~g where open
-        guide[a:b] = sums
-    return guide[:-1]
-
-
-def _take(values: npt.NDArray[Any], indices: npt.NDArray[Any]) -> npt.NDArray[Any]:
-    """``values[indices]`` for indices known to be in range (``wrap`` skips the bounds checks)."""
-    return np.take(values, indices, mode="wrap")
-
-
-def _search_guided(cdf: _F64, guide: _Int, m: int, bits: _U64, t: _F64) -> _Int:
-    """``#{i : c_i <= t}`` for each draw, found in its guide bucket ``j = bits >> (53 - m)``."""
-    j = (bits >> np.uint64(53 - m)).view(np.int64)
-    found = _take(guide, j)
-    pending = np.flatnonzero(found < 0)
-    if not pending.size:
-        return found
-    lo = _take(found, pending).astype(np.int64)
-    np.invert(lo, out=lo)
-    j = _take(j, pending)
-    j += 1
-    hi = _take(guide, j).astype(np.int64)
-    hi ^= hi >> 63  # undo the mark of an open bucket
-    t = _take(t, pending)
-    # binary search of [lo, hi] (lo < hi), which holds the answer; most open buckets hold a
-    # single c_i, so one step on the whole array settles most draws
-    mid = lo + hi
-    mid >>= 1
-    passed = _take(cdf, mid) <= t  # c_mid <= t: the answer is above mid
-    lo = np.where(passed, mid + 1, lo)
-    hi = np.where(passed, hi, mid)
-    active = np.flatnonzero(lo < hi)
-    while active.size:
-        a_lo = _take(lo, active)
-        a_hi = _take(hi, active)
-        mid = a_lo + a_hi
-        mid >>= 1
-        passed = _take(cdf, mid) <= _take(t, active)
-        a_lo = np.where(passed, mid + 1, a_lo)
-        a_hi = np.where(passed, a_hi, mid)
-        lo[active] = a_lo
-        hi[active] = a_hi
-        active = active[a_lo < a_hi]
-    found[pending] = lo
-    return found
-
-
 def _with_replacement(
     w: _F64, key: int, count: int, out: _Int, *, guided: bool | None = None
 ) -> None:
@@ -417,17 +232,17 @@ def _with_replacement(
     if guided is None:
         guided = count * _GUIDE_RATIO >= n
     m = max(n - 1, 0).bit_length()
-    guide = _guide(cdf, m) if guided and m <= 53 else None
+    guide = build_guide(cdf, m) if guided and m <= 53 else None
     for a in range(0, count, BLOCK):
         b = min(a + BLOCK, count)
-        bits = _bits53_range(key, a, b)
+        bits = bits53_range(key, a, b)
         t = bits.astype(np.float64)
-        t *= _UNIT
+        t *= UNIT
         t *= total
         if guide is None:
             index: _Int = np.searchsorted(cdf, t, side="right")
         else:
-            index = _search_guided(cdf, guide, m, bits, t)
+            index = search_guided(cdf, guide, m, bits, t)
         np.minimum(index, last, out=index)
         out[a:b] = index
 
@@ -466,8 +281,8 @@ def _log(x: _F64) -> _F64:
 
 def _clock_bits(w: _F64, key: int, items: _Int) -> _U64:
     """The bit patterns of ``-r_i = -L(u_i) / w_i`` (``>= +0.0``, so ordered as integers)."""
-    u = _bits53(key, items.astype(np.uint64)).astype(np.float64)
-    u *= _UNIT
+    u = bits53(key, items.astype(np.uint64)).astype(np.float64)
+    u *= UNIT
     y = _log(u)
     np.negative(y, out=y)
     y /= w[items]
@@ -609,7 +424,7 @@ def weighted_sample(
     w = _check_weights(weights)
     seed_int = as_int("seed", seed)
     epoch_int = as_int("epoch", epoch)
-    with_replacement = _check_bool("replacement", replacement)
+    with_replacement = as_bool("replacement", replacement)
     count = _resolve_count(w, num_samples, with_replacement)
     return _sample_into(w, seed_int, epoch_int, count, with_replacement, np.int64)
 
@@ -655,16 +470,11 @@ def weighted_batches(
     w = _check_weights(weights)
     seed_int = as_int("seed", seed)
     epoch_int = as_int("epoch", epoch)
-    with_replacement = _check_bool("replacement", replacement)
+    with_replacement = as_bool("replacement", replacement)
     size = as_int("batch_size", batch_size, minimum=1)
-    drop = _check_bool("drop_last", drop_last)
+    drop = as_bool("drop_last", drop_last)
     count = _resolve_count(w, num_samples, with_replacement)
-    full, rest = divmod(count, size)
-    batches = full + (1 if rest and not drop else 0)
+    batches = batch_count(count, size, drop)
     kept = min(batches * size, count)
     indices = _sample_into(w, seed_int, epoch_int, kept, with_replacement, index_dtype(w.size))
-    offsets = np.arange(batches + 1, dtype=np.int64) * size
-    offsets[-1] = kept
-    indices.flags.writeable = False
-    offsets.flags.writeable = False
-    return EpochBatches(indices, offsets)
+    return frozen_batches(indices, even_offsets(count, size, batches))

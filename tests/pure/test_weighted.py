@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 
 from loaderkit.order import derive_key
 from loaderkit.order import weighted as weighted_module
+from loaderkit.order.guide_table import build_guide
 from loaderkit.order.weighted import uniform_draws, weighted_batches, weighted_sample
 
 FAST = settings(deadline=None)
@@ -255,7 +256,7 @@ def test_guide_table_entries() -> None:
     weights = np.where(rng.random(3000) < 0.3, 0.0, rng.random(3000) ** 4)
     cdf = np.cumsum(weights)
     m = (weights.size - 1).bit_length()
-    guide = weighted_module._guide(cdf, m)
+    guide = build_guide(cdf, m)
     assert guide is not None
     bounds = (np.arange(2**m + 1) * 2.0**-m) * cdf[-1]
     g = np.searchsorted(cdf, bounds, side="right")
