@@ -38,6 +38,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+import attrs
+
 from loaderkit._checks import check_bool
 from loaderkit.builder import DataLoaderBuilder
 from loaderkit.plan.sections.bucketing import default_num_buckets
@@ -100,38 +102,62 @@ given: generous, so that ``max_tokens`` decides (a cap of a few samples would cl
 batches before the budget does)."""
 
 
-def _by_length(
-    builder: DataLoaderBuilder,
-    bucketing: bool,
-    max_tokens: int | None,
-    batch_size: int | None,
-    max_length: int,
-) -> DataLoaderBuilder:
-    """Bucket by the length of ``input_ids``; under a token budget ``batch_size`` is the cap.
+@attrs.frozen
+class _LengthBatching:
+    """How the token-sequence presets (causal LM, masked LM, seq2seq) batch and bucket.
 
-    A budget without ``batch_size`` caps batches at ``_BUDGET_CAP`` samples; the buckets are
-    then counted for the batches of the longest rows, ``max_tokens // max_length`` samples (at
-    most 64), not for the cap: buckets for 256-sample batches would be too wide to keep the
-    padding low.
+    Shuffled batches of ``batch_size`` samples (``default_size`` when it is not given),
+    or under a ``max_tokens`` budget; bucketed by the length of ``input_ids``.
     """
-    if max_tokens is not None:
-        if batch_size is not None:
-            return builder.with_bucketing(
-                "input_ids", max_tokens=max_tokens, max_batch_size=batch_size
-            )
-        spec = builder._dataset
-        n = None if spec is None else spec.length
-        return builder.with_bucketing(
-            "input_ids",
-            max_tokens=max_tokens,
-            max_batch_size=_BUDGET_CAP,
-            num_buckets=default_num_buckets(n, min(64, max(1, max_tokens // max_length)))
-            if n
-            else None,
+
+    name: str | None
+    batch_size: int | None
+    max_tokens: int | None
+    bucketing: bool
+    shuffle: bool
+    seed: int | None
+    default_size: int = attrs.field(kw_only=True)
+    drop_last: bool = attrs.field(kw_only=True)
+
+    def start(self, dataset: object) -> DataLoaderBuilder:
+        """The builder of ``dataset`` with the batch size (none under a budget) and the order."""
+        return _start(
+            dataset,
+            self.name,
+            self.default_size if self.batch_size is None else self.batch_size,
+            drop_last=self.drop_last,
+            seed=self.seed,
+            max_tokens=self.max_tokens,
+            shuffle=self.shuffle,
         )
-    if check_bool("preset.options.bucketing", bucketing):
-        return builder.with_bucketing("input_ids")
-    return builder
+
+    def bucket(self, builder: DataLoaderBuilder, max_length: int) -> DataLoaderBuilder:
+        """Bucket by the length of ``input_ids``; under a token budget ``batch_size`` is the cap.
+
+        A budget without ``batch_size`` caps batches at ``_BUDGET_CAP`` samples; the buckets are
+        then counted for the batches of the longest rows, ``max_tokens // max_length`` samples
+        (at most 64), not for the cap: buckets for 256-sample batches would be too wide to keep
+        the padding low.
+        """
+        max_tokens, batch_size = self.max_tokens, self.batch_size
+        if max_tokens is not None:
+            if batch_size is not None:
+                return builder.with_bucketing(
+                    "input_ids", max_tokens=max_tokens, max_batch_size=batch_size
+                )
+            spec = builder._dataset
+            n = None if spec is None else spec.length
+            return builder.with_bucketing(
+                "input_ids",
+                max_tokens=max_tokens,
+                max_batch_size=_BUDGET_CAP,
+                num_buckets=default_num_buckets(n, min(64, max(1, max_tokens // max_length)))
+                if n
+                else None,
+            )
+        if check_bool("preset.options.bucketing", self.bucketing):
+            return builder.with_bucketing("input_ids")
+        return builder
 
 
 def _text_checks(
@@ -182,22 +208,16 @@ def causal_lm_pretraining(
     checked for ``input_ids``, ``attention_mask`` and ``labels`` of one ``(B, T)`` shape, labels
     -100 at padding.
     """
-    builder = _start(
-        dataset,
-        name,
-        8 if batch_size is None else batch_size,
-        drop_last=True,
-        seed=seed,
-        max_tokens=max_tokens,
-        shuffle=shuffle,
+    batching = _LengthBatching(
+        name, batch_size, max_tokens, bucketing, shuffle, seed, default_size=8, drop_last=True
     )
-    builder = builder.with_collator(
+    builder = batching.start(dataset).with_collator(
         "causal_lm",
         max_length=max_length,
         pad_token_id=pad_token_id,
         pad_to_multiple_of=pad_to_multiple_of,
     )
-    builder = _by_length(builder, bucketing, max_tokens, batch_size, max_length)
+    builder = batching.bucket(builder, max_length)
     return _text_checks(builder, checks, _LM_KEYS, label_pad=True)
 
 
@@ -278,16 +298,10 @@ def masked_lm(
     they do not depend on workers or resumes. ``max_tokens`` and ``checks`` as for
     :func:`causal_lm_pretraining`.
     """
-    builder = _start(
-        dataset,
-        name,
-        32 if batch_size is None else batch_size,
-        drop_last=True,
-        seed=seed,
-        max_tokens=max_tokens,
-        shuffle=shuffle,
+    batching = _LengthBatching(
+        name, batch_size, max_tokens, bucketing, shuffle, seed, default_size=32, drop_last=True
     )
-    builder = builder.with_collator(
+    builder = batching.start(dataset).with_collator(
         "masked_lm",
         mask_token_id=mask_token_id,
         vocab_size=vocab_size,
@@ -297,7 +311,7 @@ def masked_lm(
         pad_token_id=pad_token_id,
         pad_to_multiple_of=pad_to_multiple_of,
     )
-    builder = _by_length(builder, bucketing, max_tokens, batch_size, max_length)
+    builder = batching.bucket(builder, max_length)
     return _text_checks(builder, checks, _LM_KEYS, label_pad=True)
 
 
@@ -332,16 +346,10 @@ def seq2seq(
     ``attention_mask`` of one ``(B, S)`` shape and ``labels`` and ``decoder_input_ids`` of one
     ``(B, T)`` shape.
     """
-    builder = _start(
-        dataset,
-        name,
-        16 if batch_size is None else batch_size,
-        drop_last=False,
-        seed=seed,
-        max_tokens=max_tokens,
-        shuffle=shuffle,
+    batching = _LengthBatching(
+        name, batch_size, max_tokens, bucketing, shuffle, seed, default_size=16, drop_last=False
     )
-    builder = builder.with_collator(
+    builder = batching.start(dataset).with_collator(
         "seq2seq",
         decoder_start_token_id=decoder_start_token_id,
         max_length=max_length,
@@ -349,7 +357,7 @@ def seq2seq(
         pad_token_id=pad_token_id,
         pad_to_multiple_of=pad_to_multiple_of,
     )
-    builder = _by_length(builder, bucketing, max_tokens, batch_size, max_length)
+    builder = batching.bucket(builder, max_length)
     if not check_bool("preset.options.checks", checks):
         return builder
     return builder.with_checks(
