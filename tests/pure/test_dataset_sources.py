@@ -13,6 +13,7 @@ import pytest
 import loaderkit
 import loaderkit.datasets as lkd
 from loaderkit import DataLoaderBuilder, LoaderPlan, PlanError
+from loaderkit.datasets.files import format_of
 from loaderkit.registry import UnknownNameError
 
 CALLS: list[dict[str, object]] = []
@@ -357,5 +358,5 @@ def test_from_files_guesses_the_format_or_says_how_to_give_it(tmp_path):
         lkd.from_files([tmp_path / "a.csv", tmp_path / "b.jsonl"])
     with pytest.raises(PlanError, match=r"unknown format 'xml'"):
         lkd.from_files(tmp_path / "a.csv", format="xml")
-    assert lkd._format_of("x/train.jsonl.gz") == "json"
-    assert lkd._format_of("x/train.parquet") == "parquet"
+    assert format_of("x/train.jsonl.gz") == "json"
+    assert format_of("x/train.parquet") == "parquet"

@@ -59,8 +59,6 @@ import what they need inside their bodies.
 
 from __future__ import annotations
 
-import glob
-import hashlib
 import os
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -69,6 +67,7 @@ from typing import Any, TypeVar, overload
 import attrs
 
 from loaderkit._checks import LIMITS, FrozenMap, freeze_value, thaw_value
+from loaderkit.datasets.files import FORMATS, hf_files, path_list
 from loaderkit.errors import PlanError, PlanTypeError, Problem
 from loaderkit.registry import Registry, UnknownNameError, resolve_ref
 
@@ -469,121 +468,7 @@ def _remember(dataset: Any, source: DatasetSource) -> Any:
     return dataset
 
 
-# -- hf_files -----------------------------------------------------------------------------------
-
-FORMATS = {
-    ".json": "json",
-    ".jsonl": "json",
-    ".csv": "csv",
-    ".parquet": "parquet",
-    ".txt": "text",
-}
-"""File suffix -> the HF packaged builder ``from_files`` and ``hf_files`` choose for it."""
-
-_COMPRESSIONS = (".gz", ".bz2", ".xz", ".zst")
-_GLOB = frozenset("*?[")
-
-
-def _format_of(path: str) -> str | None:
-    suffixes = [s.lower() for s in Path(path).suffixes]
-    while suffixes and suffixes[-1] in _COMPRESSIONS:
-        suffixes.pop()
-    return FORMATS.get(suffixes[-1]) if suffixes else None
-
-
-def _as_list(path: str, value: object) -> list[str]:
-    if isinstance(value, str | os.PathLike):
-        return [os.fspath(value)]
-    if (
-        isinstance(value, Sequence)
-        and value
-        and all(isinstance(v, str | os.PathLike) for v in value)
-    ):
-        return [os.fspath(v) for v in value]
-    raise PlanTypeError.single(
-        path, f"must be a path or a non-empty list of paths (got {type(value).__name__} {value!r})"
-    )
-
-
-def _expand(paths: list[str]) -> list[str]:
-    files: list[str] = []
-    for pattern in paths:
-        if _GLOB & set(pattern):
-            matched = sorted(glob.glob(pattern))
-            if not matched:
-                raise PlanError.single(
-                    "dataset.source.options.data_files",
-                    f"{pattern!r} matches no file; check the pattern and the plan's folder",
-                )
-            files.extend(matched)
-        elif not os.path.isfile(pattern):
-            raise PlanError.single(
-                "dataset.source.options.data_files",
-                f"{pattern!r} is not a file; check the path (relative paths in a plan file "
-                f"resolve against the file's folder)",
-            )
-        else:
-            files.append(pattern)
-    return files
-
-
-def _guess_format(files: list[str]) -> str:
-    formats = {f: _format_of(f) for f in files}
-    unknown = [f for f, fmt in formats.items() if fmt is None]
-    if unknown:
-        raise PlanError.single(
-            "dataset.source.options.format",
-            f"cannot tell the format of {Path(unknown[0]).name!r} from its suffix; pass "
-            f"format= one of {', '.join(sorted(set(FORMATS.values())))}",
-        )
-    found = sorted({fmt for fmt in formats.values() if fmt is not None})
-    if len(found) > 1:
-        raise PlanError.single(
-            "dataset.source.options.data_files",
-            f"mixes formats {', '.join(found)}; load each format with its own from_files() and "
-            f"mix them with with_mixture",
-        )
-    return found[0]
-
-
-def files_digest(files: Sequence[str], format: str, split: str) -> str:
-    """sha256 (hex) of the files' bytes in order, with the format and split."""
-    digest = hashlib.sha256(f"hf_files\0{format}\0{split}".encode())
-    for name in files:
-        file_hash = hashlib.sha256()
-        with open(name, "rb") as fh:
-            for chunk in iter(lambda: fh.read(1 << 20), b""):
-                file_hash.update(chunk)
-        digest.update(file_hash.digest())
-    return digest.hexdigest()
-
-
-def hf_files(data_files: str | list[str], format: str | None = None, split: str = "train") -> Any:
-    """Local json/jsonl/csv/parquet/text files read with HF ``datasets.load_dataset``."""
-    paths = _as_list("dataset.source.options.data_files", data_files)
-    files = _expand(paths)
-    builders = sorted(set(FORMATS.values()))
-    if format is None:
-        format = _guess_format(files)
-    elif format not in builders:
-        raise PlanError.single(
-            "dataset.source.options.format",
-            f"unknown format {format!r}; pass one of {', '.join(builders)}",
-        )
-    if not isinstance(split, str) or not split:
-        raise PlanTypeError.single(
-            "dataset.source.options.split", f"must be a split name such as 'train' (got {split!r})"
-        )
-    import datasets
-
-    loaded = datasets.load_dataset(format, data_files={split: files}, split=split)
-    # HF's own fingerprint depends on where the files are; the content's does not
-    return datasets.Dataset(
-        loaded.data,
-        info=loaded.info,
-        split=loaded.split,
-        fingerprint=files_digest(files, format, split)[:32],
-    )
+# -- local files (the hf_files factory is in loaderkit.datasets.files) --------------------------
 
 
 def from_files(
@@ -598,7 +483,7 @@ def from_files(
     made absolute against the working directory; a plan file stores them relative to its own
     folder when they lie inside it.
     """
-    paths = _as_list("dataset.source.options.data_files", path_or_paths)
+    paths = path_list("dataset.source.options.data_files", path_or_paths)
     files: str | list[str] = paths[0] if len(paths) == 1 else paths
     options: dict[str, Any] = {"data_files": files, "split": split}
     if format is not None:
