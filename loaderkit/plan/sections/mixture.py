@@ -11,17 +11,12 @@ from loaderkit._checks import (
     check_bool,
     check_choice,
     check_int,
-    check_number,
     check_str,
-    did_you_mean,
 )
 from loaderkit.errors import PlanError, PlanTypeError, Problem
 from loaderkit.plan.fields import (
     RESERVED_BINDINGS,
     binding_name,
-    function_spec,
-    is_function,
-    until_table,
 )
 from loaderkit.plan.reader import value_fn
 from loaderkit.plan.sections.base import Section, explain_row
@@ -33,6 +28,7 @@ from loaderkit.plan.sections.dataset import (
     read_dataset,
     shown_object,
 )
+from loaderkit.plan.sections.mixture_weights import source_weights, weights_options
 from loaderkit.plan.specs import CURRICULUM_UNITS, CallableSpec, DatasetSpec
 
 if TYPE_CHECKING:
@@ -107,83 +103,13 @@ class MixtureSpec:
         return tuple(s.length or 0 for s in self.sources)
 
 
-def source_weights(path: str, value: object, names: tuple[str, ...]) -> tuple[float, ...]:
-    """One weight per source, from a mapping name -> weight or a sequence in source order."""
-    import math
-
-    if isinstance(value, Mapping):
-        unknown = [k for k in value if k not in names]
-        if unknown:
-            name = str(unknown[0])
-            raise PlanError.single(
-                path,
-                f"names no source {name!r}{did_you_mean(name, names)}; the sources are "
-                f"{', '.join(repr(n) for n in names)}",
-            )
-        missing = [n for n in names if n not in value]
-        if missing:
-            raise PlanError.single(
-                path,
-                f"has no weight for {', '.join(repr(n) for n in missing)}; give every source "
-                f"a weight (0 leaves a source out)",
-            )
-        raw = [value[n] for n in names]
-    elif isinstance(value, list | tuple):
-        if len(value) != len(names):
-            raise PlanError.single(
-                path,
-                f"has {len(value)} weights for {len(names)} sources "
-                f"({', '.join(repr(n) for n in names)}); give one weight per source",
-            )
-        raw = list(value)
-    else:
-        raise PlanTypeError.single(
-            path,
-            f"must be a mapping of source name to weight or a list of weights (got "
-            f"{type(value).__name__})",
-        )
-    weights = tuple(
-        check_number(f"{path}[{n!r}]", w, minimum=0.0, fix="weights are numbers >= 0")
-        for n, w in zip(names, raw, strict=True)
-    )
-    if not all(math.isfinite(w) for w in weights):
-        raise PlanError.single(path, f"weights must be finite (got {list(weights)})")
-    if not any(weights):
-        raise PlanError.single(path, "all weights are 0; give some source a positive weight")
-    return weights
-
-
-def _weights_table(
-    path: str, value: object, names: tuple[str, ...]
-) -> tuple[tuple[float, tuple[float, ...]], ...]:
-    """A discrete weight schedule ``[(until, weights), ...]`` with increasing ``until``."""
-    assert isinstance(value, list | tuple)
-    out = until_table(path, value, "weights", lambda where, v: source_weights(where, v, names))
-    if not out:
-        raise PlanError.single(path, "an empty weight schedule; give (until, weights) pairs")
-    return out
-
-
-def _is_schedule_table(value: object) -> bool:
-    return (
-        isinstance(value, list | tuple)
-        and bool(value)
-        and all(isinstance(p, list | tuple) and len(p) == 2 for p in value)
-        and all(isinstance(p[1], Mapping | list | tuple) for p in value)
-    )
-
-
 def mixture_spec(
-    sources: object,
-    *,
-    weights: object = None,
-    mode: object = "weighted",
-    stratified: object = False,
-    by: object = "epoch",
-    num_samples: object = None,
-    source_key: object = None,
+    sources: object, **options: object
 ) -> tuple[MixtureSpec, DatasetSpec, list[tuple[str, object]]]:
-    """The mixture spec, the combined dataset spec, and the live objects to bind."""
+    """The mixture spec, the combined dataset spec, and the live objects to bind.
+
+    ``options`` are :func:`mixture_options`' (``with_mixture``'s keywords).
+    """
     if not isinstance(sources, Mapping) or not sources:
         raise PlanTypeError.single(
             "mixture.sources",
@@ -217,15 +143,7 @@ def mixture_spec(
             raise PlanError.single(path, f"{name!r} has 0 samples; drop it from the mixture")
         specs.append(spec)
         bound.append((name, obj))
-    mixture, live = mixture_options(
-        specs,
-        weights=weights,
-        mode=mode,
-        stratified=stratified,
-        by=by,
-        num_samples=num_samples,
-        source_key=source_key,
-    )
+    mixture, live = mixture_options(specs, **options)
     return mixture, combined_dataset(mixture), bound + live
 
 
@@ -240,7 +158,6 @@ def mixture_options(
     source_key: object = None,
 ) -> tuple[MixtureSpec, list[tuple[str, object]]]:
     """Check a mixture's options against its sources; the spec and a weight function to bind."""
-    bound: list[tuple[str, object]] = []
     names = tuple(s.binding for s in specs)
     kind = check_choice("mixture.mode", mode, MIXTURE_MODES)
     unit = check_choice("mixture.by", by, CURRICULUM_UNITS)
@@ -251,18 +168,7 @@ def mixture_options(
         else check_int("mixture.num_samples", num_samples, minimum=1, fix="samples per epoch")
     )
     key = None if source_key is None else check_str("mixture.source_key", source_key)
-    fixed: tuple[float, ...] | None = None
-    table: tuple[tuple[float, tuple[float, ...]], ...] = ()
-    fn: CallableSpec | None = None
-    if weights is None:
-        pass
-    elif is_function(weights):
-        fn, target = function_spec("mixture.weights", weights, "mixture_weights")
-        bound.append((fn.name, target))
-    elif _is_schedule_table(weights):
-        table = _weights_table("mixture.weights", weights, names)
-    else:
-        fixed = source_weights("mixture.weights", weights, names)
+    fixed, table, fn, bound = weights_options(weights, names)
     if kind != "weighted":
         given = [
             label
