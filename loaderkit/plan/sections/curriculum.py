@@ -9,7 +9,7 @@ import attrs
 
 from loaderkit._checks import check_choice, check_number
 from loaderkit.errors import PlanError, PlanTypeError
-from loaderkit.plan.fields import function_spec, is_function
+from loaderkit.plan.fields import function_spec, is_function, until_table
 from loaderkit.plan.reader import value_fn
 from loaderkit.plan.sections.base import Section, explain_row
 from loaderkit.plan.sections.common import (
@@ -118,20 +118,14 @@ def _steps(path: str, steps: object) -> tuple[tuple[float, float], ...]:
         raise PlanTypeError.single(
             path, f"must be a list of (until, competence) pairs (got {steps!r})"
         )
-    out: list[tuple[float, float]] = []
-    for i, pair in enumerate(steps):
-        if not isinstance(pair, list | tuple) or len(pair) != 2:
-            raise PlanTypeError.single(
-                f"{path}[{i}]", f"must be an (until, competence) pair (got {pair!r})"
-            )
-        until = check_number(f"{path}[{i}]", pair[0], minimum=0.0)
-        level = check_number(f"{path}[{i}]", pair[1], minimum=0.0)
-        if not 0 < level <= 1:
-            raise PlanError.single(f"{path}[{i}]", f"competence must be in (0, 1] (got {pair[1]})")
-        if out and until <= out[-1][0]:
-            raise PlanError.single(f"{path}[{i}]", "the 'until' values must increase")
-        out.append((until, level))
-    return tuple(out)
+    return until_table(path, steps, "competence", _competence)
+
+
+def _competence(path: str, value: object) -> float:
+    level = check_number(path, value, minimum=0.0)
+    if not 0 < level <= 1:
+        raise PlanError.single(path, f"competence must be in (0, 1] (got {value})")
+    return level
 
 
 def _difficulty_array(path: str, values: object) -> Any:
