@@ -142,16 +142,12 @@ class LoaderPlan:
         (default: the working directory); given, paths leaving it are refused unless
         ``allow_external_paths=True``. See ``docs/security.md``.
         """
-        from loaderkit.plan.serde import plan_from_dict
+        from loaderkit.plan.serde import ReadOptions, plan_from_dict
 
-        return plan_from_dict(
-            data,
-            bindings=bindings,
-            allow_imports=allow_imports,
-            require_bindings=require_bindings,
-            base_dir=base_dir,
-            allow_external_paths=allow_external_paths,
+        options = ReadOptions(
+            bindings, allow_imports, require_bindings, base_dir, allow_external_paths
         )
+        return plan_from_dict(data, options)
 
     def save(self, path: str | os.PathLike[str]) -> None:
         """Write the plan to a ``.json`` or ``.toml`` file."""
@@ -176,15 +172,10 @@ class LoaderPlan:
         ``allow_external_paths=True``; ``require_bindings=False`` inspects the file without
         calling, importing, reading or writing anything else.
         """
-        from loaderkit.plan.serde import load_plan
+        from loaderkit.plan.serde import ReadOptions, load_plan
 
-        return load_plan(
-            path,
-            bindings=bindings,
-            allow_imports=allow_imports,
-            require_bindings=require_bindings,
-            allow_external_paths=allow_external_paths,
-        )
+        options = ReadOptions(bindings, allow_imports, require_bindings, None, allow_external_paths)
+        return load_plan(path, options)
 
     # -- display ----------------------------------------------------------------------------
 

@@ -42,7 +42,14 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover - exercised on Python 3.10 only
     import tomli as tomllib
 
-__all__ = ["load_plan", "plan_from_dict", "plan_to_dict", "read_plan_file", "save_plan"]
+__all__ = [
+    "ReadOptions",
+    "load_plan",
+    "plan_from_dict",
+    "plan_to_dict",
+    "read_plan_file",
+    "save_plan",
+]
 
 
 def plan_to_dict(plan: LoaderPlan) -> dict[str, Any]:
@@ -55,45 +62,37 @@ def plan_to_dict(plan: LoaderPlan) -> dict[str, Any]:
     return out
 
 
-def plan_from_dict(
-    data: Mapping[str, Any],
-    *,
-    bindings: Mapping[str, object] | None = None,
-    allow_imports: bool = False,
-    require_bindings: bool = True,
-    base_dir: str | os.PathLike[str] | None = None,
-    allow_external_paths: bool = False,
-) -> LoaderPlan:
+@attrs.frozen
+class ReadOptions:
+    """How plan data is read: the options of ``LoaderPlan.from_dict`` and ``LoaderPlan.load``.
+
+    See :meth:`LoaderPlan.from_dict <loaderkit.LoaderPlan.from_dict>` and ``docs/security.md``.
+    """
+
+    bindings: Mapping[str, object] | None = None
+    allow_imports: bool = False
+    require_bindings: bool = True
+    base_dir: str | os.PathLike[str] | None = None
+    allow_external_paths: bool = False
+
+
+def plan_from_dict(data: Mapping[str, Any], options: ReadOptions = ReadOptions()) -> LoaderPlan:
     """Read plan data written by :func:`plan_to_dict` (or by hand); see ``LoaderPlan.from_dict``.
 
     Relative paths (dataset source files, the disk cache's folder) resolve against
-    ``base_dir`` (default: the working directory; :func:`load_plan` passes the file's folder).
-    With ``base_dir`` given, a path that leaves it is refused unless ``allow_external_paths``.
-    The data is first checked against :data:`~loaderkit._checks.LIMITS` as a whole (depth,
-    size, integers, strings), so nothing below reads a value it cannot handle. Inspecting
-    (``require_bindings=False``) imports no entry-point plugin: a plugin's collator or
-    transform name is checked when the plan is loaded to build.
+    ``options.base_dir`` (default: the working directory; :func:`load_plan` passes the file's
+    folder). With ``base_dir`` given, a path that leaves it is refused unless
+    ``allow_external_paths``. The data is first checked against
+    :data:`~loaderkit._checks.LIMITS` as a whole (depth, size, integers, strings), so nothing
+    below reads a value it cannot handle. Inspecting (``require_bindings=False``) imports no
+    entry-point plugin: a plugin's collator or transform name is checked when the plan is
+    loaded to build.
     """
-    with contextlib.nullcontext() if require_bindings else no_plugin_imports():
-        return _plan_from_dict(
-            data,
-            bindings=bindings,
-            allow_imports=allow_imports,
-            require_bindings=require_bindings,
-            base_dir=base_dir,
-            allow_external_paths=allow_external_paths,
-        )
+    with contextlib.nullcontext() if options.require_bindings else no_plugin_imports():
+        return _plan_from_dict(data, options)
 
 
-def _plan_from_dict(
-    data: Mapping[str, Any],
-    *,
-    bindings: Mapping[str, object] | None,
-    allow_imports: bool,
-    require_bindings: bool,
-    base_dir: str | os.PathLike[str] | None,
-    allow_external_paths: bool,
-) -> LoaderPlan:
+def _plan_from_dict(data: Mapping[str, Any], options: ReadOptions) -> LoaderPlan:
     if not isinstance(data, Mapping):
         raise PlanTypeError.single(
             "plan",
@@ -101,9 +100,12 @@ def _plan_from_dict(
             f"LoaderPlan.to_dict() returns",
         )
     value_problems = check_plain_tree(data)  # shape problems raise here, value ones wait
+    base_dir = options.base_dir
     folder = None if base_dir is None else Path(os.path.abspath(base_dir))
-    confine = None if allow_external_paths else folder
-    reader = Reader(bindings, allow_imports, require_bindings, folder, confine)
+    confine = None if options.allow_external_paths else folder
+    reader = Reader(
+        options.bindings, options.allow_imports, options.require_bindings, folder, confine
+    )
     reader.call_factories = not value_problems  # a factory never sees an out-of-bound value
     reader.problems.extend(unknown_keys("", data, FILE_KEYS))
     version = data.get("schema_version")
@@ -324,25 +326,11 @@ def read_plan_file(path: str | os.PathLike[str]) -> dict[str, Any]:
     return _toml_nones_read(data) if suffix == ".toml" else data
 
 
-def load_plan(
-    path: str | os.PathLike[str],
-    *,
-    bindings: Mapping[str, object] | None = None,
-    allow_imports: bool = False,
-    require_bindings: bool = True,
-    allow_external_paths: bool = False,
-) -> LoaderPlan:
+def load_plan(path: str | os.PathLike[str], options: ReadOptions = ReadOptions()) -> LoaderPlan:
     """Read a plan file (``.json`` or ``.toml``); syntax errors name the file and line.
 
-    Relative paths resolve against the file's folder; paths leaving it are refused unless
-    ``allow_external_paths`` (``docs/security.md``).
+    Relative paths resolve against the file's folder (``options.base_dir`` is replaced by it);
+    paths leaving it are refused unless ``allow_external_paths`` (``docs/security.md``).
     """
     source = Path(path)
-    return plan_from_dict(
-        read_plan_file(source),
-        bindings=bindings,
-        allow_imports=allow_imports,
-        require_bindings=require_bindings,
-        base_dir=source.parent,
-        allow_external_paths=allow_external_paths,
-    )
+    return plan_from_dict(read_plan_file(source), attrs.evolve(options, base_dir=source.parent))
