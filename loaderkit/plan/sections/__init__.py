@@ -8,14 +8,17 @@ Adding a data-only section ``foo`` is:
 
 1. ``foo.py`` here: its frozen spec, its constructor (called by the builder's ``with_foo``
    and, through ``read_foo``, by plan loading), ``foo_to_dict``, ``read_foo``, its own rules
-   and ``SECTION = Section(...)`` declaring its file key, fingerprint kind (with a ``stream``
-   hook only for what differs from its table), its rows of the fingerprint table, its
+   and ``SECTION = Section(...)`` declaring its fingerprint kind (with a ``stream`` hook only
+   for what differs from its table), its row of the fingerprint table (``why=...``), the
+   bindings its value refers to (``bindings=FooSpec.bound_names``, if any), its
    ``builder_calls`` (the ``.with_foo(...)`` calls ``repr(builder)`` shows for a value) and
    its ``explain`` rows (``explain_row("foo", foo_line, of="foo")`` for one line);
-2. one line in :data:`SECTIONS` (and its import), and its name in :data:`BUILDER_CALL_ORDER`
-   and :data:`EXPLAIN_ORDER` where its call and its row go (a test checks both lists);
-3. the ``foo`` field of :class:`~loaderkit.plan.plan.LoaderPlan` (and of ``Setting``), and
-   the builder's ``_foo`` attribute and ``with_foo`` method;
+2. one line in :data:`SECTIONS` (and its import); its call and its row come last in
+   ``repr(builder)`` and ``explain()`` unless :data:`BUILDER_CALL_ORDER` and
+   :data:`EXPLAIN_ORDER` name it elsewhere;
+3. the ``foo`` field of :class:`~loaderkit.plan.plan.LoaderPlan` (and its name in
+   ``Setting``), and the builder's ``_foo`` field (``loaderkit/builder/state.py``) and
+   ``with_foo`` method, returning ``self._with(foo=spec)``;
 4. :func:`fingerprint_table` pasted into ``docs/plan-format.md`` (a test compares them).
 
 Files, the fingerprint, the reader, the builder's repr and ``explain()`` need no code: they
