@@ -13,8 +13,7 @@ from loaderkit.order.batches import EpochBatches
 from loaderkit.order.mixture import mixture_batches, mixture_num_batches, source_of
 from loaderkit.plan.sections.mixture import source_weights
 from loaderkit.runtime.callables import resolve_callable
-from loaderkit.runtime.planners.base import ListPlanner, PlannerContext, Selected
-from loaderkit.runtime.schedules import Schedule
+from loaderkit.runtime.planners.base import ListPlanner, PlannerContext, Selected, Shard
 
 if TYPE_CHECKING:
     from loaderkit.plan.sections.batch import BatchSpec
@@ -32,13 +31,9 @@ class MixturePlanner(ListPlanner):
         weights_fn: Callable[[int], Any] | None,
         batch: BatchSpec,
         shuffle: bool,
-        seed: int,
-        world_size: int,
-        rank: int,
-        even: bool,
-        sizes: Schedule[int],
+        shard: Shard,
     ) -> None:
-        super().__init__(seed, world_size, rank, even, sizes, batch.drop_last)
+        super().__init__(shard, batch.drop_last)
         self.spec = spec
         self.weights_fn = weights_fn
         self.batch = batch
@@ -157,7 +152,7 @@ def make_mixture(context: PlannerContext) -> Selected:
     fn = plan.mixture.fn
     weights_fn = None if fn is None else resolve_callable(plan, fn, "mixture.weights")
     planner = MixturePlanner(
-        plan.mixture, weights_fn, plan.batch, plan.order.shuffle, *context.shard()
+        plan.mixture, weights_fn, plan.batch, plan.order.shuffle, context.shard()
     )
     return Selected(planner)
 
