@@ -93,18 +93,7 @@ class MixturePlanner(ListPlanner):
             assert spec.by == "epoch" or (spec.fn is None and not spec.schedule)
             weights = self.weights_at(epoch)
         whole = max(len(spec.sizes) * max(spec.sizes), spec.num_samples or 0, 1)
-        return mixture_batches(
-            spec.sizes,
-            names=spec.names,
-            mode=spec.mode,
-            seed=self.seed,
-            epoch=epoch,
-            batch_size=whole,
-            shuffle=self.shuffle,
-            weights=weights,
-            num_samples=spec.num_samples if spec.mode == "weighted" else None,
-            drop_last=False,
-        ).indices
+        return self._draw(epoch, whole, weights, drop_last=False).indices
 
     def reachable(self) -> npt.NDArray[np.bool_] | None:
         """Every sample of every source may be used."""
@@ -130,18 +119,23 @@ class MixturePlanner(ListPlanner):
                 ).reshape(count, len(spec.sources))
             else:
                 weights = self.weights_at(epoch)
+        return self._draw(epoch, self.global_size(epoch), weights, drop_last=self.batch.drop_last)
+
+    def _draw(self, epoch: int, batch_size: int, weights: Any, *, drop_last: bool) -> EpochBatches:
+        """The mixture's batches of ``epoch`` of ``batch_size`` samples, drawn with ``weights``."""
+        spec = self.spec
         return mixture_batches(
             spec.sizes,
             names=spec.names,
             mode=spec.mode,
             seed=self.seed,
             epoch=epoch,
-            batch_size=self.global_size(epoch),
+            batch_size=batch_size,
             shuffle=self.shuffle,
             weights=weights,
             num_samples=spec.num_samples if spec.mode == "weighted" else None,
             stratified=spec.stratified,
-            drop_last=self.batch.drop_last,
+            drop_last=drop_last,
         )
 
 
