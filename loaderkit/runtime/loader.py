@@ -59,7 +59,14 @@ from loaderkit.runtime.world import resolve_world
 if TYPE_CHECKING:
     from loaderkit.plan.plan import LoaderPlan
 
-__all__ = ["STATE_VERSION", "CheckReport", "Loader", "build_loader", "resolve_world"]
+__all__ = [
+    "STATE_VERSION",
+    "CheckReport",
+    "Loader",
+    "build_loader",
+    "plan_bindings",
+    "resolve_world",
+]
 
 _LOG = logging.getLogger("loaderkit")
 
@@ -105,12 +112,7 @@ class Loader:
     attribute, which tools that inspect data loaders (Lightning) read."""
 
     def __init__(self, plan: LoaderPlan, *, split: str = "train") -> None:
-        if plan.bindings is None:
-            raise PlanError.single(
-                "bindings",
-                "this plan was loaded without its live objects (require_bindings=False); load "
-                "it again with bindings={...} to build it",
-            )
+        bindings = plan_bindings(plan)
         if plan.dataset.iterable:
             raise NotBuiltYetError(
                 f"dataset {plan.dataset.binding!r} is an iterable (streaming) source; loaders "
@@ -126,7 +128,7 @@ class Loader:
         """The fingerprint of the global stream (see ``load_state_dict``)."""
         n = plan.dataset.length
         assert n is not None
-        data = plan.bindings.get(plan.dataset.binding)  # None for a mixture (never split)
+        data = bindings.get(plan.dataset.binding)  # None for a mixture (never split)
         self._part = split_part(data, plan.dataset, plan.split, plan.order.seed, split)
         """The sample indices of the split's part (positions map through it), or ``None``."""
         self.split = None if plan.split is None else split
@@ -541,6 +543,17 @@ class Loader:
 
     def _repr_html_(self) -> str:
         return loader_html(self)
+
+
+def plan_bindings(plan: LoaderPlan) -> Mapping[str, object]:
+    """The live objects ``plan`` is built with; :class:`PlanError` for a plan without them."""
+    if plan.bindings is None:
+        raise PlanError.single(
+            "bindings",
+            "this plan was loaded without its live objects (require_bindings=False); load "
+            "it again with bindings={...} to build it",
+        )
+    return plan.bindings
 
 
 def build_loader(plan: LoaderPlan, *, split: str = "train") -> Loader:

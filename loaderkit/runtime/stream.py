@@ -61,13 +61,13 @@ from typing import TYPE_CHECKING, Any, Literal
 from torch.utils.data import DataLoader
 
 from loaderkit.checks import CheckReport, batch_checker
-from loaderkit.errors import NotBuiltYetError, PlanError
+from loaderkit.errors import NotBuiltYetError
 from loaderkit.plan.workers import resolve_workers
 from loaderkit.runtime.callables import resolve_callable
 from loaderkit.runtime.device import resolve_device, wants_pinning
 from loaderkit.runtime.explain import explain_stream
 from loaderkit.runtime.fetch import Fetched, Skipped
-from loaderkit.runtime.loader import Loader
+from loaderkit.runtime.loader import Loader, plan_bindings
 from loaderkit.runtime.pool import base_seed_generator, identity, shutdown_pool
 from loaderkit.runtime.schedules import batch_sizes, max_lengths
 from loaderkit.runtime.skips import SkipCounts
@@ -109,12 +109,7 @@ class StreamLoader(Loader):
     """
 
     def __init__(self, plan: LoaderPlan) -> None:
-        if plan.bindings is None:
-            raise PlanError.single(
-                "bindings",
-                "this plan was loaded without its live objects (require_bindings=False); load "
-                "it again with bindings={...} to build it",
-            )
+        bindings = plan_bindings(plan)
         assert plan.dataset.iterable
         refuse_unsupported(plan)
         self.plan = plan
@@ -138,7 +133,7 @@ class StreamLoader(Loader):
         """The worker settings this loader runs with."""
         self.num_workers = self.workers.num_workers
         self.producers = max(self.num_workers, 1)
-        data = plan.bindings[plan.dataset.binding]
+        data = bindings[plan.dataset.binding]
         # how the stream is split into shards ("hf", "hook", "worker" or "element")
         self.sharding, data = sharding_of(plan, data, self.world_size, self.rank)
         self.compares_streams = (
