@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from torch.utils.data import DataLoader
 
 from loaderkit.checks import CheckReport, batch_checker, check_loader
-from loaderkit.errors import DataError, NotBuiltYetError, PlanError, ResumeError, WorkerError
+from loaderkit.errors import NotBuiltYetError, PlanError, ResumeError, WorkerError
 from loaderkit.plan.display import loader_html
 from loaderkit.plan.fingerprint import compute_elastic_fingerprint
 from loaderkit.plan.workers import resolve_workers
@@ -28,14 +28,12 @@ from loaderkit.runtime.dataset_length import LengthCheck
 from loaderkit.runtime.device import deliver, resolve_device, wants_pinning
 from loaderkit.runtime.explain import explain_loader
 from loaderkit.runtime.fetch import (
-    BatchRequest,
-    Failure,
     Fetched,
     Skipped,
-    WorkerSeeder,
     plan_fetcher,
 )
-from loaderkit.runtime.outcomes import NO_BATCH, Raised
+from loaderkit.runtime.host_batches import host_batches
+from loaderkit.runtime.outcomes import NO_BATCH
 from loaderkit.runtime.passes import LoaderPass
 from loaderkit.runtime.planners import (
     ListPlanner,
@@ -44,12 +42,10 @@ from loaderkit.runtime.planners import (
     select_planner,
 )
 from loaderkit.runtime.pool import (
-    base_seed_generator,
     broken_pool,
-    identity,
     shutdown_pool,
 )
-from loaderkit.runtime.requests import BatchDataset, Requests, RequestSampler
+from loaderkit.runtime.requests import Requests, RequestSampler
 from loaderkit.runtime.schedules import batch_sizes, max_lengths
 from loaderkit.runtime.skips import SKIPPED_RECORDS_KEPT, SkipCounts, over_budget
 from loaderkit.runtime.split import split_part
@@ -63,7 +59,14 @@ from loaderkit.runtime.world import resolve_world
 if TYPE_CHECKING:
     from loaderkit.plan.plan import LoaderPlan
 
-__all__ = ["STATE_VERSION", "CheckReport", "Loader", "build_loader", "resolve_world"]
+__all__ = [
+    "STATE_VERSION",
+    "CheckReport",
+    "Loader",
+    "build_loader",
+    "plan_bindings",
+    "resolve_world",
+]
 
 _LOG = logging.getLogger("loaderkit")
 
@@ -109,12 +112,7 @@ class Loader:
     attribute, which tools that inspect data loaders (Lightning) read."""
 
     def __init__(self, plan: LoaderPlan, *, split: str = "train") -> None:
-        if plan.bindings is None:
-            raise PlanError.single(
-                "bindings",
-                "this plan was loaded without its live objects (require_bindings=False); load "
-                "it again with bindings={...} to build it",
-            )
+        bindings = plan_bindings(plan)
         if plan.dataset.iterable:
             raise NotBuiltYetError(
                 f"dataset {plan.dataset.binding!r} is an iterable (streaming) source; loaders "
@@ -130,7 +128,7 @@ class Loader:
         """The fingerprint of the global stream (see ``load_state_dict``)."""
         n = plan.dataset.length
         assert n is not None
-        data = plan.bindings.get(plan.dataset.binding)  # None for a mixture (never split)
+        data = bindings.get(plan.dataset.binding)  # None for a mixture (never split)
         self._part = split_part(data, plan.dataset, plan.split, plan.order.seed, split)
         """The sample indices of the split's part (positions map through it), or ``None``."""
         self.split = None if plan.split is None else split
@@ -310,77 +308,6 @@ class Loader:
 
     # -- iteration --------------------------------------------------------------------------
 
-    def _requests(self, epoch: int, start: int) -> Iterator[BatchRequest]:
-        """The requests of ``epoch`` from batch ``start``, with their sequence length."""
-        return self._request_plan(epoch, start)
-
-    def _host_batches(self, epoch: int, start: int, generation: int) -> Iterator[Any]:
-        """The host batches; a :class:`DataError` comes as a :class:`Raised` in its place."""
-        if self.plan.error_policy.policy != "skip":  # no Fetched records to unpack
-            yield from self._fetched(epoch, start, generation)
-            return
-        unsettled = self._unsettled = collections.deque()  # a new pass: nothing delivered yet
-        for item in self._fetched(epoch, start, generation):
-            if isinstance(item, Fetched):  # counted when delivered (_settle), not before
-                unsettled.append(item._replace(batch=None))
-                yield NO_BATCH if item.batch is None else item.batch
-            else:
-                unsettled.append(Fetched(None, (), 0))
-                yield item
-
-    def _fetched(self, epoch: int, start: int, generation: int) -> Iterator[Any]:
-        """The host batches of ``epoch`` from ``start``; nothing is fetched once superseded.
-
-        Persistent workers share one torch iterator between passes: a superseded pass must
-        not take a batch of the newer pass from it, so the check comes before every read. A
-        batch that failed (raise policy) comes as a :class:`Raised` and the pass goes on, as
-        torch's iterator goes on after an exception. Non-persistent workers belong to their
-        pass: they are shut down when it is given up (as torch's are when its iterator is
-        dropped) or when the next pass starts.
-        """
-        workers = self.workers.num_workers
-        if workers == 0:
-            fetch = self._fetcher
-            for request in self._requests(epoch, start):
-                self._superseded(generation)
-                try:
-                    batch = fetch(request)
-                except DataError as error:
-                    batch = Raised(error)
-                yield batch
-            return
-        self._superseded(generation)  # before the shared sampler and torch iterator are reset
-        persistent = self.workers.persistent is not False
-        torch_loader, sampler = self._worker_loader()
-        sampler.epoch, sampler.start = epoch, start
-        if not persistent:
-            shutdown_pool(self._pool)  # the workers of a pass given up and not yet collected
-        iterator = self._pool = iter(torch_loader)
-        try:
-            while True:
-                self._superseded(generation)
-                try:
-                    item = next(iterator)
-                except StopIteration:
-                    return
-                except Exception as exc:
-                    # a killed worker surfaces as torch's RuntimeError, or as a broken pipe or
-                    # connection reset while its result was being read: look at the workers
-                    worker_error = self._broken_pool(iterator, exc, (epoch, start))
-                    if worker_error is None:
-                        raise
-                    raise worker_error from exc
-                if isinstance(item, Failure):
-                    try:
-                        item.reraise()
-                    except DataError as error:
-                        item = Raised(error)
-                yield item
-        finally:
-            if not persistent and self._pool is iterator:
-                self._pool = None
-                shutdown_pool(iterator)
-
     def _broken_pool(
         self, iterator: object, exc: Exception, where: tuple[int, int] | None = None
     ) -> WorkerError | None:
@@ -421,26 +348,6 @@ class Loader:
                 raise error
         self._skip_counts = counts
         return NO_BATCH if fetched.batch is None else fetched.batch
-
-    def _worker_loader(self) -> tuple[DataLoader[Any], RequestSampler]:
-        if self._torch_loader is None or self._sampler is None:
-            w = self.workers
-            sampler = RequestSampler(self._request_plan)
-            self._sampler = sampler
-            self._torch_loader = DataLoader(
-                BatchDataset(self._fetcher, WorkerSeeder(self.plan.order.seed, self.rank)),
-                sampler=sampler,
-                batch_size=None,
-                collate_fn=identity,
-                num_workers=w.num_workers,
-                prefetch_factor=w.prefetch_factor,
-                persistent_workers=True if w.persistent is None else w.persistent,
-                pin_memory=self.pin_memory and self.device.type == "cuda",
-                timeout=w.timeout or 0,
-                multiprocessing_context=w.start_method,
-                generator=base_seed_generator(self.plan.order.seed),
-            )
-        return self._torch_loader, self._sampler
 
     def __iter__(self) -> Iterator[Any]:
         """A new pass (see the class docstring for which one), started by its first ``next()``.
@@ -496,7 +403,7 @@ class Loader:
 
     def _deliverable(self, epoch: int, start: int, generation: int) -> Iterator[Any]:
         """The host batches of a pass, on the device (not yet finished or checked)."""
-        host = self._host_batches(epoch, start, generation)
+        host = host_batches(self, epoch, start, generation)
         pin_here = self.pin_memory and self.workers.num_workers == 0
         return deliver(host, self.device, pin_host=pin_here)
 
@@ -636,6 +543,17 @@ class Loader:
 
     def _repr_html_(self) -> str:
         return loader_html(self)
+
+
+def plan_bindings(plan: LoaderPlan) -> Mapping[str, object]:
+    """The live objects ``plan`` is built with; :class:`PlanError` for a plan without them."""
+    if plan.bindings is None:
+        raise PlanError.single(
+            "bindings",
+            "this plan was loaded without its live objects (require_bindings=False); load "
+            "it again with bindings={...} to build it",
+        )
+    return plan.bindings
 
 
 def build_loader(plan: LoaderPlan, *, split: str = "train") -> Loader:

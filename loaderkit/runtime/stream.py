@@ -55,40 +55,26 @@ from __future__ import annotations
 
 import collections
 import copy
-import logging
 from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, Literal
 
 from torch.utils.data import DataLoader
 
 from loaderkit.checks import CheckReport, batch_checker
-from loaderkit.errors import (
-    DataError,
-    NotBuiltYetError,
-    PlanError,
-    data_error,
-)
+from loaderkit.errors import NotBuiltYetError
 from loaderkit.plan.workers import resolve_workers
 from loaderkit.runtime.callables import resolve_callable
-from loaderkit.runtime.device import deliver, resolve_device, wants_pinning
+from loaderkit.runtime.device import resolve_device, wants_pinning
 from loaderkit.runtime.explain import explain_stream
 from loaderkit.runtime.fetch import Fetched, Skipped
-from loaderkit.runtime.loader import Loader
-from loaderkit.runtime.outcomes import NO_BATCH, Raised
+from loaderkit.runtime.loader import Loader, plan_bindings
 from loaderkit.runtime.pool import base_seed_generator, identity, shutdown_pool
 from loaderkit.runtime.schedules import batch_sizes, max_lengths
 from loaderkit.runtime.skips import SkipCounts
 from loaderkit.runtime.state import STATE_VERSION, check_stream_state
-from loaderkit.runtime.stream_pass import (
-    StreamPass,
-    position_indices,
-    round_robin,
-    while_current,
-    with_last,
-)
-from loaderkit.runtime.stream_producer import (
-    Producer,
-)
+from loaderkit.runtime.stream_delivery import stream_batches
+from loaderkit.runtime.stream_pass import StreamPass
+from loaderkit.runtime.stream_producer import Producer
 from loaderkit.runtime.stream_read import (
     SHARD_HOOK,
     WORKER_SPLIT,
@@ -96,7 +82,6 @@ from loaderkit.runtime.stream_read import (
     refuse_unsupported,
     restore_rngs,
     resume_mode,
-    same_streams,
     sharding_of,
     stream_length,
     user_rngs,
@@ -107,9 +92,6 @@ if TYPE_CHECKING:
     from loaderkit.plan.plan import LoaderPlan
 
 __all__ = ["SHARD_HOOK", "WORKER_SPLIT", "StreamLoader"]
-
-
-_LOG = logging.getLogger("loaderkit")
 
 
 class StreamLoader(Loader):
@@ -127,12 +109,7 @@ class StreamLoader(Loader):
     """
 
     def __init__(self, plan: LoaderPlan) -> None:
-        if plan.bindings is None:
-            raise PlanError.single(
-                "bindings",
-                "this plan was loaded without its live objects (require_bindings=False); load "
-                "it again with bindings={...} to build it",
-            )
+        bindings = plan_bindings(plan)
         assert plan.dataset.iterable
         refuse_unsupported(plan)
         self.plan = plan
@@ -156,7 +133,7 @@ class StreamLoader(Loader):
         """The worker settings this loader runs with."""
         self.num_workers = self.workers.num_workers
         self.producers = max(self.num_workers, 1)
-        data = plan.bindings[plan.dataset.binding]
+        data = bindings[plan.dataset.binding]
         # how the stream is split into shards ("hf", "hook", "worker" or "element")
         self.sharding, data = sharding_of(plan, data, self.world_size, self.rank)
         self.compares_streams = (
@@ -428,99 +405,7 @@ class StreamLoader(Loader):
         producer = self._producer(
             epoch, tuple(self._worker_batches), tuple(copy.deepcopy(self._worker_states))
         )
-        return self._stream_pass(producer, epoch, delivered, generation), generation, moves
-
-    def _stream_pass(
-        self, producer: Producer, epoch: int, delivered: int, generation: int
-    ) -> Iterator[Any]:
-        """The batches of one pass: ``epoch`` after ``delivered`` batches.
-
-        Failed batches come as :class:`Raised` values: a generator that raised is finished.
-        """
-        sent: collections.deque[tuple[StreamItem, bool]] = collections.deque()
-
-        def host() -> Iterator[Any]:
-            produced = self._trimmed(self._items(producer), epoch)
-            if self.compares_streams:
-                produced = same_streams(produced, self.producers)
-            items = round_robin(produced, self.producers, self._next_worker)
-            for item, last in with_last(while_current(items, self._superseded, generation)):
-                sent.append((item, last))
-                if item.error is not None:
-                    error = data_error(
-                        item.error,
-                        item.original_type,
-                        sample_index=item.sample_index,
-                        worker_id=item.worker if self.num_workers else None,
-                        collator=item.collator,
-                    )
-                    error.__cause__ = item.cause
-                    yield Raised(error)
-                else:
-                    yield NO_BATCH if item.dropped else item.batch
-
-        yield from self._delivered_batches(host(), sent, epoch, delivered, generation)
-        if generation == self._generation:
-            self._epoch_done = True
-            self._iterator = None
-
-    def _trimmed(self, items: Iterator[StreamItem], epoch: int) -> Iterator[StreamItem]:
-        """``items``, counting (and logging) what ``even_batches`` trimmed as producers end."""
-        for item in items:
-            if item.end and item.trimmed:
-                self.trimmed_samples += item.trimmed
-                _LOG.warning(
-                    "loaderkit: even_batches trimmed %d stream element(s) of producer %d on rank "
-                    "%d of %d in epoch %d (another rank's producer %d ran out first)",
-                    item.trimmed,
-                    item.worker,
-                    self.rank,
-                    self.world_size,
-                    epoch,
-                    item.worker,
-                )
-            yield item
-
-    def _delivered_batches(
-        self,
-        host: Iterator[Any],
-        sent: collections.deque[tuple[StreamItem, bool]],
-        epoch: int,
-        delivered: int,
-        generation: int,
-    ) -> Iterator[Any]:
-        """Deliver the producers' batches, keeping the position up to date."""
-        pin_here = self.pin_memory and self.num_workers == 0
-        finish = self._on_device
-        checks = self.batch_checks
-        skipping = self.plan.error_policy.policy == "skip"
-        for batch in deliver(host, self.device, pin_host=pin_here):
-            item, last = sent.popleft()
-            self._superseded(generation)
-            index = self._delivered
-            if isinstance(batch, Raised):
-                if item.consumed:  # its place in the shard is used up: count it as delivered
-                    self._count(item, last)
-                yield batch
-                continue
-            if skipping:  # the records are numbered by the batch they were delivered in
-                records = tuple(r._replace(batch_index=index) for r in item.skipped)
-                fetched = Fetched(None if item.dropped else batch, records, item.requested)
-                batch = self._account(fetched)  # raises once the budget is spent
-            failed: Raised | None = None
-            if batch is not NO_BATCH:
-                if finish is not None:
-                    batch = finish(batch)
-                if checks is not None and checks.due(index, first=index == delivered):
-                    try:
-                        checks.run(batch, epoch, index, position_indices(item.positions))
-                    except DataError as error:
-                        failed = Raised(error)
-            self._count(item, last)
-            if failed is not None:
-                yield failed
-            elif batch is not NO_BATCH:  # else every element of the batch was skipped
-                yield batch
+        return stream_batches(self, producer, epoch, delivered, generation), generation, moves
 
     def _count(self, item: StreamItem, last: bool) -> None:
         """Move the position past ``item``'s batch (delivered, skipped whole, or failed)."""

@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
+import attrs
 import numpy as np
 import numpy.typing as npt
 
@@ -30,6 +31,7 @@ __all__ = [
     "PlannerContext",
     "Selected",
     "SequenceSource",
+    "Shard",
 ]
 
 
@@ -65,6 +67,21 @@ class SequenceSource(Protocol):
         ...
 
 
+@attrs.frozen
+class Shard:
+    """How a planner deals an epoch's batches to this rank (made by :meth:`PlannerContext.shard`).
+
+    The order's seed, the world size and this rank, whether ranks are evened out
+    (``even_batches``), and the per-rank batch size as a function of the epoch or step.
+    """
+
+    seed: int
+    world_size: int
+    rank: int
+    even: bool
+    sizes: Schedule[int]
+
+
 class PlannerContext(NamedTuple):
     """What a planner factory needs: the plan and what ``build()`` resolved for this rank."""
 
@@ -82,10 +99,10 @@ class PlannerContext(NamedTuple):
         """Per-sample values of the whole dataset cut to the split's part, in position order."""
         return values if self.part is None else values[self.part]
 
-    def shard(self) -> tuple[int, int, int, bool, Schedule[int]]:
-        """The list planners' arguments that deal an epoch's batches to this rank."""
+    def shard(self) -> Shard:
+        """What deals an epoch's batches to this rank (the planners' common arguments)."""
         plan = self.plan
-        return (
+        return Shard(
             plan.order.seed,
             self.world_size,
             self.rank,
@@ -145,20 +162,12 @@ class ListPlanner(EpochListPlanner):
 
     elastic = True
 
-    def __init__(
-        self,
-        seed: int,
-        world_size: int,
-        rank: int,
-        even: bool,
-        sizes: Schedule[int],
-        drop_last: bool = False,
-    ) -> None:
-        self.seed = seed
-        self.world_size = world_size
-        self.rank = rank
-        self.even = even
-        self.sizes = sizes
+    def __init__(self, shard: Shard, drop_last: bool = False) -> None:
+        self.seed = shard.seed
+        self.world_size = shard.world_size
+        self.rank = shard.rank
+        self.even = shard.even
+        self.sizes = shard.sizes
         self.drop_last = drop_last
         self._epoch: tuple[int, EpochBatches] | None = None
 

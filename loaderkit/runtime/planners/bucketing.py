@@ -29,11 +29,11 @@ from loaderkit.runtime.planners.base import (
     PlannerContext,
     Selected,
     SequenceSource,
+    Shard,
 )
 from loaderkit.runtime.planners.curriculum import CurriculumPlanner
 from loaderkit.runtime.planners.mixture import MixturePlanner
 from loaderkit.runtime.planners.weighted import WeightedPlanner
-from loaderkit.runtime.schedules import Schedule
 
 if TYPE_CHECKING:
     from loaderkit.plan.sections.batch import BatchSpec
@@ -55,15 +55,11 @@ class BucketPlanner(ListPlanner):
         lengths: npt.NDArray[np.int64],
         spec: BucketingSpec,
         batch: BatchSpec,
-        seed: int,
-        world_size: int,
-        rank: int,
-        even: bool,
-        sizes: Schedule[int],
+        shard: Shard,
         source: SequenceSource | None = None,
         padding: BatchPadding | None = None,
     ) -> None:
-        super().__init__(seed, world_size, rank, even, sizes, batch.drop_last)
+        super().__init__(shard, batch.drop_last)
         self.lengths = lengths
         self.spec = spec
         self.source = source
@@ -71,7 +67,7 @@ class BucketPlanner(ListPlanner):
         """How the collator pads a batch: a token budget bounds the padded tensor."""
         self.elastic = spec.max_tokens is None  # budgets are per rank: deal whole batches
         n = len(lengths)
-        self.num_buckets, size = bucket_plan(spec, batch, n, world_size)
+        self.num_buckets, size = bucket_plan(spec, batch, n, self.world_size)
         found = None
         if spec.max_tokens is not None:
             # samples no epoch can draw (weight 0) may exceed the budget: they are never batched
@@ -136,7 +132,7 @@ def make_bucketing(
         lengths,
         plan.bucketing,
         plan.batch,
-        *context.shard(),
+        context.shard(),
         source=source,
         padding=padding,
     )

@@ -19,8 +19,7 @@ from loaderkit.order.curriculum import (
 )
 from loaderkit.runtime.callables import resolve_callable
 from loaderkit.runtime.lengths import sample_weights
-from loaderkit.runtime.planners.base import ListPlanner, PlannerContext, Selected
-from loaderkit.runtime.schedules import Schedule
+from loaderkit.runtime.planners.base import ListPlanner, PlannerContext, Selected, Shard
 
 if TYPE_CHECKING:
     from loaderkit.plan.sections.batch import BatchSpec
@@ -38,19 +37,15 @@ class CurriculumPlanner(ListPlanner):
         spec: CurriculumSpec,
         schedule: Callable[[int], Any] | None,
         batch: BatchSpec,
-        seed: int,
-        world_size: int,
-        rank: int,
-        even: bool,
-        sizes: Schedule[int],
+        shard: Shard,
     ) -> None:
-        super().__init__(seed, world_size, rank, even, sizes, batch.drop_last)
+        super().__init__(shard, batch.drop_last)
         self.order = difficulty_order(difficulty)
         self.spec = spec
         self.schedule = schedule
         self.batch = batch
         n = len(difficulty)
-        g = batch.batch_size * world_size  # a step is a global batch
+        g = batch.batch_size * self.world_size  # a step is a global batch
         self.steps_per_epoch = n // g if batch.drop_last else -(-n // g)
 
     def competence(self, t: int) -> float:
@@ -139,5 +134,5 @@ def make_curriculum(context: PlannerContext) -> Selected:
     difficulty = context.in_part(difficulty)
     fn = plan.curriculum.fn
     schedule = None if fn is None else resolve_callable(plan, fn, "curriculum.schedule")
-    planner = CurriculumPlanner(difficulty, plan.curriculum, schedule, plan.batch, *context.shard())
+    planner = CurriculumPlanner(difficulty, plan.curriculum, schedule, plan.batch, context.shard())
     return Selected(planner, cost)

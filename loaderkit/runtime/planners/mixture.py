@@ -13,8 +13,7 @@ from loaderkit.order.batches import EpochBatches
 from loaderkit.order.mixture import mixture_batches, mixture_num_batches, source_of
 from loaderkit.plan.sections.mixture import source_weights
 from loaderkit.runtime.callables import resolve_callable
-from loaderkit.runtime.planners.base import ListPlanner, PlannerContext, Selected
-from loaderkit.runtime.schedules import Schedule
+from loaderkit.runtime.planners.base import ListPlanner, PlannerContext, Selected, Shard
 
 if TYPE_CHECKING:
     from loaderkit.plan.sections.batch import BatchSpec
@@ -32,13 +31,9 @@ class MixturePlanner(ListPlanner):
         weights_fn: Callable[[int], Any] | None,
         batch: BatchSpec,
         shuffle: bool,
-        seed: int,
-        world_size: int,
-        rank: int,
-        even: bool,
-        sizes: Schedule[int],
+        shard: Shard,
     ) -> None:
-        super().__init__(seed, world_size, rank, even, sizes, batch.drop_last)
+        super().__init__(shard, batch.drop_last)
         self.spec = spec
         self.weights_fn = weights_fn
         self.batch = batch
@@ -98,18 +93,7 @@ class MixturePlanner(ListPlanner):
             assert spec.by == "epoch" or (spec.fn is None and not spec.schedule)
             weights = self.weights_at(epoch)
         whole = max(len(spec.sizes) * max(spec.sizes), spec.num_samples or 0, 1)
-        return mixture_batches(
-            spec.sizes,
-            names=spec.names,
-            mode=spec.mode,
-            seed=self.seed,
-            epoch=epoch,
-            batch_size=whole,
-            shuffle=self.shuffle,
-            weights=weights,
-            num_samples=spec.num_samples if spec.mode == "weighted" else None,
-            drop_last=False,
-        ).indices
+        return self._draw(epoch, whole, weights, drop_last=False).indices
 
     def reachable(self) -> npt.NDArray[np.bool_] | None:
         """Every sample of every source may be used."""
@@ -135,18 +119,23 @@ class MixturePlanner(ListPlanner):
                 ).reshape(count, len(spec.sources))
             else:
                 weights = self.weights_at(epoch)
+        return self._draw(epoch, self.global_size(epoch), weights, drop_last=self.batch.drop_last)
+
+    def _draw(self, epoch: int, batch_size: int, weights: Any, *, drop_last: bool) -> EpochBatches:
+        """The mixture's batches of ``epoch`` of ``batch_size`` samples, drawn with ``weights``."""
+        spec = self.spec
         return mixture_batches(
             spec.sizes,
             names=spec.names,
             mode=spec.mode,
             seed=self.seed,
             epoch=epoch,
-            batch_size=self.global_size(epoch),
+            batch_size=batch_size,
             shuffle=self.shuffle,
             weights=weights,
             num_samples=spec.num_samples if spec.mode == "weighted" else None,
             stratified=spec.stratified,
-            drop_last=self.batch.drop_last,
+            drop_last=drop_last,
         )
 
 
@@ -157,7 +146,7 @@ def make_mixture(context: PlannerContext) -> Selected:
     fn = plan.mixture.fn
     weights_fn = None if fn is None else resolve_callable(plan, fn, "mixture.weights")
     planner = MixturePlanner(
-        plan.mixture, weights_fn, plan.batch, plan.order.shuffle, *context.shard()
+        plan.mixture, weights_fn, plan.batch, plan.order.shuffle, context.shard()
     )
     return Selected(planner)
 

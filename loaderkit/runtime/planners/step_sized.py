@@ -6,9 +6,8 @@ import numpy as np
 
 from loaderkit.order.batches import EpochBatches
 from loaderkit.order.epoch import EpochOrder
-from loaderkit.runtime.planners.base import EpochListPlanner, PlannerContext, Selected
+from loaderkit.runtime.planners.base import EpochListPlanner, PlannerContext, Selected, Shard
 from loaderkit.runtime.planners.plain import refuse_empty
-from loaderkit.runtime.schedules import Schedule
 
 __all__ = ["StepSizedPlanner", "make_step_sized"]
 
@@ -24,25 +23,15 @@ class StepSizedPlanner(EpochListPlanner):
     nothing).
     """
 
-    def __init__(
-        self,
-        n: int,
-        seed: int,
-        shuffle: bool,
-        sizes: Schedule[int],
-        world_size: int,
-        rank: int,
-        drop_last: bool,
-        even: bool,
-    ) -> None:
+    def __init__(self, n: int, shuffle: bool, shard: Shard, drop_last: bool) -> None:
         self.n = n
-        self.seed = seed
+        self.seed = shard.seed
         self.shuffle = shuffle
-        self.sizes = sizes
-        self.world_size = world_size
-        self.rank = rank
+        self.sizes = shard.sizes
+        self.world_size = shard.world_size
+        self.rank = shard.rank
         self.drop_last = drop_last
-        self.even = even
+        self.even = shard.even
         self._starts: list[int] = [0]  # first step of each epoch walked so far
         self._epoch: tuple[int, EpochBatches] | None = None
 
@@ -122,15 +111,6 @@ class StepSizedPlanner(EpochListPlanner):
 def make_step_sized(context: PlannerContext) -> Selected:
     """Batches whose size follows a per-step schedule (``with_batch_size(..., by="step")``)."""
     plan = context.plan
-    planner = StepSizedPlanner(
-        context.n,
-        plan.order.seed,
-        plan.order.shuffle,
-        context.sizes,
-        context.world_size,
-        context.rank,
-        plan.batch.drop_last,
-        plan.distributed.even_batches,
-    )
+    planner = StepSizedPlanner(context.n, plan.order.shuffle, context.shard(), plan.batch.drop_last)
     refuse_empty(context, planner)
     return Selected(planner)

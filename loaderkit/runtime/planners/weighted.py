@@ -11,8 +11,7 @@ from loaderkit.errors import PlanError
 from loaderkit.order.batches import EpochBatches
 from loaderkit.order.weighted import weighted_batches
 from loaderkit.runtime.lengths import sample_weights
-from loaderkit.runtime.planners.base import ListPlanner, PlannerContext, Selected
-from loaderkit.runtime.schedules import Schedule
+from loaderkit.runtime.planners.base import ListPlanner, PlannerContext, Selected, Shard
 
 if TYPE_CHECKING:
     from loaderkit.plan.sections.batch import BatchSpec
@@ -29,13 +28,9 @@ class WeightedPlanner(ListPlanner):
         weights: npt.NDArray[np.float64],
         spec: WeightsSpec,
         batch: BatchSpec,
-        seed: int,
-        world_size: int,
-        rank: int,
-        even: bool,
-        sizes: Schedule[int],
+        shard: Shard,
     ) -> None:
-        super().__init__(seed, world_size, rank, even, sizes, batch.drop_last)
+        super().__init__(shard, batch.drop_last)
         self.weights = weights
         self.spec = spec
         self.batch = batch
@@ -76,5 +71,5 @@ def make_weighted(context: PlannerContext) -> Selected:
     assert plan.sampling_weights is not None
     weights, cost = sample_weights(plan.sampling_weights.source, plan.dataset, plan.bindings)
     weights = context.in_part(weights)
-    planner = WeightedPlanner(weights, plan.sampling_weights, plan.batch, *context.shard())
+    planner = WeightedPlanner(weights, plan.sampling_weights, plan.batch, context.shard())
     return Selected(planner, cost)

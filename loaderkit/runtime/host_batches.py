@@ -1,0 +1,123 @@
+"""The host batches of a :class:`~loaderkit.runtime.loader.Loader` pass, before the device.
+
+A pass's batch requests are fetched in the main process (``num_workers=0``), or by a torch
+``DataLoader`` whose worker processes fetch the requests a
+:class:`~loaderkit.runtime.requests.RequestSampler` hands out (:func:`worker_loader`, kept by
+the loader while its workers persist). A batch that failed under the ``raise`` policy comes as
+a :class:`~loaderkit.runtime.outcomes.Raised` in its place and the pass goes on; under the
+``skip`` policy each batch's skip records are set aside, in order, for the loader to count
+when the batch is delivered.
+"""
+
+from __future__ import annotations
+
+import collections
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
+
+from torch.utils.data import DataLoader
+
+from loaderkit.errors import DataError
+from loaderkit.runtime.fetch import Failure, Fetched, WorkerSeeder
+from loaderkit.runtime.outcomes import NO_BATCH, Raised
+from loaderkit.runtime.pool import base_seed_generator, identity, shutdown_pool
+from loaderkit.runtime.requests import BatchDataset, RequestSampler
+
+if TYPE_CHECKING:
+    from loaderkit.runtime.loader import Loader
+
+__all__ = ["host_batches", "worker_loader"]
+
+
+def host_batches(loader: Loader, epoch: int, start: int, generation: int) -> Iterator[Any]:
+    """The host batches; a :class:`DataError` comes as a :class:`Raised` in its place."""
+    if loader.plan.error_policy.policy != "skip":  # no Fetched records to unpack
+        yield from _fetched(loader, epoch, start, generation)
+        return
+    unsettled = loader._unsettled = collections.deque()  # a new pass: nothing delivered yet
+    for item in _fetched(loader, epoch, start, generation):
+        if isinstance(item, Fetched):  # counted when delivered (_settle), not before
+            unsettled.append(item._replace(batch=None))
+            yield NO_BATCH if item.batch is None else item.batch
+        else:
+            unsettled.append(Fetched(None, (), 0))
+            yield item
+
+
+def _fetched(loader: Loader, epoch: int, start: int, generation: int) -> Iterator[Any]:
+    """The host batches of ``epoch`` from ``start``; nothing is fetched once superseded.
+
+    Persistent workers share one torch iterator between passes: a superseded pass must
+    not take a batch of the newer pass from it, so the check comes before every read. A
+    batch that failed (raise policy) comes as a :class:`Raised` and the pass goes on, as
+    torch's iterator goes on after an exception. Non-persistent workers belong to their
+    pass: they are shut down when it is given up (as torch's are when its iterator is
+    dropped) or when the next pass starts.
+    """
+    workers = loader.workers.num_workers
+    if workers == 0:
+        fetch = loader._fetcher
+        for request in loader._request_plan(epoch, start):
+            loader._superseded(generation)
+            try:
+                batch = fetch(request)
+            except DataError as error:
+                batch = Raised(error)
+            yield batch
+        return
+    loader._superseded(generation)  # before the shared sampler and torch iterator are reset
+    persistent = loader.workers.persistent is not False
+    torch_loader, sampler = worker_loader(loader)
+    sampler.epoch, sampler.start = epoch, start
+    if not persistent:
+        shutdown_pool(loader._pool)  # the workers of a pass given up and not yet collected
+    iterator = loader._pool = iter(torch_loader)
+    try:
+        while True:
+            loader._superseded(generation)
+            try:
+                item = next(iterator)
+            except StopIteration:
+                return
+            except Exception as exc:
+                # a killed worker surfaces as torch's RuntimeError, or as a broken pipe or
+                # connection reset while its result was being read: look at the workers
+                worker_error = loader._broken_pool(iterator, exc, (epoch, start))
+                if worker_error is None:
+                    raise
+                raise worker_error from exc
+            if isinstance(item, Failure):
+                try:
+                    item.reraise()
+                except DataError as error:
+                    item = Raised(error)
+            yield item
+    finally:
+        if not persistent and loader._pool is iterator:
+            loader._pool = None
+            shutdown_pool(iterator)
+
+
+def worker_loader(loader: Loader) -> tuple[DataLoader[Any], RequestSampler]:
+    """The torch ``DataLoader`` over the loader's workers, and the sampler of its requests.
+
+    Made on first use and kept by the loader (persistent workers live in it) until ``close()``.
+    """
+    if loader._torch_loader is None or loader._sampler is None:
+        w = loader.workers
+        sampler = RequestSampler(loader._request_plan)
+        loader._sampler = sampler
+        loader._torch_loader = DataLoader(
+            BatchDataset(loader._fetcher, WorkerSeeder(loader.plan.order.seed, loader.rank)),
+            sampler=sampler,
+            batch_size=None,
+            collate_fn=identity,
+            num_workers=w.num_workers,
+            prefetch_factor=w.prefetch_factor,
+            persistent_workers=True if w.persistent is None else w.persistent,
+            pin_memory=loader.pin_memory and loader.device.type == "cuda",
+            timeout=w.timeout or 0,
+            multiprocessing_context=w.start_method,
+            generator=base_seed_generator(loader.plan.order.seed),
+        )
+    return loader._torch_loader, loader._sampler

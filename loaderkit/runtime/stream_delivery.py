@@ -1,0 +1,126 @@
+"""How a :class:`~loaderkit.runtime.stream.StreamLoader` pass delivers its batches.
+
+The producers' items are taken round-robin (after the first elements of the producers were
+compared, when the loader compares streams), on the device, and each one moves the loader's
+position as it is delivered: a batch that failed comes as a
+:class:`~loaderkit.runtime.outcomes.Raised` in its place, the ``skip`` policy's records are
+counted, the batch finished (``on_device``) and checked (``with_checks``). What
+``even_batches`` trimmed from a producer is counted and logged when that producer ends.
+"""
+
+from __future__ import annotations
+
+import collections
+import logging
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
+
+from loaderkit.errors import DataError, data_error
+from loaderkit.runtime.device import deliver
+from loaderkit.runtime.fetch import Fetched
+from loaderkit.runtime.outcomes import NO_BATCH, Raised
+from loaderkit.runtime.stream_pass import position_indices, round_robin, while_current, with_last
+from loaderkit.runtime.stream_producer import Producer
+from loaderkit.runtime.stream_read import StreamItem, same_streams
+
+if TYPE_CHECKING:
+    from loaderkit.runtime.stream import StreamLoader
+
+__all__ = ["stream_batches"]
+
+_LOG = logging.getLogger("loaderkit")
+
+
+def stream_batches(
+    loader: StreamLoader, producer: Producer, epoch: int, delivered: int, generation: int
+) -> Iterator[Any]:
+    """The batches of one pass: ``epoch`` after ``delivered`` batches.
+
+    Failed batches come as :class:`Raised` values: a generator that raised is finished.
+    """
+    sent: collections.deque[tuple[StreamItem, bool]] = collections.deque()
+
+    def host() -> Iterator[Any]:
+        produced = _trimmed(loader, loader._items(producer), epoch)
+        if loader.compares_streams:
+            produced = same_streams(produced, loader.producers)
+        items = round_robin(produced, loader.producers, loader._next_worker)
+        for item, last in with_last(while_current(items, loader._superseded, generation)):
+            sent.append((item, last))
+            if item.error is not None:
+                error = data_error(
+                    item.error,
+                    item.original_type,
+                    sample_index=item.sample_index,
+                    worker_id=item.worker if loader.num_workers else None,
+                    collator=item.collator,
+                )
+                error.__cause__ = item.cause
+                yield Raised(error)
+            else:
+                yield NO_BATCH if item.dropped else item.batch
+
+    yield from _delivered_batches(loader, host(), sent, epoch, delivered, generation)
+    if generation == loader._generation:
+        loader._epoch_done = True
+        loader._iterator = None
+
+
+def _trimmed(loader: StreamLoader, items: Iterator[StreamItem], epoch: int) -> Iterator[StreamItem]:
+    """``items``, counting (and logging) what ``even_batches`` trimmed as producers end."""
+    for item in items:
+        if item.end and item.trimmed:
+            loader.trimmed_samples += item.trimmed
+            _LOG.warning(
+                "loaderkit: even_batches trimmed %d stream element(s) of producer %d on rank "
+                "%d of %d in epoch %d (another rank's producer %d ran out first)",
+                item.trimmed,
+                item.worker,
+                loader.rank,
+                loader.world_size,
+                epoch,
+                item.worker,
+            )
+        yield item
+
+
+def _delivered_batches(
+    loader: StreamLoader,
+    host: Iterator[Any],
+    sent: collections.deque[tuple[StreamItem, bool]],
+    epoch: int,
+    delivered: int,
+    generation: int,
+) -> Iterator[Any]:
+    """Deliver the producers' batches, keeping the position up to date."""
+    pin_here = loader.pin_memory and loader.num_workers == 0
+    finish = loader._on_device
+    checks = loader.batch_checks
+    skipping = loader.plan.error_policy.policy == "skip"
+    for batch in deliver(host, loader.device, pin_host=pin_here):
+        item, last = sent.popleft()
+        loader._superseded(generation)
+        index = loader._delivered
+        if isinstance(batch, Raised):
+            if item.consumed:  # its place in the shard is used up: count it as delivered
+                loader._count(item, last)
+            yield batch
+            continue
+        if skipping:  # the records are numbered by the batch they were delivered in
+            records = tuple(r._replace(batch_index=index) for r in item.skipped)
+            fetched = Fetched(None if item.dropped else batch, records, item.requested)
+            batch = loader._account(fetched)  # raises once the budget is spent
+        failed: Raised | None = None
+        if batch is not NO_BATCH:
+            if finish is not None:
+                batch = finish(batch)
+            if checks is not None and checks.due(index, first=index == delivered):
+                try:
+                    checks.run(batch, epoch, index, position_indices(item.positions))
+                except DataError as error:
+                    failed = Raised(error)
+        loader._count(item, last)
+        if failed is not None:
+            yield failed
+        elif batch is not NO_BATCH:  # else every element of the batch was skipped
+            yield batch
