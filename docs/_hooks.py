@@ -1,4 +1,9 @@
-"""mkdocs hook: read the Sphinx roles of loaderkit's docstrings in the API pages.
+"""mkdocs hooks: the fingerprint table made from the sections; the docstrings' Sphinx roles.
+
+``docs/plan-format.md``'s fingerprint table is rendered anew from
+``loaderkit.plan.sections`` (the declarations the fingerprint hashes by) at every build;
+``tests/test_docs.py`` keeps the committed table equal to it, so the Markdown reads the same
+on a code host.
 
 The docstrings are written for ``help()`` and IDEs, with Sphinx roles (``:class:`~x.Y```) and
 ``::`` before literal blocks. mkdocstrings renders them as Markdown, where a role is plain
@@ -30,6 +35,15 @@ def _reference(match: re.Match[str]) -> str:
         f'<autoref identifier="{html.escape(target)}" optional>'
         f"<code>{html.escape(shown)}</code></autoref>"
     )
+
+
+def on_page_markdown(markdown: str, page: Any, **_: Any) -> str:
+    """Make the fingerprint table of the plan-format page from the section declarations."""
+    if page.file.src_uri != "plan-format.md":
+        return markdown
+    from loaderkit.plan.sections import with_fingerprint_table
+
+    return with_fingerprint_table(markdown)
 
 
 def on_page_content(html_text: str, **_: Any) -> str:

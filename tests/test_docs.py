@@ -44,7 +44,7 @@ from pathlib import Path
 import pytest
 
 from loaderkit import LoaderPlan
-from loaderkit.plan.sections import fingerprint_table
+from loaderkit.plan.sections import with_fingerprint_table
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs"
@@ -426,13 +426,10 @@ def test_plan_documents_load(where: str, suffix: str, text: str, tmp_path: Path)
 def test_the_fingerprint_table_is_the_one_the_sections_declare(page: str) -> None:
     """The table is generated from ``loaderkit.plan.sections`` and committed: it cannot drift."""
     text = (ROOT / page).read_text(encoding="utf-8")
-    header = "| field | kind | why |\n| --- | --- | --- |\n"
-    start = text.index(header, text.index("## The stream fingerprint"))
-    table = text[start : text.index("\n\n", start) + 1]
-    expected = fingerprint_table()
-    if table != expected:
+    expected = with_fingerprint_table(text)
+    if text != expected:
         diff = "\n".join(
-            difflib.unified_diff(table.splitlines(), expected.splitlines(), lineterm="")
+            difflib.unified_diff(text.splitlines(), expected.splitlines(), lineterm="")
         )
         pytest.fail(
             f"{page}: the fingerprint table differs from loaderkit.plan.sections' declarations; "

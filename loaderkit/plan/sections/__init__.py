@@ -64,6 +64,7 @@ __all__ = [
     "fingerprint_table",
     "section_calls",
     "section_named",
+    "with_fingerprint_table",
 ]
 
 SECTIONS: tuple[Section[Any], ...] = (
@@ -182,3 +183,16 @@ def fingerprint_table() -> str:
         f"| {row.field} | {row.kind} | {row.why} |" for section in SECTIONS for row in section.rows
     )
     return "\n".join(lines) + "\n"
+
+
+def with_fingerprint_table(page: str) -> str:
+    """``page`` (``docs/plan-format.md``'s Markdown) with its fingerprint table made anew.
+
+    The table is the first one after the ``## The stream fingerprint`` heading. The docs build
+    (``docs/_hooks.py``) renders the page through this, and ``tests/test_docs.py`` checks that
+    the committed page already equals it, so neither the site nor the file can drift.
+    """
+    header = "| field | kind | why |\n| --- | --- | --- |\n"
+    start = page.index(header, page.index("## The stream fingerprint"))
+    end = page.index("\n\n", start) + 1
+    return page[:start] + fingerprint_table() + page[end:]
