@@ -15,10 +15,10 @@ import attrs
 
 from loaderkit.builder.execution import ExecutionCalls
 from loaderkit.builder.sampling import SamplingCalls
-from loaderkit.builder.state import MixtureWeights, PerSample, bind_one
+from loaderkit.builder.state import SECTION_DEFAULTS, MixtureWeights, PerSample, bind_one
 from loaderkit.errors import PlanError, Problem
 from loaderkit.plan.display import builder_html
-from loaderkit.plan.plan import PLAN_SECTIONS, LoaderPlan, Setting, settings_named
+from loaderkit.plan.plan import LoaderPlan, Setting, settings_named
 from loaderkit.plan.sections import section_calls
 from loaderkit.plan.sections.batch import batch_schedule_spec
 from loaderkit.plan.sections.collator import (
@@ -30,10 +30,10 @@ from loaderkit.plan.sections.collator import (
 )
 from loaderkit.plan.sections.dataset import dataset_spec
 from loaderkit.plan.sections.mixture import MixtureMode, mixture_spec
-from loaderkit.plan.sections.order import order_spec
+from loaderkit.plan.sections.order import OrderSpec, order_spec
 from loaderkit.plan.sections.preset import preset_chain, preset_notes, with_notes
 from loaderkit.plan.sections.transform import transform_spec
-from loaderkit.plan.specs import DatasetSpec, ScheduleUnit
+from loaderkit.plan.specs import CallableSpec, DatasetSpec, ScheduleUnit
 
 if TYPE_CHECKING:
     from loaderkit.order.split import SplitName
@@ -153,8 +153,7 @@ class DataLoaderBuilder(SamplingCalls, ExecutionCalls):
         An iterable (streamed) dataset has no random access: it is shuffled through a buffer
         of ``buffer_size`` samples (required for it; see docs/streaming.md).
         """
-        order = order_spec(enabled, self._order.seed, buffer_size)
-        return attrs.evolve(self, order=order)
+        return self._with(order=order_spec(enabled, self._order().seed, buffer_size))
 
     def with_seed(self, seed: int) -> DataLoaderBuilder:
         """Return a new builder whose random streams all derive from ``seed`` (in [0, 2**63)).
@@ -162,8 +161,8 @@ class DataLoaderBuilder(SamplingCalls, ExecutionCalls):
         Without it the seed is ``loaderkit.DEFAULT_SEED`` (0), so unseeded plans are
         reproducible too. Replaces any earlier seed.
         """
-        order = order_spec(self._order.shuffle, seed, self._order.buffer_size)
-        return attrs.evolve(self, order=order)
+        current = self._order()
+        return self._with(order=order_spec(current.shuffle, seed, current.buffer_size))
 
     def with_collator(
         self, collator: str | Callable[..., Any], **options: Any
@@ -216,10 +215,7 @@ class DataLoaderBuilder(SamplingCalls, ExecutionCalls):
         chain (or a preset's builder) drops a call: ``presets.image_classification(ds)
         .without("checks")``. The dataset is not a setting: replace it with ``with_dataset``.
         """
-        defaults = attrs.fields_dict(DataLoaderBuilder)
-        return self._with(
-            **{name: defaults[f"_{name}"].default for name in settings_named(settings)}
-        )
+        return self._with(**{name: SECTION_DEFAULTS[name] for name in settings_named(settings)})
 
     def compile(self) -> LoaderPlan:
         """Return the frozen, validated :class:`~loaderkit.LoaderPlan`.
@@ -229,7 +225,9 @@ class DataLoaderBuilder(SamplingCalls, ExecutionCalls):
         spawned and no data is loaded.
         """
         problems: list[Problem] = []
-        dataset, bound = self._dataset, dict(self._bound)
+        given = self._value("dataset")
+        assert given is None or isinstance(given, DatasetSpec)
+        dataset, bound = given, dict(self._bound)
         if dataset is None:
             problems.append(
                 Problem("dataset", "no dataset; call .with_dataset(ds) before .compile()")
@@ -237,24 +235,29 @@ class DataLoaderBuilder(SamplingCalls, ExecutionCalls):
             # check everything else against a stand-in, and keep only those problems
             dataset = DatasetSpec("dataset", "samples", "builtins.list", None)
             bound["dataset"] = []
-        collator = self._collator
+        collator = self._value("collator")
+        assert isinstance(collator, CallableSpec)
         try:
-            collator = resolve_auto(collator, self._dataset)
+            collator = resolve_auto(collator, given)
         except PlanError as exc:
-            if self._dataset is not None:
+            if given is not None:
                 problems.extend(exc.problems)
             collator = DEFAULT_COLLATOR
         try:
-            sections = {name: getattr(self, f"_{name}") for name in PLAN_SECTIONS}
+            sections: dict[str, Any] = {name: self._value(name) for name in SECTION_DEFAULTS}
             sections.update(dataset=dataset, collator=collator)
-            plan = LoaderPlan(**sections, bindings=bound)
+            plan = LoaderPlan(**sections, preset=self._preset, bindings=bound)
         except PlanError as exc:
-            problems.extend(
-                p for p in exc.problems if self._dataset is not None or p.path != "dataset"
-            )
+            problems.extend(p for p in exc.problems if given is not None or p.path != "dataset")
         if problems:
             raise PlanError([self._noted(p) for p in problems])
         return plan
+
+    def _order(self) -> OrderSpec:
+        """The order section (shuffle and seed), which ``with_shuffle`` and ``with_seed`` share."""
+        order = self._value("order")
+        assert isinstance(order, OrderSpec)
+        return order
 
     def _preset_notes(self) -> dict[str, str]:
         """For each section a preset set (and nothing changed since): who set it, and how.
@@ -278,10 +281,8 @@ class DataLoaderBuilder(SamplingCalls, ExecutionCalls):
 
     @classmethod
     def _from_plan(cls, plan: LoaderPlan) -> DataLoaderBuilder:
-        return cls(
-            **{name: getattr(plan, name) for name in PLAN_SECTIONS},
-            bound=plan.bindings or {},
-        )
+        values = {name: getattr(plan, name) for name in SECTION_DEFAULTS}
+        return cls(sections=values, preset=plan.preset, bound=plan.bindings or {})
 
     # -- display ----------------------------------------------------------------------------
 

@@ -12,8 +12,6 @@ import os
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal, Self
 
-import attrs
-
 from loaderkit.builder.state import BuilderState
 from loaderkit.plan.sections.cache import CacheStage, CacheStorage, cache_spec
 from loaderkit.plan.sections.checks import checks_spec
@@ -74,7 +72,7 @@ class ExecutionCalls(BuilderState):
             classes=classes,
             every=every,
         )
-        return attrs.evolve(self, checks=spec)
+        return self._with(checks=spec)
 
     def with_error_policy(
         self,
@@ -106,7 +104,7 @@ class ExecutionCalls(BuilderState):
         spec = error_policy_spec(
             policy, max_errors=max_errors, max_error_rate=max_error_rate, per=per
         )
-        return attrs.evolve(self, error_policy=spec)
+        return self._with(error_policy=spec)
 
     def with_cache(
         self,
@@ -130,7 +128,7 @@ class ExecutionCalls(BuilderState):
         ``loader.cache_stats`` counts hits and misses. Replaces any earlier cache.
         """
         spec = cache_spec(storage, stage=stage, path=path, max_bytes=max_bytes)
-        return attrs.evolve(self, cache=spec)
+        return self._with(cache=spec)
 
     def with_workers(
         self,
@@ -155,8 +153,7 @@ class ExecutionCalls(BuilderState):
         seconds to wait for one batch. These settings change speed, never the batches.
         Replaces any earlier worker settings.
         """
-        return attrs.evolve(
-            self,
+        return self._with(
             workers=workers_spec(
                 num_workers,
                 prefetch_factor=prefetch_factor,
@@ -174,7 +171,7 @@ class ExecutionCalls(BuilderState):
         available, else CPU). A plan naming ``"cuda"`` compiles anywhere; building it where
         CUDA is absent fails clearly. Replaces any earlier device.
         """
-        return attrs.evolve(self, device=device_spec(device))
+        return self._with(device=device_spec(device))
 
     def with_distributed(
         self,
@@ -195,8 +192,7 @@ class ExecutionCalls(BuilderState):
         reads the whole dataset; to read it all on every rank on purpose, fix
         ``world_size=1, rank=0``). Replaces any earlier distributed settings.
         """
-        return attrs.evolve(
-            self,
+        return self._with(
             distributed=distributed_spec(
                 world_size=world_size, rank=rank, even_batches=even_batches, enabled=enabled
             ),

@@ -9,8 +9,6 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Self
 
-import attrs
-
 from loaderkit.builder.state import BuilderState, PerSample, bind_one
 from loaderkit.plan.sections.bucketing import BucketCost, bucketing_spec
 from loaderkit.plan.sections.curriculum import CurriculumSchedule, curriculum_spec
@@ -152,4 +150,4 @@ class SamplingCalls(BuilderState):
         class). ``plan.build()`` loads the train part, ``plan.build(split="val")`` /
         ``"test"`` the others; see ``docs/splits.md``. Replaces any earlier split.
         """
-        return attrs.evolve(self, split=split_spec(val, test, seed, stratify_by))
+        return self._with(split=split_spec(val, test, seed, stratify_by))

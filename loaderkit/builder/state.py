@@ -9,32 +9,26 @@ mixins :mod:`~loaderkit.builder.sampling` and :mod:`~loaderkit.builder.execution
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from types import MappingProxyType
 from typing import Any, Protocol, Self, TypeAlias
 
 import attrs
 import numpy as np
 import numpy.typing as npt
 
-from loaderkit._checks import Bindings
+from loaderkit._checks import Bindings, FrozenMap
+from loaderkit.plan.plan import PLAN_SECTIONS, LoaderPlan
 from loaderkit.plan.sections import bound_names
-from loaderkit.plan.sections.batch import BatchSpec
-from loaderkit.plan.sections.bucketing import BucketingSpec
-from loaderkit.plan.sections.cache import CacheSpec
-from loaderkit.plan.sections.checks import ChecksSpec
-from loaderkit.plan.sections.collator import DEFAULT_COLLATOR
-from loaderkit.plan.sections.curriculum import CurriculumSpec
-from loaderkit.plan.sections.distributed import DistributedSpec
-from loaderkit.plan.sections.error_policy import ErrorPolicySpec
-from loaderkit.plan.sections.max_length import MaxLengthSpec
-from loaderkit.plan.sections.mixture import MixtureSpec
-from loaderkit.plan.sections.order import OrderSpec
 from loaderkit.plan.sections.preset import PresetSpec
-from loaderkit.plan.sections.sampling_weights import WeightsSpec
-from loaderkit.plan.sections.split import SplitSpec
-from loaderkit.plan.sections.workers import WorkersSpec
-from loaderkit.plan.specs import CallableSpec, DatasetSpec
 
-__all__ = ["BuilderState", "MixtureWeights", "PerSample", "Refers", "bind_one"]
+__all__ = [
+    "SECTION_DEFAULTS",
+    "BuilderState",
+    "MixtureWeights",
+    "PerSample",
+    "Refers",
+    "bind_one",
+]
 
 PerSample: TypeAlias = str | Sequence[float] | npt.NDArray[np.number[Any]] | Callable[[Any], float]
 """One number per sample (lengths, weights, difficulties): a column or sample key, a
@@ -66,30 +60,35 @@ def bind_one(spec: Refers, obj: object | None) -> list[tuple[str, object]]:
     return [(name, obj) for name in spec.bound_names()[:1] if obj is not None]
 
 
+SECTION_DEFAULTS: Mapping[str, object] = MappingProxyType(
+    {
+        f.name: None if f.default is attrs.NOTHING else f.default
+        for f in attrs.fields(LoaderPlan)
+        if f.name in PLAN_SECTIONS and f.name != "preset"
+    }
+)
+"""Each plan section's value in a new builder: ``LoaderPlan``'s default (the dataset: none)."""
+
+
+def _all_sections(value: Mapping[str, object]) -> Mapping[str, object]:
+    """Every section's value: those given, and :data:`SECTION_DEFAULTS` for the others."""
+    unknown = set(value) - set(SECTION_DEFAULTS)
+    assert not unknown, f"not builder sections: {sorted(unknown)}"
+    return FrozenMap((k, value.get(k, default)) for k, default in SECTION_DEFAULTS.items())
+
+
 @attrs.frozen(repr=False)
 class BuilderState:
-    """The sections' values of a builder (``_<section>``) and its bound objects (``_bound``).
+    """The sections' values of a builder and its bound objects.
 
-    The base of :class:`~loaderkit.DataLoaderBuilder`; not used on its own.
+    ``_sections`` holds every plan section's value (read through :meth:`_value`), starting
+    from ``LoaderPlan``'s defaults: the builder keeps no second list of sections or defaults.
+    ``_preset`` records the preset that made the builder (display only, not compared) and
+    ``_bound`` the live objects. The base of :class:`~loaderkit.DataLoaderBuilder`; not used
+    on its own.
     """
 
-    _dataset: DatasetSpec | None = None
-    _batch: BatchSpec = BatchSpec()
-    _order: OrderSpec = OrderSpec()
-    _collator: CallableSpec = DEFAULT_COLLATOR
-    _transform: CallableSpec | None = None
-    _workers: WorkersSpec = WorkersSpec()
-    _device: str = "cpu"
-    _distributed: DistributedSpec = DistributedSpec()
-    _bucketing: BucketingSpec | None = None
-    _sampling_weights: WeightsSpec | None = None
-    _curriculum: CurriculumSpec | None = None
-    _mixture: MixtureSpec | None = None
-    _max_length: MaxLengthSpec | None = None
-    _split: SplitSpec | None = None
-    _checks: ChecksSpec | None = None
-    _error_policy: ErrorPolicySpec = ErrorPolicySpec()
-    _cache: CacheSpec | None = None
+    _sections: Mapping[str, object] = attrs.field(factory=FrozenMap, converter=_all_sections)
     _preset: PresetSpec | None = attrs.field(default=None, eq=False)
     _bound: Mapping[str, object] = attrs.field(
         factory=Bindings, eq=False, hash=False, converter=_bindings
@@ -103,7 +102,7 @@ class BuilderState:
         An object no section refers to any more (``Section.bindings``) is unbound: a replaced
         dataset or function is neither kept alive nor saved with the plan.
         """
-        new = attrs.evolve(self, **sections)
+        new = attrs.evolve(self, sections={**self._sections, **sections})
         used = bound_names(new._value)
         added = dict(live)
         bound = {k: v for k, v in self._bound.items() if k in used and k not in added}
@@ -111,5 +110,7 @@ class BuilderState:
         return attrs.evolve(new, bound=bound)
 
     def _value(self, section: str) -> object:
-        """The builder's value of plan section ``section``."""
-        return getattr(self, f"_{section}")
+        """The builder's value of plan section ``section`` (its default when not set)."""
+        if section == "preset":  # a record, kept apart: builders compare without it
+            return self._preset
+        return self._sections[section]

@@ -43,6 +43,7 @@ import attrs
 from loaderkit._checks import check_bool
 from loaderkit.builder import DataLoaderBuilder
 from loaderkit.plan.sections.bucketing import default_num_buckets
+from loaderkit.plan.specs import DatasetSpec
 from loaderkit.presets.registration import (
     PRESET_OPTIONS,
     PresetOption,
@@ -145,8 +146,8 @@ class _LengthBatching:
                 return builder.with_bucketing(
                     "input_ids", max_tokens=max_tokens, max_batch_size=batch_size
                 )
-            spec = builder._dataset
-            n = None if spec is None else spec.length
+            spec = builder._value("dataset")
+            n = spec.length if isinstance(spec, DatasetSpec) else None
             return builder.with_bucketing(
                 "input_ids",
                 max_tokens=max_tokens,
