@@ -17,8 +17,8 @@ Adding a data-only section ``foo`` is:
    ``repr(builder)`` and ``explain()`` unless :data:`BUILDER_CALL_ORDER` and
    :data:`EXPLAIN_ORDER` name it elsewhere;
 3. the ``foo`` field of :class:`~loaderkit.plan.plan.LoaderPlan` (and its name in
-   ``Setting``), and the builder's ``_foo`` field (``loaderkit/builder/state.py``) and
-   ``with_foo`` method, returning ``self._with(foo=spec)``;
+   ``Setting``), and the builder's ``with_foo`` method, returning ``self._with(foo=spec)``
+   (the builder's state starts from ``LoaderPlan``'s defaults: no field to add there);
 4. :func:`fingerprint_table` pasted into ``docs/plan-format.md`` (a test compares them).
 
 Files, the fingerprint, the reader, the builder's repr and ``explain()`` need no code: they
