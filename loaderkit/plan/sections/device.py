@@ -14,13 +14,13 @@ if TYPE_CHECKING:
     from loaderkit.plan.reader import Reader
     from loaderkit.plan.sections.base import ReprContext
 
-__all__ = ["SECTION", "device_calls", "device_spec", "device_to_dict", "read_device"]
 __all__ = [
     "DEVICES",
     "SECTION",
     "CudaIndex",
     "Device",
     "DeviceName",
+    "device_calls",
     "device_spec",
     "device_to_dict",
     "read_device",
