@@ -61,6 +61,7 @@ def test_every_module_declares_its_public_names():
             )
         ]
         assert declared, f"{name} has no __all__"
+        assert len(declared) == 1, f"{name} assigns __all__ {len(declared)} times (one wins)"
 
 
 def test_no_public_name_shadows_a_common_package():

@@ -15,8 +15,15 @@ if TYPE_CHECKING:
     from loaderkit.plan.reader import Reader
     from loaderkit.plan.sections.base import ReprContext
 
-__all__ = ["SECTION", "OrderSpec", "order_calls", "order_spec", "order_to_dict", "read_order"]
-__all__ = ["DEFAULT_SEED", "SECTION", "OrderSpec", "order_spec", "order_to_dict", "read_order"]
+__all__ = [
+    "DEFAULT_SEED",
+    "SECTION",
+    "OrderSpec",
+    "order_calls",
+    "order_spec",
+    "order_to_dict",
+    "read_order",
+]
 
 DEFAULT_SEED = 0
 """The seed of a plan that never called ``with_seed``: unseeded plans are reproducible too."""
