@@ -1,4 +1,4 @@
-"""The builder's state: one private field per plan section, and the one way to change them.
+"""The builder's state: every plan section's value in one map, and the one way to change it.
 
 :class:`BuilderState` holds the sections' values and the bound live objects. Every ``with_*``
 method of :class:`~loaderkit.DataLoaderBuilder` (written in :mod:`loaderkit.builder` and its
@@ -73,7 +73,8 @@ SECTION_DEFAULTS: Mapping[str, object] = MappingProxyType(
 def _all_sections(value: Mapping[str, object]) -> Mapping[str, object]:
     """Every section's value: those given, and :data:`SECTION_DEFAULTS` for the others."""
     unknown = set(value) - set(SECTION_DEFAULTS)
-    assert not unknown, f"not builder sections: {sorted(unknown)}"
+    if unknown:  # a with_* method naming a section LoaderPlan does not have
+        raise TypeError(f"not plan sections: {sorted(unknown)}; see LoaderPlan's fields")
     return FrozenMap((k, value.get(k, default)) for k, default in SECTION_DEFAULTS.items())
 
 
