@@ -298,7 +298,7 @@ class LoaderPlan:
 PLAN_SECTIONS: tuple[str, ...] = tuple(
     f.name for f in attrs.fields(LoaderPlan) if f.name != "bindings"
 )
-"""The data sections of a plan, in order (the builder holds one private field per section)."""
+"""The data sections of a plan, in order (the builder starts each from its default here)."""
 
 Setting = Literal[
     "batch",
