@@ -20,7 +20,10 @@ from torch.utils.data import DataLoader
 from loaderkit.errors import DataError
 from loaderkit.runtime.fetch import Failure, Fetched, WorkerSeeder
 from loaderkit.runtime.outcomes import NO_BATCH, Raised
-from loaderkit.runtime.pool import base_seed_generator, identity, shutdown_pool
+from loaderkit.runtime.pool import (
+    shutdown_pool,
+    worker_pool,
+)
 from loaderkit.runtime.requests import BatchDataset, RequestSampler
 
 if TYPE_CHECKING:
@@ -107,17 +110,13 @@ def worker_loader(loader: Loader) -> tuple[DataLoader[Any], RequestSampler]:
         w = loader.workers
         sampler = RequestSampler(loader._request_plan)
         loader._sampler = sampler
-        loader._torch_loader = DataLoader(
-            BatchDataset(loader._fetcher, WorkerSeeder(loader.plan.order.seed, loader.rank)),
-            sampler=sampler,
-            batch_size=None,
-            collate_fn=identity,
-            num_workers=w.num_workers,
-            prefetch_factor=w.prefetch_factor,
-            persistent_workers=True if w.persistent is None else w.persistent,
+        seed = loader.plan.order.seed
+        loader._torch_loader = worker_pool(
+            BatchDataset(loader._fetcher, WorkerSeeder(seed, loader.rank)),
+            w,
+            seed=seed,
             pin_memory=loader.pin_memory and loader.device.type == "cuda",
-            timeout=w.timeout or 0,
-            multiprocessing_context=w.start_method,
-            generator=base_seed_generator(loader.plan.order.seed),
+            persistent=True if w.persistent is None else w.persistent,
+            sampler=sampler,
         )
     return loader._torch_loader, loader._sampler

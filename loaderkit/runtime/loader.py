@@ -43,6 +43,7 @@ from loaderkit.runtime.planners import (
 )
 from loaderkit.runtime.pool import (
     broken_pool,
+    check_epoch,
     shutdown_pool,
 )
 from loaderkit.runtime.requests import Requests, RequestSampler
@@ -286,8 +287,7 @@ class Loader:
         (trainers call it with the epoch they resume); another epoch replaces it. An iterator
         still open is superseded.
         """
-        if isinstance(epoch, bool) or not isinstance(epoch, int) or epoch < 0:
-            raise ValueError(f"set_epoch: epoch must be an int >= 0 (got {epoch!r})")
+        epoch = check_epoch(epoch)
         if self._pending == "resume" and epoch == self._epoch:
             return  # keep the loaded (or interrupted) position of this very epoch
         self._set_pending(epoch)

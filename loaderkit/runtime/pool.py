@@ -16,10 +16,12 @@ from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
 import torch
+from torch.utils.data import DataLoader, Dataset, Sampler
 from torch.utils.data._utils import signal_handling
 
 from loaderkit.errors import DataError, WorkerError
 from loaderkit.order.keys import derive_key
+from loaderkit.plan.workers import ResolvedWorkers
 
 __all__ = [
     "BROKEN_GRACE",
@@ -32,11 +34,13 @@ __all__ = [
     "awaited_task",
     "base_seed_generator",
     "broken_pool",
+    "check_epoch",
     "dead_workers",
     "end_processes",
     "identity",
     "shutdown_pool",
     "worker_error",
+    "worker_pool",
 ]
 
 
@@ -53,6 +57,42 @@ def base_seed_generator(seed: int) -> torch.Generator:
     generator = torch.Generator()
     generator.manual_seed(derive_key(seed, "torch-base-seed") % 2**63)
     return generator
+
+
+def worker_pool(
+    dataset: Dataset[Any],
+    workers: ResolvedWorkers,
+    *,
+    seed: int,
+    pin_memory: bool,
+    persistent: bool,
+    sampler: Sampler[Any] | None = None,
+) -> DataLoader[Any]:
+    """The torch ``DataLoader`` whose workers make whole batches (or a stream's items).
+
+    The worker settings of the plan, the base seed keyed by the plan's ``seed``
+    (:func:`base_seed_generator`), no collation of its own (:func:`identity`).
+    """
+    return DataLoader(
+        dataset,
+        sampler=sampler,
+        batch_size=None,
+        collate_fn=identity,
+        num_workers=workers.num_workers,
+        prefetch_factor=workers.prefetch_factor,
+        persistent_workers=persistent,
+        pin_memory=pin_memory,
+        timeout=workers.timeout or 0,
+        multiprocessing_context=workers.start_method,
+        generator=base_seed_generator(seed),
+    )
+
+
+def check_epoch(epoch: object) -> int:
+    """``epoch`` for ``set_epoch`` (an int >= 0; else the ValueError saying so)."""
+    if isinstance(epoch, bool) or not isinstance(epoch, int) or epoch < 0:
+        raise ValueError(f"set_epoch: epoch must be an int >= 0 (got {epoch!r})")
+    return epoch
 
 
 WORKER_KILLED = re.compile(

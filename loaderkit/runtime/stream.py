@@ -58,8 +58,6 @@ import copy
 from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, Literal
 
-from torch.utils.data import DataLoader
-
 from loaderkit.checks import CheckReport, batch_checker
 from loaderkit.errors import NotBuiltYetError
 from loaderkit.plan.workers import resolve_workers
@@ -68,7 +66,11 @@ from loaderkit.runtime.device import resolve_device, wants_pinning
 from loaderkit.runtime.explain import explain_stream
 from loaderkit.runtime.fetch import Fetched, Skipped
 from loaderkit.runtime.loader import Loader, plan_bindings
-from loaderkit.runtime.pool import base_seed_generator, identity, shutdown_pool
+from loaderkit.runtime.pool import (
+    check_epoch,
+    shutdown_pool,
+    worker_pool,
+)
 from loaderkit.runtime.schedules import batch_sizes, max_lengths
 from loaderkit.runtime.skips import SkipCounts
 from loaderkit.runtime.state import STATE_VERSION, check_stream_state
@@ -248,8 +250,7 @@ class StreamLoader(Loader):
         reshuffles its shards) before the epoch's first sample is read, and the buffer shuffle
         is keyed by the epoch.
         """
-        if isinstance(epoch, bool) or not isinstance(epoch, int) or epoch < 0:
-            raise ValueError(f"set_epoch: epoch must be an int >= 0 (got {epoch!r})")
+        epoch = check_epoch(epoch)
         if self._pending == "resume" and epoch == self._epoch:
             return  # keep the loaded (or interrupted) position of this very epoch
         self._move(epoch, 0, [0] * self.producers, 0, [None] * self.producers)
@@ -343,18 +344,12 @@ class StreamLoader(Loader):
                 if item is None:
                     return
                 yield item
-        w = self.workers
-        torch_loader = DataLoader(
+        torch_loader = worker_pool(
             producer,
-            batch_size=None,
-            collate_fn=identity,
-            num_workers=w.num_workers,
-            prefetch_factor=w.prefetch_factor,
-            persistent_workers=False,  # the producers are made per pass (epoch, skips)
+            self.workers,
+            seed=self.plan.order.seed,
             pin_memory=self.pin_memory and self.device.type == "cuda",
-            timeout=w.timeout or 0,
-            multiprocessing_context=w.start_method,
-            generator=base_seed_generator(self.plan.order.seed),
+            persistent=False,  # the producers are made per pass (epoch, skips)
         )
         iterator = self._iterator = iter(torch_loader)
         del torch_loader
