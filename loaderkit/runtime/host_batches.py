@@ -20,10 +20,7 @@ from torch.utils.data import DataLoader
 from loaderkit.errors import DataError
 from loaderkit.runtime.fetch import Failure, Fetched, WorkerSeeder
 from loaderkit.runtime.outcomes import NO_BATCH, Raised
-from loaderkit.runtime.pool import (
-    shutdown_pool,
-    worker_pool,
-)
+from loaderkit.runtime.pool import shutdown_pool, worker_pool
 from loaderkit.runtime.requests import BatchDataset, RequestSampler
 
 if TYPE_CHECKING:

@@ -43,7 +43,6 @@ from loaderkit.runtime.planners import (
 )
 from loaderkit.runtime.pool import (
     broken_pool,
-    check_epoch,
     shutdown_pool,
 )
 from loaderkit.runtime.requests import Requests, RequestSampler
@@ -52,6 +51,7 @@ from loaderkit.runtime.skips import SKIPPED_RECORDS_KEPT, SkipCounts, over_budge
 from loaderkit.runtime.split import split_part
 from loaderkit.runtime.state import (
     STATE_VERSION,
+    check_epoch,
     check_state_shape,
     check_stream,
 )

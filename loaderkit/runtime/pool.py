@@ -34,7 +34,6 @@ __all__ = [
     "awaited_task",
     "base_seed_generator",
     "broken_pool",
-    "check_epoch",
     "dead_workers",
     "end_processes",
     "identity",
@@ -86,13 +85,6 @@ def worker_pool(
         multiprocessing_context=workers.start_method,
         generator=base_seed_generator(seed),
     )
-
-
-def check_epoch(epoch: object) -> int:
-    """``epoch`` for ``set_epoch`` (an int >= 0; else the ValueError saying so)."""
-    if isinstance(epoch, bool) or not isinstance(epoch, int) or epoch < 0:
-        raise ValueError(f"set_epoch: epoch must be an int >= 0 (got {epoch!r})")
-    return epoch
 
 
 WORKER_KILLED = re.compile(

@@ -15,6 +15,7 @@ if TYPE_CHECKING:
 __all__ = [
     "STATE_VERSION",
     "STREAM_STATE_KEYS",
+    "check_epoch",
     "check_state_shape",
     "check_stream",
     "check_stream_state",
@@ -38,6 +39,13 @@ STREAM_STATE_KEYS = (
     "plan",
 )
 """The keys every ``StreamLoader.state_dict()`` has."""
+
+
+def check_epoch(epoch: object) -> int:
+    """``epoch`` for the loaders' ``set_epoch`` (an int >= 0; else the ValueError saying so)."""
+    if isinstance(epoch, bool) or not isinstance(epoch, int) or epoch < 0:
+        raise ValueError(f"set_epoch: epoch must be an int >= 0 (got {epoch!r})")
+    return epoch
 
 
 def check_state_shape(

@@ -66,14 +66,10 @@ from loaderkit.runtime.device import resolve_device, wants_pinning
 from loaderkit.runtime.explain import explain_stream
 from loaderkit.runtime.fetch import Fetched, Skipped
 from loaderkit.runtime.loader import Loader, plan_bindings
-from loaderkit.runtime.pool import (
-    check_epoch,
-    shutdown_pool,
-    worker_pool,
-)
+from loaderkit.runtime.pool import shutdown_pool, worker_pool
 from loaderkit.runtime.schedules import batch_sizes, max_lengths
 from loaderkit.runtime.skips import SkipCounts
-from loaderkit.runtime.state import STATE_VERSION, check_stream_state
+from loaderkit.runtime.state import STATE_VERSION, check_epoch, check_stream_state
 from loaderkit.runtime.stream_delivery import stream_batches
 from loaderkit.runtime.stream_pass import StreamPass
 from loaderkit.runtime.stream_producer import Producer
