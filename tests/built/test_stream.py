@@ -665,3 +665,15 @@ def test_step_schedules_stay_refused_with_the_reason() -> None:
     plan = _builder(Numbers(8), batch=[(2, 4), (10, 8)], by="step").compile()
     with pytest.raises(NotBuiltYetError, match=r"no global step .* schedule it by epoch"):
         plan.build()
+
+
+@pytest.mark.parametrize("epoch", [-1, True, 1.5, "2"])
+def test_set_epoch_refuses_what_is_not_an_epoch_on_both_loaders(epoch: Any) -> None:
+    """Both loaders check set_epoch's argument the same way, before anything moves."""
+    stream = _builder(Numbers(8)).build()
+    indexed = DataLoaderBuilder().with_dataset(list(range(8))).with_batch_size(4).build()
+    for loader in (stream, indexed):
+        with pytest.raises(ValueError, match=r"set_epoch: epoch must be an int >= 0 \(got "):
+            loader.set_epoch(epoch)
+        assert [len(_values(b)) for b in loader] == [4, 4]  # the next pass is still epoch 0
+        loader.close()
