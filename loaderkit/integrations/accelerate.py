@@ -145,6 +145,7 @@ class SkippedLoader:
         state = base.state_dict()
         state["epoch"] = epoch
         state["batches_delivered"] = start + self.skip  # past the epoch's end: ResumeError
+        state["pass_ended"] = False  # a position inside that pass, not after it
         self.loader.load_state_dict(state)  # a resume: the next pass starts there
         return iter(self.loader)
 

@@ -54,6 +54,7 @@ from loaderkit.runtime.state import (
     check_epoch,
     check_state_shape,
     check_stream,
+    read_pass_ended,
 )
 from loaderkit.runtime.world import resolve_world
 
@@ -96,16 +97,19 @@ class Loader:
     - ``set_epoch(e)`` before ``iter()``: the pass is epoch ``e`` from batch 0 (the
       ``DistributedSampler`` habit);
     - ``load_state_dict(state)`` before ``iter()``: the pass resumes exactly where ``state``
-      was taken (empty if it was taken after the epoch's last batch). ``set_epoch`` with the
-      state's own epoch does not undo it. A pass that the loader itself ended with
+      was taken. A state taken inside the loop at the epoch's last batch resumes as an empty
+      pass (the rest of that epoch), then the next epoch; a state taken after the pass
+      *ended* (its iterator raised ``StopIteration``: after the ``for`` loop) resumes with
+      the next epoch, whole, as torchdata's ``StatefulDataLoader`` does. ``set_epoch`` with
+      the state's own epoch does not undo a resume. A pass that the loader itself ended with
       :class:`~loaderkit.DataError` or :class:`~loaderkit.WorkerError` is resumed the same way.
     - A pass starts at its iterator's first ``next()``: an iterator never advanced has no
       effect. Keeping an iterator continues its pass; an iterator superseded by a newer
       pass, ``set_epoch``, ``load_state_dict``, ``check`` or ``close`` raises
       ``RuntimeError`` (it takes nothing from the newer pass).
     - ``state_dict()`` / ``load_state_dict()``: a small JSON-serializable position (the
-      current or last pass's epoch and batches *delivered to the caller*, not merely
-      prefetched) tied to the plan's fingerprint.
+      current or last pass's epoch, batches *delivered to the caller*, not merely
+      prefetched, and whether that pass ended) tied to the plan's fingerprint.
     """
 
     batch_sampler: None = None
@@ -178,6 +182,8 @@ class Loader:
         self._pending: _Pending = "set"
         """What the next ``iter()`` starts: ``"set"`` epoch ``_epoch`` at batch 0, ``"resume"``
         ``_epoch`` at batch ``_delivered``, ``"next"`` the epoch after ``_epoch``."""
+        self._pass_ended = False
+        """Whether the pass at ``_epoch`` ended (its iterator raised ``StopIteration``)."""
         self._torch_loader: DataLoader[Any] | None = None
         self._sampler: RequestSampler | None = None
         self._pool: object = None
@@ -298,6 +304,7 @@ class Loader:
         """Make the next pass epoch ``epoch`` from batch 0 (the position is reset)."""
         self._epoch, self._delivered = epoch, 0
         self._pending = "set"
+        self._pass_ended = False
 
     def batch_indices(self, epoch: int, batch_index: int) -> list[int]:
         """The sample indices of batch ``batch_index`` of ``epoch`` on this rank."""
@@ -371,6 +378,7 @@ class Loader:
         self._lengths(f"at the start of a pass (epoch {epoch})")
         self._epoch, self._delivered = epoch, start
         self._pending = "next"
+        self._pass_ended = False
         self._generation += 1
         self._moves += 1
         return self._epoch, self._delivered
@@ -396,6 +404,16 @@ class Loader:
         if moves == self._moves:
             self._pending = "resume"
 
+    def _ended(self, moves: int) -> None:
+        """The pass of ``moves`` ended (its iterator raised ``StopIteration``).
+
+        A state taken from now on (until the position moves) says so, and resumes with the
+        next epoch, whole; one taken at the last batch, inside the loop, resumes as the
+        empty rest of this epoch.
+        """
+        if moves == self._moves:
+            self._pass_ended = True
+
     def _resumed(self, moves: int) -> None:
         """The pass a loader error interrupted goes on: it is no longer to be resumed."""
         if moves == self._moves and self._pending == "resume":
@@ -416,11 +434,11 @@ class Loader:
         ``iter()`` starts are put back as they were (checking does not count as a pass); an
         iterator in progress is superseded.
         """
-        kept = self._epoch, self._delivered, self._pending
+        kept = self._epoch, self._delivered, self._pending, self._pass_ended
         try:
             return check_loader(self)
         finally:
-            self._epoch, self._delivered, self._pending = kept
+            self._epoch, self._delivered, self._pending, self._pass_ended = kept
             self._generation += 1
             self._moves += 1
 
@@ -463,7 +481,10 @@ class Loader:
 
         ``epoch`` and ``batches_delivered`` are those of the current (or last) pass, or of
         the pending one after ``set_epoch`` / ``load_state_dict``; after a complete pass
-        ``batches_delivered`` is that epoch's batch count.
+        ``batches_delivered`` is that epoch's batch count. ``pass_ended`` is true once that
+        pass's iterator raised ``StopIteration`` (the ``for`` loop is over): such a state
+        resumes with the next epoch, whole, while one taken at the last batch inside the loop
+        resumes as the empty rest of the epoch (see :meth:`load_state_dict`).
         """
         epoch, delivered = self._cursor()
         state: dict[str, Any] = {
@@ -471,6 +492,7 @@ class Loader:
             "fingerprint": self.plan.fingerprint,
             "epoch": epoch,
             "batches_delivered": delivered,
+            "pass_ended": self._pass_ended,
             "world_size": self.world_size,
             "rank": self.rank,
             "global_batch_size": self.plan.batch.batch_size * self.world_size,
@@ -486,10 +508,14 @@ class Loader:
     def load_state_dict(self, state: Mapping[str, Any], *, strict: bool = True) -> None:
         """Make the next pass continue exactly where ``state`` was taken: O(1), no replay.
 
-        The next ``iter()`` resumes batch ``batches_delivered`` of the state's epoch; a state
-        taken after the last batch of an epoch gives an empty pass (as torchdata's
-        ``StatefulDataLoader`` does), and the pass after it is the next epoch. A
-        ``set_epoch`` with the state's own epoch before that pass keeps the resume.
+        The next ``iter()`` resumes batch ``batches_delivered`` of the state's epoch. As
+        torchdata's ``StatefulDataLoader`` does, a state taken at the last batch of an epoch
+        *inside* the loop gives an empty pass (the rest of that epoch) and the pass after it
+        is the next epoch, while a state taken after the pass ended (``pass_ended``: its
+        iterator raised ``StopIteration``) makes the next pass the next epoch, whole. A
+        state without ``pass_ended`` (written by loaderkit before it was recorded) is read as
+        not ended. A ``set_epoch`` with the state's own epoch before the resumed pass keeps
+        the resume; another epoch replaces it.
 
         The state must come from a loader of a plan with the same fingerprint, or from one
         whose *global* stream is the same (an elastic resume: another world size with the
@@ -514,10 +540,15 @@ class Loader:
                 f"the state has {delivered} batches of epoch {epoch} delivered but that epoch "
                 f"of this loader has {self._planner.num_batches(epoch)}"
             )
+        ended = read_pass_ended(state)
         counts = SkipCounts.from_state(state.get("skips"))
-        self._epoch, self._delivered = epoch, delivered
         self._skip_counts = counts
-        self._pending = "resume"
+        if ended:  # the next pass is the next epoch, whole
+            self._set_pending(epoch + 1)
+        else:
+            self._epoch, self._delivered = epoch, delivered
+            self._pending = "resume"
+            self._pass_ended = False
         self._generation += 1
         self._moves += 1
 

@@ -63,7 +63,11 @@ class LoaderPass:
                 self.close()
                 loader._interrupted(self._moves)
                 raise
-            except BaseException:  # StopIteration included: the pass is over
+            except StopIteration:  # the pass is over: a state taken now resumes the next epoch
+                self.close()
+                loader._ended(self._moves)
+                raise
+            except BaseException:
                 self.close()
                 raise
             try:  # the skip policy's counts, as the batch is delivered

@@ -20,6 +20,7 @@ __all__ = [
     "check_stream",
     "check_stream_state",
     "plan_differences",
+    "read_pass_ended",
 ]
 
 STATE_VERSION = 1
@@ -77,6 +78,22 @@ def check_state_shape(
         value = state[key]
         if isinstance(value, bool) or not isinstance(value, int) or value < 0:
             raise ResumeError(f"state[{key!r}] must be an int >= 0 (got {value!r})")
+
+
+def read_pass_ended(state: Mapping[str, Any]) -> bool:
+    """Whether the pass of ``state`` ended (its iterator raised ``StopIteration``).
+
+    ``False`` for a state written before loaderkit recorded it (``pass_ended`` absent): such
+    a state resumes where its batches delivered say, as it did. Raises
+    :class:`ResumeError` for a value that is not a bool.
+    """
+    ended = state.get("pass_ended", False)
+    if not isinstance(ended, bool):
+        raise ResumeError(
+            f"state['pass_ended'] must be a bool (got {ended!r:.100}); pass what state_dict() "
+            f"returned"
+        )
+    return ended
 
 
 def check_stream(

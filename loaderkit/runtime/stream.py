@@ -69,7 +69,12 @@ from loaderkit.runtime.loader import Loader, plan_bindings
 from loaderkit.runtime.pool import shutdown_pool, worker_pool
 from loaderkit.runtime.schedules import batch_sizes, max_lengths
 from loaderkit.runtime.skips import SkipCounts
-from loaderkit.runtime.state import STATE_VERSION, check_epoch, check_stream_state
+from loaderkit.runtime.state import (
+    STATE_VERSION,
+    check_epoch,
+    check_stream_state,
+    read_pass_ended,
+)
 from loaderkit.runtime.stream_delivery import stream_batches
 from loaderkit.runtime.stream_pass import StreamPass
 from loaderkit.runtime.stream_producer import Producer
@@ -174,6 +179,8 @@ class StreamLoader(Loader):
         self._next_worker = 0
         self._epoch_done = False
         """Whether the pass at ``_epoch`` delivered its last batch."""
+        self._pass_ended = False
+        """Whether the pass at ``_epoch`` ended (its iterator raised ``StopIteration``)."""
         self._generation = 0
         self._moves = 0
         self._pending: Literal["set", "resume", "next"] = "set"
@@ -265,6 +272,7 @@ class StreamLoader(Loader):
         self._worker_batches, self._next_worker = per_worker, next_worker
         self._worker_states = states
         self._epoch_done = False
+        self._pass_ended = False
         self._generation += 1
 
     def batch_indices(self, epoch: int, batch_index: int) -> list[int]:
@@ -398,6 +406,14 @@ class StreamLoader(Loader):
         )
         return stream_batches(self, producer, epoch, delivered, generation), generation, moves
 
+    def _ended(self, moves: int) -> None:
+        """The pass of ``moves`` ended (its iterator raised ``StopIteration``).
+
+        A state taken from now on (until the position moves) resumes with the next epoch.
+        """
+        if moves == self._moves:
+            self._pass_ended = True
+
     def _count(self, item: StreamItem, last: bool) -> None:
         """Move the position past ``item``'s batch (delivered, skipped whole, or failed)."""
         self._delivered += 1
@@ -423,7 +439,9 @@ class StreamLoader(Loader):
 
         The current (or last, or pending) pass's epoch and batches delivered, and
         ``pass_complete``: whether that pass delivered its last batch (a resume of it is then
-        an empty pass, and the pass after it the next epoch). Besides, it records, per
+        an empty pass, and the pass after it the next epoch), and ``pass_ended``: whether its
+        iterator raised ``StopIteration`` (the ``for`` loop is over; a resume of it starts
+        the next epoch, whole, as torchdata's ``StatefulDataLoader`` does). Besides, it records, per
         producer, the batches it delivered and which producer is next (a resume needs them),
         and the world size, rank and ``num_workers`` the order depends on.
         ``worker_states`` holds, per producer, the source's own state right after the last
@@ -440,6 +458,7 @@ class StreamLoader(Loader):
             "epoch": epoch,
             "batches_delivered": delivered,
             "pass_complete": self._epoch_done,
+            "pass_ended": self._pass_ended,
             "world_size": self.world_size,
             "rank": self.rank,
             "num_workers": self.num_workers,
@@ -459,9 +478,11 @@ class StreamLoader(Loader):
 
         The rule of :meth:`Loader.load_state_dict
         <loaderkit.runtime.loader.Loader.load_state_dict>`: the next ``iter()`` resumes (an
-        empty pass for a state taken after the epoch's last batch, ``pass_complete``; a state
-        without that key, from an earlier loaderkit, is read as not complete: its
-        ``(epoch + 1, 0)`` end-of-epoch states start the next epoch, as they did).
+        empty pass for a state taken at the epoch's last batch inside the loop,
+        ``pass_complete``; a state without that key, from an earlier loaderkit, is read as not
+        complete: its ``(epoch + 1, 0)`` end-of-epoch states start the next epoch, as they
+        did). A state taken after the pass ended (``pass_ended``; absent: not ended) makes the
+        next pass the next epoch, whole.
 
         When :attr:`resume_native` (a stateful source, no buffer shuffle) each producer loads
         its source's saved state and reads on from the element after its last delivered batch:
@@ -476,7 +497,13 @@ class StreamLoader(Loader):
         per_worker, states, complete = check_stream_state(
             state, self.plan, (self.world_size, self.rank, self.num_workers), strict=strict
         )
+        ended = read_pass_ended(state)
         self._skip_counts = SkipCounts.from_state(state.get("skips"))
+        if ended:  # the next pass is the next epoch, whole
+            self._move(state["epoch"] + 1, 0, [0] * self.producers, 0, [None] * self.producers)
+            self._pending = "set"
+            self._moves += 1
+            return
         self._move(
             state["epoch"],
             state["batches_delivered"],

@@ -107,6 +107,8 @@ class StreamPass:
         if not self._started:
             self._started = True
             self._batches, self._generation, self._moves = loader._begin()
+            if self._batches is None:  # a resumed pass with nothing left: it ends here
+                loader._ended(self._moves)
         batches = self._batches
         if batches is None:
             raise StopIteration
@@ -115,6 +117,7 @@ class StreamPass:
         except StopIteration:
             self._batches = None
             self._went_on()
+            loader._ended(self._moves)  # a state taken now resumes with the next epoch
             raise
         except (DataError, WorkerError):
             self._batches = None

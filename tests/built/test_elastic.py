@@ -88,14 +88,20 @@ def test_the_next_epoch_after_an_elastic_resume_is_the_same():
     run(first)  # the whole epoch 0
     state = first[0].state_dict()
     assert (state["epoch"], state["batches_delivered"]) == (0, len(first[0]))  # complete
+    assert state["pass_ended"]  # taken after the loop: the next pass is epoch 1, whole
     second = ranks("weights", 3)
     for loader in second:
         loader.load_state_dict(state)
     single = ranks("weights", 1)[0]
     single.set_epoch(1)
     want = global_batches(single.plan, 1, epoch=1)
-    assert run(second) == []  # the rest of epoch 0: nothing
     assert run(second)[:-1] == want[:-1]
+    state["pass_ended"] = False  # as if taken at the last batch, inside the loop
+    third = ranks("weights", 3)
+    for loader in third:
+        loader.load_state_dict(state)
+    assert run(third) == []  # the rest of epoch 0: nothing
+    assert run(third)[:-1] == want[:-1]
 
 
 def test_another_global_batch_is_refused_with_the_fix():
