@@ -113,18 +113,30 @@ def test_training_reads_the_plans_epochs(tmp_path: Path):
     assert model.seen == _epochs([0, 1, 2])
 
 
-@pytest.mark.parametrize(("save_steps", "where"), [(4, "mid-epoch"), (3, "epoch end")])
-def test_resume_from_checkpoint_continues_exactly(tmp_path: Path, save_steps, where):
-    # 3 optimizer steps per epoch (7 batches, 3 accumulated): step 4 is 3 batches into
-    # epoch 1, step 3 ends epoch 0
-    full = _train(tmp_path / "full", save_strategy="no")
-    first = _train(tmp_path / "run", save_strategy="steps", save_steps=save_steps, max_steps=4)
-    checkpoint = tmp_path / "run" / f"checkpoint-{save_steps}"
+# 3 optimizer steps per epoch (7 batches, 3 accumulated): step 4 is 3 batches into epoch 1,
+# step 3 ends epoch 0, step 9 is the last of the 3 epochs. Each case: (save_strategy, the
+# checkpoint's step, batches trained before it).
+CHECKPOINTS = {
+    "mid-epoch": ("steps", 4, 7 + 3),
+    "epoch end by steps": ("steps", 3, 7),
+    "epoch end by epochs": ("epoch", 3, 7),
+    "last step": ("steps", 9, 21),
+}
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+@pytest.mark.parametrize("where", list(CHECKPOINTS))
+def test_resume_from_checkpoint_continues_exactly(tmp_path: Path, where: str, workers: int):
+    strategy, step, trained = CHECKPOINTS[where]
+    full = _train(tmp_path / "full", save_strategy="no", workers=workers)
+    steps = {"max_steps": max(step, 4)} if step < 9 else {}  # stop the first run early
+    save = {"save_steps": step} if strategy == "steps" else {}
+    first = _train(tmp_path / "run", save_strategy=strategy, workers=workers, **save, **steps)
+    checkpoint = tmp_path / "run" / f"checkpoint-{step}"
     assert checkpoint.is_dir()
-    rest = _train(tmp_path / "run", resume=str(checkpoint), save_strategy="no")
-    trained = {4: 7 + 3, 3: 7}[save_steps]
+    rest = _train(tmp_path / "run", resume=str(checkpoint), save_strategy="no", workers=workers)
     assert first.seen[:trained] == full.seen[:trained]
-    assert rest.seen == full.seen[trained:]
+    assert rest.seen == full.seen[trained:]  # nothing lost, nothing trained twice
     for got, want in zip(rest.parameters(), full.parameters(), strict=True):
         torch.testing.assert_close(got, want, rtol=0, atol=1e-6)
 
