@@ -22,7 +22,7 @@ from lk_testdata import worker_block
 from torch.utils.data import Dataset, IterableDataset
 
 from loaderkit import DataLoaderBuilder, LoaderPlan, PlanError
-from loaderkit.errors import DataError
+from loaderkit.errors import DataError, ResumeError
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -232,6 +232,23 @@ def test_a_state_taken_after_a_loop_or_a_break(config: tuple[str, int, bool]) ->
         resumed.load_state_dict(complete)
         assert ids(resumed) == reference(*config, 2)  # the next epoch, whole (torchdata's)
         assert ids(resumed) == reference(*config, 3)
+
+
+def test_a_state_written_before_pass_ended_was_recorded_reads_as_not_ended(
+    config: tuple[str, int, bool],
+) -> None:
+    plan = make_plan(*config)
+    with plan.build() as loader:
+        ids(loader)  # epoch 0, whole: the loop ended
+        state = loader.state_dict()
+    assert state["pass_ended"]
+    older = {k: v for k, v in state.items() if k != "pass_ended"}  # as the last version wrote
+    with plan.build() as resumed:
+        resumed.load_state_dict(older)  # as it was read then: the empty rest of epoch 0
+        assert ids(resumed) == []
+        assert ids(resumed) == reference(*config, 1)
+        with pytest.raises(ResumeError, match=r"state\['pass_ended'\] must be a bool"):
+            resumed.load_state_dict({**state, "pass_ended": "yes"})
 
 
 def test_a_superseded_iterator_takes_nothing_from_the_new_pass(
