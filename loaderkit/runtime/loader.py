@@ -147,8 +147,9 @@ class Loader:
         self._planner: Planner = selected.planner
         self.lengths_cost = selected.cost
         """What reading the planner's per-sample values (lengths, weights) cost."""
-        self.sampler: ListPlanner | None = selected.sampler
-        """With bucketing combined with another sampler: that sampler's planner."""
+        self.sampler_planner: ListPlanner | None = selected.sampler
+        """With bucketing combined with another sampler: that sampler's planner (else ``None``;
+        ``explain()`` reports what it chose)."""
         self.sampler_cost = selected.sampler_cost
         self._request_plan = Requests(self._planner, self._part, self._max_lengths)
         self.workers = resolve_workers(plan.workers)
