@@ -22,7 +22,7 @@ from torch.utils.data import BatchSampler, RandomSampler, Sampler, SequentialSam
 
 from loaderkit import DataLoaderBuilder, DataModule
 from loaderkit.integrations.accelerate import AcceleratedLoader
-from loaderkit.integrations.lightning import for_lightning
+from loaderkit.integrations.lightning import LightningTrainLoader, for_lightning
 from loaderkit.runtime.epoch_sampler import EpochSampler
 
 pytestmark = [
@@ -105,6 +105,20 @@ def test_the_wrappers_set_the_epoch_their_own_way() -> None:
     assert accelerated.state_dict()["epoch"] == 3
     assert _ids(accelerated) == _epoch(plan, 3)
 
+    class Trainer:
+        current_epoch = 4
+
+    trainer: Any = Trainer()
+    told = for_lightning(plan.build(), trainer)
+    assert isinstance(told, LightningTrainLoader)
+    told.sampler.set_epoch(9)  # Lightning's number gives way to the trainer's epoch
+    assert _ids(told) == _epoch(plan, 4)
+    told.set_epoch(2)  # the loader's own set_epoch is not the trainer's
+    assert told.epoch == 2
+    untold = LightningTrainLoader(plan.build(), lambda: None)
+    untold.sampler.set_epoch(1)  # no trainer (yet): Lightning's number
+    assert untold.epoch == 1
+
 
 def test_an_evaluation_loader_reads_epoch_0_whatever_epoch_it_is_told() -> None:
     plan = _plan().to_builder().with_split(val=0.5).compile()
@@ -129,7 +143,7 @@ def test_lightning_sets_the_epoch_and_takes_it_for_no_shuffling_sampler() -> Non
     assert _ids(loader) == _epoch(plan, 3)
     # a validation loader's sampler is neither random nor sequential: no shuffling warning
     assert data._is_dataloader_shuffled(loader) is False
-    combined = CombinedLoader([loader, for_lightning(_plan(stream=True).build())])
+    combined = CombinedLoader([loader, for_lightning(plan.build(), object())])
     samplers = combined.sampler
     assert all(isinstance(s, EpochSampler) for s in samplers)
     assert combined.batch_sampler == [None, None]
