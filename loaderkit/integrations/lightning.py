@@ -8,7 +8,8 @@ map-style loaders (``plan.build()`` of a dataset with a length) go to ``Trainer.
 directly, and a :class:`~loaderkit.DataModule` through
 :meth:`~loaderkit.DataModule.to_lightning`; a run resumed with ``fit(..., ckpt_path=...)``
 continues the uninterrupted run's batches, from a checkpoint taken inside an epoch or at its
-end.
+end (the table of docs/integrations.md, "Lightning", says which resume needs which wrapper,
+and the two stream cases Lightning's read-ahead keeps from being exact).
 
 Two things need a wrapper, which :func:`for_lightning` makes:
 
