@@ -238,7 +238,8 @@ def _fit(case: Case, model: Model, callbacks: list[Any], ckpt: Path | None = Non
         logger=False,
         enable_progress_bar=False,
         enable_model_summary=False,
-        enable_checkpointing=bool(callbacks),
+        # no default ModelCheckpoint (it would write to the working directory)
+        enable_checkpointing=any(isinstance(c, pl.callbacks.Checkpoint) for c in callbacks),
         callbacks=callbacks,
         **limit,
     )
