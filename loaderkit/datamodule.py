@@ -231,12 +231,19 @@ class DataModule:
 
         Every hook (the dataloaders, ``state_dict`` / ``load_state_dict``, ``setup``,
         ``teardown``) delegates to this object, available as the result's ``.data``. Lightning
-        also sees that the train loader is stateful (it has ``state_dict`` and
-        ``load_state_dict``) and stores its state in checkpoints, so ``Trainer.fit(...,
-        ckpt_path=...)`` continues after the last batch of a mid-epoch checkpoint. Only the
-        loaders of :attr:`stages` are defined on the result: without a val loader Lightning
-        skips validation (as with any data module that has no ``val_dataloader``). Needs
-        Lightning (``lightning`` or ``pytorch_lightning``) installed.
+        stores this data module's state in its checkpoints and always loads it back, and it
+        sees that the train loader is stateful and stores (and, restarting inside an epoch,
+        reloads) its state too, so ``Trainer.fit(..., ckpt_path=...)`` continues after the
+        checkpoint's last batch, taken inside an epoch or at its end, resumed by epochs or
+        by steps. The train loader Lightning gets is wrapped
+        (:func:`~loaderkit.integrations.lightning.for_lightning`): a map-style one is told
+        its epoch by ``trainer.current_epoch`` (a
+        :class:`~loaderkit.integrations.lightning.LightningTrainLoader`), a streamed one
+        leaves the batch Lightning reads ahead out of its state (a
+        :class:`~loaderkit.integrations.lightning.LightningStreamLoader`). Only the loaders
+        of :attr:`stages` are defined on the result: without a val loader Lightning skips
+        validation (as with any data module that has no ``val_dataloader``). Needs Lightning
+        (``lightning`` or ``pytorch_lightning``) installed.
         """
         return _lightning_class(frozenset(self.stages))(self)
 
@@ -302,12 +309,16 @@ def _lightning_class(stages: frozenset[str] = frozenset(("train", *_STAGES))) ->
             self.data.teardown(stage)
 
         def train_dataloader(self) -> Any:
-            # a streamed loader is wrapped: Lightning reads it one batch ahead
-            from loaderkit.integrations.lightning import for_lightning
+            # a streamed loader is wrapped (Lightning reads it one batch ahead), a map-style
+            # one is told its epoch by the trainer's current_epoch: see for_lightning
+            from loaderkit.integrations.lightning import LightningTrainLoader, for_lightning
 
             loader = self.data.train_dataloader()
-            if self._train is None or getattr(self._train, "loader", self._train) is not loader:
-                self._train = for_lightning(loader)
+            if self._train is None or self._train.loader is not loader:
+                wrapped = for_lightning(loader)
+                if wrapped is loader:
+                    wrapped = LightningTrainLoader(loader, lambda: self.trainer)
+                self._train = wrapped
             return self._train
 
         def state_dict(self) -> dict[str, Any]:

@@ -10,8 +10,11 @@ the packages they adapt to):
   that trains on a loaderkit loader and resumes from its checkpoints exactly.
 
 - :mod:`loaderkit.integrations.lightning`: ``for_lightning`` for streamed loaders, which
-  Lightning reads one batch ahead. Other loaders go to ``Trainer.fit`` as they are, and a
-  :class:`~loaderkit.DataModule` through :meth:`~loaderkit.DataModule.to_lightning`.
+  Lightning reads one batch ahead, and for map-style loaders given the ``Trainer`` (their
+  epoch is then ``trainer.current_epoch``, which a resume by steps from an epoch-end
+  checkpoint needs). Other loaders go to ``Trainer.fit`` as they are (Lightning sets their
+  epoch through ``loader.sampler``), and a :class:`~loaderkit.DataModule` through
+  :meth:`~loaderkit.DataModule.to_lightning`.
 """
 
 from __future__ import annotations

@@ -13,6 +13,8 @@ import copy
 from collections.abc import Mapping
 from typing import Any
 
+from loaderkit.runtime.epoch_sampler import EpochSampler
+
 __all__ = ["LookaheadLoader"]
 
 
@@ -21,7 +23,8 @@ class LookaheadLoader:
 
     Subclasses set :attr:`_held` while a batch is read ahead (the state after the batches
     really handed over) and reset it when a pass ends. ``load_state_dict`` and
-    ``set_epoch`` clear it: they move the loader. Any other attribute is the loader's.
+    ``set_epoch`` clear it: they move the loader (and so does ``sampler.set_epoch``, the
+    wrapper's :attr:`sampler`). Any other attribute is the loader's.
     """
 
     def __init__(self, loader: Any) -> None:
@@ -45,6 +48,22 @@ class LookaheadLoader:
         """The next pass is epoch ``epoch``, from its first batch: the loader's own."""
         self._held = None
         self.loader.set_epoch(epoch)
+
+    @property
+    def sampler(self) -> EpochSampler:
+        """Where trainers set the epoch (``sampler.set_epoch(e)`` is :meth:`set_epoch`).
+
+        The wrapper's own, so that Lightning's per-epoch ``set_epoch`` clears the held state
+        as :meth:`set_epoch` does; see :attr:`Loader.sampler
+        <loaderkit.runtime.loader.Loader.sampler>`.
+        """
+        return EpochSampler(self)
+
+    @property
+    def epoch(self) -> int:
+        """The loader's epoch (of its current or last pass, or of the pending one)."""
+        epoch: int = self.loader.epoch
+        return epoch
 
     def __getattr__(self, name: str) -> Any:
         if name == "loader":  # not set yet (unpickling): do not recurse

@@ -55,9 +55,9 @@ def explain_loader(loader: Loader, planner: Planner, part: npt.NDArray[Any] | No
             f"rank; {planner.repeated(epoch):,} samples delivered twice across ranks to "
             f"even them out (wrap-around)"
         )
-    sampler = planner if loader.sampler is None else loader.sampler
+    sampler = planner if loader.sampler_planner is None else loader.sampler_planner
     if isinstance(sampler, CurriculumPlanner):
-        cost = loader.lengths_cost if loader.sampler is None else loader.sampler_cost
+        cost = loader.lengths_cost if loader.sampler_planner is None else loader.sampler_cost
         lines.append(
             f"  curriculum  difficulties: {cost}; epoch {loader.epoch}: "
             f"{sampler.eligible(loader.epoch):,} of {len(sampler.order):,} samples eligible, "
@@ -76,12 +76,12 @@ def explain_loader(loader: Loader, planner: Planner, part: npt.NDArray[Any] | No
         )
         sizes = mine.sizes() if len(mine) else np.zeros(1, dtype=np.int64)
         grouped = ""
-        if loader.sampler is not None:  # what the combined sampler chose for this rank
+        if loader.sampler_planner is not None:  # what the combined sampler chose for this rank
             what = {
                 WeightedPlanner: "weighted draws",
                 CurriculumPlanner: "eligible samples",
                 MixturePlanner: "mixture samples",
-            }[type(loader.sampler)]
+            }[type(loader.sampler_planner)]
             grouped = f"{mine.num_samples:,} {what} in "
         line = (
             f"  bucketing   lengths: {loader.lengths_cost}; epoch {loader.epoch}: "
@@ -90,7 +90,7 @@ def explain_loader(loader: Loader, planner: Planner, part: npt.NDArray[Any] | No
         )
         if "utilization" in stats:
             line += f", budget used {stats['utilization']:.1%}; {budget_split(spec, stats)}"
-        if isinstance(loader.sampler, WeightedPlanner):
+        if isinstance(loader.sampler_planner, WeightedPlanner):
             line += f"; weights: {loader.sampler_cost}"
         lines.append(line)
     return "\n".join(lines)

@@ -26,6 +26,7 @@ from loaderkit.runtime.cache import CacheStats, open_cache
 from loaderkit.runtime.callables import resolve_callable
 from loaderkit.runtime.dataset_length import LengthCheck
 from loaderkit.runtime.device import deliver, resolve_device, wants_pinning
+from loaderkit.runtime.epoch_sampler import EpochSampler
 from loaderkit.runtime.explain import explain_loader
 from loaderkit.runtime.fetch import (
     Fetched,
@@ -114,7 +115,7 @@ class Loader:
 
     batch_sampler: None = None
     """Always ``None``: the loader plans its batches itself. Named like torch's ``DataLoader``
-    attribute, which tools that inspect data loaders (Lightning) read."""
+    attribute, which tools that inspect data loaders (Lightning) read; see :attr:`sampler`."""
 
     def __init__(self, plan: LoaderPlan, *, split: str = "train") -> None:
         bindings = plan_bindings(plan)
@@ -147,8 +148,9 @@ class Loader:
         self._planner: Planner = selected.planner
         self.lengths_cost = selected.cost
         """What reading the planner's per-sample values (lengths, weights) cost."""
-        self.sampler: ListPlanner | None = selected.sampler
-        """With bucketing combined with another sampler: that sampler's planner."""
+        self.sampler_planner: ListPlanner | None = selected.sampler
+        """With bucketing combined with another sampler: that sampler's planner (else ``None``;
+        ``explain()`` reports what it chose)."""
         self.sampler_cost = selected.sampler_cost
         self._request_plan = Requests(self._planner, self._part, self._max_lengths)
         self.workers = resolve_workers(plan.workers)
@@ -188,6 +190,18 @@ class Loader:
         self._sampler: RequestSampler | None = None
         self._pool: object = None
         """The torch iterator of the workers in use (persistent or not), or ``None``."""
+
+    @property
+    def sampler(self) -> EpochSampler:
+        """Where trainers tell the loader its epoch: ``sampler.set_epoch(e)`` is :meth:`set_epoch`.
+
+        Named like a torch ``DataLoader``'s sampler, on which DDP scripts call ``set_epoch``
+        and Lightning calls it before every epoch, with the epoch it counts (after a restart
+        too: ``set_epoch``'s rule keeps a loaded resume of that very epoch). Not a torch
+        sampler: it yields no indices (see
+        :class:`~loaderkit.runtime.epoch_sampler.EpochSampler`).
+        """
+        return EpochSampler(self)
 
     @property
     def cache_stats(self) -> CacheStats | None:

@@ -119,7 +119,7 @@ class StreamLoader(Loader):
         self.device = resolve_device(plan.device)
         self.world_size, self.rank, self.distributed_source = resolve_world(plan.distributed)
         self.split = None
-        self.sampler = None
+        self.sampler_planner = None
         self._cache = None  # a stream has no sample cache: cache_stats is None
         self.lengths_cost = self.sampler_cost = ""
         self.skipped: list[Skipped] = []

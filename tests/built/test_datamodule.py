@@ -41,13 +41,18 @@ def xs(batches) -> list[int]:
     return [int(v) for batch in batches for v in batch["x"]]
 
 
-class FakeTrainer:
-    """Calls a data module's methods in the order Lightning's fit loop does.
+class HandLoop:
+    """A plain training loop over a data module, calling its hooks in Lightning's order.
 
     prepare_data, setup("fit"), load_state_dict (when resuming), train_dataloader,
     val_dataloader, a sanity check of ``sanity`` val batches, then per epoch: the train
-    batches (``limit`` of them, or all), a full validation pass, a checkpoint
-    (``state_dict``); finally teardown("fit").
+    batches (``limit`` of them, or all, the ``for`` loop run to its end), a full validation
+    pass, a checkpoint (``state_dict``) after the loop; finally teardown("fit").
+
+    Not a model of Lightning's resume: Lightning sets the epoch through ``loader.sampler``,
+    never runs a pass of a loader with a length to its end (it stops by count), and reloads
+    a loader's state only when it restarts inside an epoch. Those are pinned with Lightning
+    itself in test_lightning_checkpoints.py.
     """
 
     def __init__(self, epochs: int, sanity: int = 2, limit: int | None = None) -> None:
@@ -81,7 +86,7 @@ class FakeTrainer:
 def test_a_fit_loop_trains_on_train_and_validates_on_all_of_val_every_epoch():
     plan = train_plan()
     parts = split_parts(N, 11, 0.2, 0.1)
-    trainer = FakeTrainer(epochs=3)
+    trainer = HandLoop(epochs=3)
     dm = DataModule(plan)
     trainer.fit(dm)
     assert trainer.calls == [
@@ -119,16 +124,16 @@ def test_loaders_are_built_once():
 
 
 def test_a_checkpoint_continues_the_train_stream_exactly():
-    reference = FakeTrainer(epochs=3, limit=None)
+    reference = HandLoop(epochs=3, limit=None)
     reference.fit(DataModule(train_plan()))
     # a run stopped after epoch 1, then resumed from its checkpoint
-    first = FakeTrainer(epochs=1)
+    first = HandLoop(epochs=1)
     first.fit(DataModule(train_plan()))
-    resumed = FakeTrainer(epochs=3)
+    resumed = HandLoop(epochs=3)
     resumed.fit(DataModule(train_plan()), ckpt=first.checkpoints[-1])
     assert "load_state_dict" in resumed.calls
     # the checkpoint was taken after epoch 0's loop ended: the resumed pass is epoch 1, whole
-    # (torchdata StatefulDataLoader's habit), then epoch 2 (this fake runs its 3 passes anyway)
+    # (torchdata StatefulDataLoader's habit), then epoch 2 (this loop runs its 3 passes anyway)
     assert first.train + resumed.train[:2] == reference.train
     assert resumed.val == reference.val
 

@@ -10,6 +10,7 @@ import pytest
 import torch
 
 from loaderkit import DataLoaderBuilder, DataModule
+from loaderkit.integrations.lightning import LightningTrainLoader
 
 pl = pytest.importorskip("lightning.pytorch", reason="Lightning is in the test extra")
 
@@ -121,7 +122,10 @@ def test_to_lightning_delegates_to_the_data_module():
     wrapped = dm.to_lightning()
     assert isinstance(wrapped, pl.LightningDataModule)
     assert wrapped.data is dm
-    assert wrapped.train_dataloader() is dm.train_dataloader()
+    train = wrapped.train_dataloader()  # told its epoch by the trainer's current_epoch
+    assert isinstance(train, LightningTrainLoader)
+    assert train.loader is dm.train_dataloader()
+    assert wrapped.train_dataloader() is train
     assert wrapped.state_dict() == dm.state_dict()
     assert repr(wrapped).endswith(".to_lightning()")
 
