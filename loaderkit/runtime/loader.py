@@ -242,7 +242,9 @@ class Loader:
         """The epoch of the current (or last) pass.
 
         After ``set_epoch(e)`` or ``load_state_dict(state)``: the epoch the next pass will
-        read. 0 before any pass.
+        read, except for a state taken after its loop ended (``pass_ended``), which leaves
+        the loader as the saving one stood: at that epoch, the next pass reading the one
+        after it (:attr:`next_pass`). 0 before any pass.
         """
         return self._cursor()[0]
 
@@ -557,12 +559,11 @@ class Loader:
         ended = read_pass_ended(state)
         counts = SkipCounts.from_state(state.get("skips"))
         self._skip_counts = counts
-        if ended:  # the next pass is the next epoch, whole
-            self._set_pending(epoch + 1)
-        else:
-            self._epoch, self._delivered = epoch, delivered
-            self._pending = "resume"
-            self._pass_ended = False
+        self._epoch, self._delivered = epoch, delivered
+        # as the saving loader stood: after its loop ended the next pass is the next epoch,
+        # whole; otherwise the pass resumes where the state was taken
+        self._pending = "next" if ended else "resume"
+        self._pass_ended = ended
         self._generation += 1
         self._moves += 1
 

@@ -499,11 +499,6 @@ class StreamLoader(Loader):
         )
         ended = read_pass_ended(state)
         self._skip_counts = SkipCounts.from_state(state.get("skips"))
-        if ended:  # the next pass is the next epoch, whole
-            self._move(state["epoch"] + 1, 0, [0] * self.producers, 0, [None] * self.producers)
-            self._pending = "set"
-            self._moves += 1
-            return
         self._move(
             state["epoch"],
             state["batches_delivered"],
@@ -512,7 +507,9 @@ class StreamLoader(Loader):
             states,
         )
         self._epoch_done = complete
-        self._pending = "resume"
+        # as the saving loader stood: after its loop ended the next pass is the next epoch
+        self._pass_ended = ended
+        self._pending = "next" if ended else "resume"
         self._moves += 1
 
     # -- display ----------------------------------------------------------------------------
