@@ -1,0 +1,277 @@
+"""A bare loaderkit loader through ``accelerator.prepare()`` against torch's prepared DataLoader.
+
+Issue 21: ``prepare()`` hands a loaderkit loader back unchanged, so Accelerate's
+``GradientState`` heard nothing of where its passes end. Every test here runs the real
+Accelerate twice in lockstep, on the same data: through torch's ``DataLoader`` prepared by
+Accelerate (the reference, never a hand-written sequence) and through a loaderkit loader
+prepared by Accelerate, recording per step the batch, ``accelerator.sync_gradients``,
+``gradient_state.end_of_dataloader``, ``remainder`` and what ``gather_for_metrics`` returns.
+They must be equal (``remainder`` where it means the same: see each test).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import torch
+from torch.utils.data import DataLoader, Dataset, IterableDataset, get_worker_info
+
+from loaderkit import DataLoaderBuilder, LoaderPlan
+from loaderkit.integrations.accelerate import AcceleratedLoader
+
+pytestmark = pytest.mark.timeout(120)
+
+Step = tuple[list[int], bool, bool, int, list[int]]
+"""After a step: the batch's sample ids, ``sync_gradients``, ``end_of_dataloader``,
+``remainder`` and what ``gather_for_metrics`` made of the ids."""
+
+
+class Rows(Dataset[dict[str, int]]):
+    """Samples ``{"idx": i}`` for i in [0, n); those in ``bad`` raise ``ValueError``."""
+
+    def __init__(self, n: int, bad: frozenset[int] = frozenset()) -> None:
+        self.n, self.bad = n, bad
+
+    def __len__(self) -> int:
+        return self.n
+
+    def __getitem__(self, i: int) -> dict[str, int]:
+        if i in self.bad:
+            raise ValueError(f"sample {i}")
+        return {"idx": i}
+
+
+class Split(IterableDataset[dict[str, int]]):
+    """The stream ``{"idx": i}``, i in [0, n); each worker reads elements ``worker::workers``.
+
+    It splits itself by worker and says so, so that torch's DataLoader and a loaderkit
+    stream read it into the same batches.
+    """
+
+    splits_by_worker = True
+
+    def __init__(self, n: int) -> None:
+        self.n = n
+
+    def __iter__(self) -> Iterator[dict[str, int]]:
+        info = get_worker_info()
+        first, step = (0, 1) if info is None else (info.id, info.num_workers)
+        for i in range(first, self.n, step):
+            yield {"idx": i}
+
+
+class FailOn:
+    """A transform raising ``ValueError`` on the samples in ``bad`` (the stream's skip case)."""
+
+    def __init__(self, bad: frozenset[int]) -> None:
+        self.bad = bad
+
+    def __call__(self, sample: dict[str, int]) -> dict[str, int]:
+        if sample["idx"] in self.bad:
+            raise ValueError(f"sample {sample['idx']}")
+        return sample
+
+
+def _plan(
+    kind: str, n: int, workers: int, *, bad: frozenset[int] = frozenset(), distributed: bool = False
+) -> LoaderPlan:
+    data = Rows(n, bad) if kind == "map" else Split(n)
+    builder = DataLoaderBuilder().with_dataset(data).with_batch_size(3).with_workers(workers)
+    if kind == "stream" and bad:
+        builder = builder.with_transform(FailOn(bad))
+    if bad:
+        builder = builder.with_error_policy("skip")
+    if distributed:
+        builder = builder.with_distributed()
+    return builder.compile()
+
+
+def _reference(kind: str, n: int, workers: int) -> DataLoader[Any]:
+    data = Rows(n) if kind == "map" else Split(n)
+    return DataLoader(data, batch_size=3, num_workers=workers)
+
+
+def _ids(batch: dict[str, torch.Tensor]) -> list[int]:
+    return [int(i) for i in batch["idx"]]
+
+
+def _reset() -> None:
+    from accelerate.state import AcceleratorState, GradientState
+
+    AcceleratorState._reset_state(True)
+    GradientState._reset_state()
+
+
+@pytest.fixture
+def accelerate() -> Iterator[None]:
+    pytest.importorskip("accelerate", reason="Accelerate is in the test extra")
+    _reset()
+    yield
+    _reset()
+
+
+def _step(accelerator: Any, model: torch.nn.Module, batch: dict[str, torch.Tensor]) -> Step:
+    """One (empty) accumulation step on ``batch``: what Accelerate makes of its place."""
+    with accelerator.accumulate(model):
+        pass
+    state = accelerator.gradient_state
+    gathered = accelerator.gather_for_metrics(batch["idx"]).tolist()
+    sync, end = accelerator.sync_gradients, state.end_of_dataloader
+    return _ids(batch), sync, end, state.remainder, gathered
+
+
+def _record(accelerator: Any, loader: Any, epochs: int = 2) -> list[Step]:
+    """Each step of ``epochs`` passes of ``loader``."""
+    model = torch.nn.Linear(1, 1)
+    steps: list[Step] = []
+    for _ in range(epochs):
+        steps += [_step(accelerator, model, batch) for batch in loader]
+        assert not accelerator.gradient_state.in_dataloader  # the pass left the state
+    return steps
+
+
+def _both(ga: int, reference: Any, loader: Any) -> tuple[list[Step], list[Step]]:
+    """The steps of the prepared torch DataLoader, then those of the prepared loader."""
+    from accelerate import Accelerator
+
+    _reset()
+    accelerator = Accelerator(cpu=True, gradient_accumulation_steps=ga)
+    expected = _record(accelerator, accelerator.prepare(reference))
+    _reset()
+    accelerator = Accelerator(cpu=True, gradient_accumulation_steps=ga)
+    got = _record(accelerator, accelerator.prepare(loader))
+    return expected, got
+
+
+# n: batches of 3 per epoch, the same for both kinds and 0 or 2 workers (2 workers: each reads
+# every other element and batches its own): 4 (a multiple of both accumulation steps), 5 (of
+# neither), 6 (a multiple of 2, not of 4)
+BATCHES = {12: 4, 13: 5, 17: 6}
+
+
+@pytest.mark.parametrize("n", sorted(BATCHES))
+@pytest.mark.parametrize("workers", [0, 2])
+@pytest.mark.parametrize("kind", ["map", "stream"])
+def test_a_bare_prepared_loader_syncs_where_a_prepared_torch_dataloader_does(
+    accelerate: None, kind: str, workers: int, n: int
+) -> None:
+    loader = _plan(kind, n, workers).build()
+    try:
+        for ga in (2, 4):
+            expected, got = _both(ga, _reference(kind, n, workers), loader)
+            assert len(expected) == 2 * BATCHES[n]
+            if kind == "stream":  # Accelerate's dispatcher: -1, then the last batch's size
+                assert {step[3] for step in got} == {0}  # nothing repeated: nothing to cut
+                got = [
+                    (*step[:3], want[3], step[4]) for step, want in zip(got, expected, strict=True)
+                ]
+            assert got == expected
+            assert [step[2] for step in got].count(True) == 2  # the reference's epoch ends
+    finally:
+        loader.close()
+
+
+@pytest.mark.parametrize("kind", ["map", "stream"])
+def test_the_skip_policy_ends_the_pass_at_its_last_delivered_batch(
+    accelerate: None, kind: str
+) -> None:
+    """Batches every sample of which was skipped are not delivered: the pass ends earlier.
+
+    The last two batches of 3 (samples 15-19 of 20) fail whole, one more in the middle in
+    part. The reference is torch's DataLoader over the batches the loader delivers without
+    Accelerate; with Accelerate the loader reads ahead to find its last batch, but its
+    ``state_dict()`` after each step is the same as without Accelerate.
+    """
+    from accelerate import Accelerator
+
+    bad = frozenset({4, 15, 16, 17, 18, 19})
+    plan = _plan(kind, 20, 0, bad=bad)
+    alone, states = [], []
+    with plan.build() as loader:  # no GradientState yet: the loader does not join
+        for _ in range(2):
+            for batch in loader:
+                alone.append(_ids(batch))
+                states.append(loader.state_dict())
+    groups = alone[: len(alone) // 2]
+    assert groups[-1] == [12, 13, 14] and [3, 5] in groups  # the tail was skipped whole
+
+    accelerator = Accelerator(cpu=True, gradient_accumulation_steps=4)
+    reference = DataLoader(Rows(20), batch_sampler=groups)
+    expected = _record(accelerator, accelerator.prepare(reference))
+    _reset()
+    accelerator = Accelerator(cpu=True, gradient_accumulation_steps=4)
+    got: list[Step] = []
+    model = torch.nn.Linear(1, 1)
+    with plan.build() as loader:
+        for _ in range(2):
+            for batch in loader:
+                got.append(_step(accelerator, model, batch))
+                assert loader.state_dict() == states[len(got) - 1]  # the look-ahead not counted
+    assert {step[3] for step in got} == {0}  # one process: nothing repeated (torch's: -1)
+    assert [(*step[:3], step[4]) for step in got] == [(*s[:3], s[4]) for s in expected]
+    assert [step[2] for step in got].count(True) == 2
+
+
+def test_remainder_is_what_gather_for_metrics_needs(accelerate: None) -> None:
+    """Fixed-size batches: Accelerate's ``len % total batch size``; else 0, or -1 if unknown.
+
+    Fixed-size batches against torch's prepared DataLoader (0 with ``drop_last``, where
+    torch's says -1: nothing to cut either way); two ranks simulated in this process
+    (``with_distributed(world_size=2, rank=0)``): ``n % (2 x batch_size)``; weighted
+    sampling on one process repeats nothing (0), on two ranks it does, somewhere (-1).
+    """
+    from accelerate import Accelerator
+
+    accelerator = Accelerator(cpu=True)
+    for drop_last, n in ((False, 13), (False, 12), (True, 13)):
+        reference = accelerator.prepare(DataLoader(Rows(n), batch_size=3, drop_last=drop_last))
+        plan = _plan("map", n, 0).to_builder().with_batch_size(3, drop_last=drop_last)
+        seen = {step[3] for step in _record(accelerator, plan.compile().build(), 1)}
+        want = {step[3] for step in _record(accelerator, reference, 1)}
+        assert seen == ({0} if drop_last else want) and want == ({-1} if drop_last else {n % 3})
+    two_ranks = _plan("map", 13, 0).to_builder().with_distributed(world_size=2, rank=0)
+    assert {s[3] for s in _record(accelerator, two_ranks.compile().build(), 1)} == {13 % 6}
+    weighted = _plan("map", 13, 0).to_builder().with_sampling_weights([1.0] * 13)
+    assert {s[3] for s in _record(accelerator, weighted.compile().build(), 1)} == {0}
+    weighted = weighted.with_distributed(world_size=2, rank=0)
+    assert weighted.compile().build().repeated_samples > 0
+    assert {s[3] for s in _record(accelerator, weighted.compile().build(), 1)} == {-1}
+
+
+def test_gradient_state_is_joined_only_once_accelerate_made_it(accelerate: None) -> None:
+    """Nothing is registered (or made) without an Accelerator; never twice with the wrapper."""
+    from accelerate import Accelerator
+    from accelerate.state import GradientState
+
+    loader = _plan("map", 12, 0).build()
+    for _batch in loader:  # no GradientState: nothing to tell, nothing made
+        assert not GradientState._shared_state
+    accelerator = Accelerator(cpu=True)
+    state = accelerator.gradient_state
+    wrapped = AcceleratedLoader(loader)
+    for index, _batch in enumerate(wrapped):
+        references = [r for r in state.dataloader_references if r is not None]
+        assert len(references) == 1  # the loader's pass, not the wrapper besides
+        assert references[0].loader is loader
+        assert wrapped.end_of_dataloader == state.end_of_dataloader == (index == 3)
+        assert wrapped.remainder == state.remainder == 0
+    assert not state.in_dataloader and not wrapped.end_of_dataloader
+
+
+def test_a_pass_left_early_leaves_the_gradient_state(accelerate: None) -> None:
+    """A loop left with ``break`` (the iterator dropped) unregisters its pass at once."""
+    from accelerate import Accelerator
+
+    accelerator = Accelerator(cpu=True)
+    state = accelerator.gradient_state
+    outer = accelerator.prepare(DataLoader(Rows(6), batch_size=3))
+    inner = _plan("map", 12, 0).build()
+    ends = []
+    for _ in outer:
+        for _batch in inner:
+            assert state.active_dataloader.loader is inner
+            break
+        ends.append(state.end_of_dataloader)  # the outer DataLoader's, again
+    assert ends == [False, True]
