@@ -10,16 +10,23 @@ They must be equal (``remainder`` where it means the same: see each test).
 
 Then checkpoints: ``register_for_checkpointing`` + ``save_state`` / ``load_state`` at every
 kind of place, resumed in a new accelerator and loader, against an uninterrupted run.
+
+Run as a script under torchrun (``python -m torch.distributed.run ... OUT_DIR``), each rank
+records both loaders on its part of the data and writes ``OUT_DIR/flags-rank<r>.json``.
 """
 
 from __future__ import annotations
 
+import json
+import math
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 import torch
+from lk_torchrun import LAUNCH_TIMEOUT, torchrun
 from torch.utils.data import DataLoader, Dataset, IterableDataset, get_worker_info
 
 from loaderkit import DataLoaderBuilder, LoaderPlan
@@ -399,3 +406,54 @@ def test_save_state_and_load_state_resume_exactly(
     assert first + rest == full
     for got, want in zip(resumed, weights, strict=True):
         assert torch.equal(got, want)
+
+
+# -- two processes under torchrun ---------------------------------------------------------------
+
+
+@pytest.mark.distributed
+@pytest.mark.timeout(LAUNCH_TIMEOUT + 30)
+def test_two_ranks_sync_where_a_prepared_torch_dataloader_does(tmp_path: Path) -> None:
+    pytest.importorskip("accelerate", reason="Accelerate is in the test extra")
+    reports = [str(tmp_path / f"flags-rank{r}.json") for r in range(2)]
+    ranks = torchrun(__file__, tmp_path, reports=reports, env={"ACCELERATE_USE_CPU": "true"})
+    for report in ranks:
+        for n in TORCHRUN_SIZES:
+            expected, got = report[str(n)]["torch"], report[str(n)]["loaderkit"]
+            assert got == expected  # batches, sync flags, end_of_dataloader, remainder
+            assert [step[2] for step in got].count(True) == 2  # the end of each epoch
+    for n in TORCHRUN_SIZES:  # gather_for_metrics cut the repeats: every sample once an epoch
+        gathered = ranks[0][str(n)]["loaderkit-gathered"]
+        assert gathered == ranks[1][str(n)]["loaderkit-gathered"]
+        assert gathered == ranks[0][str(n)]["torch-gathered"]
+        assert sorted(gathered) == sorted(list(range(n)) * 2)
+
+
+TORCHRUN_SIZES = (50, 48)
+"""Samples, in batches of 3 on 2 ranks: 9 batches per rank (4 samples repeated to even out
+the ranks: ``remainder`` 2) and 8 (none repeated); 4 accumulation steps."""
+
+
+def _rank_main(out: Path) -> None:
+    from accelerate import Accelerator
+
+    accelerator = Accelerator(cpu=True, gradient_accumulation_steps=4)
+    assert accelerator.num_processes == 2, accelerator.state
+    report: dict[str, Any] = {}
+    for n in TORCHRUN_SIZES:
+        report[str(n)] = {}
+        reference = accelerator.prepare(DataLoader(Rows(n), batch_size=3))
+        loader = accelerator.prepare(_plan("map", n, 0, distributed=True).build())
+        assert math.ceil(n / 6) == len(loader)
+        for name, batches in (("torch", reference), ("loaderkit", loader)):
+            steps = _record(accelerator, batches)
+            report[str(n)][name] = [step[:4] for step in steps]
+            report[str(n)][f"{name}-gathered"] = [i for step in steps for i in step[4]]
+    rank = accelerator.process_index
+    (out / f"flags-rank{rank}.json").write_text(json.dumps(report))
+    accelerator.wait_for_everyone()
+    accelerator.end_training()
+
+
+if __name__ == "__main__":
+    _rank_main(Path(sys.argv[1]))
