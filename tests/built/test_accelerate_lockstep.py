@@ -304,9 +304,8 @@ WHERE = {  # (batches trained when saved, saved inside the loop or after it ende
 def _train_plan(kind: str, workers: int) -> LoaderPlan:
     data: Any = Rows(SAMPLES) if kind == "map" else Split(SAMPLES)
     builder = DataLoaderBuilder().with_dataset(data).with_batch_size(8).with_workers(workers)
-    if kind == "map":
-        builder = builder.with_shuffle().with_seed(5)
-    return builder.compile()
+    buffer = None if kind == "map" else 16  # a stream is shuffled through a buffer
+    return builder.with_shuffle(buffer_size=buffer).with_seed(5).compile()  # epochs differ
 
 
 def _features(ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -364,7 +363,7 @@ def _run(
 
 
 @pytest.fixture(scope="module")
-def uninterrupted(tmp_path_factory: pytest.TempPathFactory) -> dict[tuple[str, int], Any]:
+def uninterrupted() -> dict[tuple[str, int], Any]:
     """The uninterrupted runs, per (kind, workers), made on first use."""
     pytest.importorskip("accelerate", reason="Accelerate is in the test extra")
     runs: dict[tuple[str, int], Any] = {}
@@ -399,6 +398,7 @@ def test_save_state_and_load_state_resume_exactly(
         uninterrupted[kind, workers] = _run(kind, workers, False, tmp_path)
     full, weights = uninterrupted[kind, workers]
     assert len(full) == EPOCHS * PER_EPOCH
+    assert full[:PER_EPOCH] != full[PER_EPOCH:]  # the epochs differ: a mix-up would show
     saved_after, inside = WHERE[where]
     first, _ = _run(kind, workers, wrap, tmp_path, save=(saved_after, inside))
     epoch = (saved_after - 1) // PER_EPOCH + (0 if inside else 1)  # where the user goes on
