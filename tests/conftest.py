@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import sys
+from collections.abc import Iterator
 
 import pytest
 from hypothesis import HealthCheck, settings
@@ -31,3 +33,18 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if "slow" in item.keywords:
             item.add_marker(skip)
+
+
+@pytest.fixture(autouse=True)
+def _no_accelerate_state_left_behind() -> Iterator[None]:
+    """Forget Accelerate's process-wide state after each test that made it.
+
+    A loader's pass joins Accelerate's ``GradientState`` whenever an ``Accelerator`` made it
+    in the process (issue 21), so a test that made one (a transformers ``Trainer`` does) must
+    not leave it to the tests after it. Costs nothing where Accelerate was never imported.
+    """
+    yield
+    state = sys.modules.get("accelerate.state")
+    if state is not None:
+        state.AcceleratorState._reset_state(True)
+        state.GradientState._reset_state()

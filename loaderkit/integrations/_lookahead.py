@@ -1,10 +1,12 @@
 """A loader wrapper whose state leaves out the batch its caller has read ahead.
 
-Accelerate's ``DataLoaderShard`` and Lightning's fetcher both read one batch ahead of the step
-that trains on it. The loader's own ``state_dict()`` then counts a batch not yet trained, and a
-run resumed from a checkpoint taken there would skip it. :class:`LookaheadLoader` holds the
-loader's state as it was *before* the batch read ahead, and answers ``state_dict()`` with it
-while a pass runs; everything else is the wrapped loader's.
+Lightning's fetcher reads a loader without a length one batch ahead of the step that trains
+on it. The loader's own ``state_dict()`` then counts a batch not yet trained, and a run resumed
+from a checkpoint taken there would skip it. :class:`LookaheadLoader` holds the loader's state
+as it was *before* the batch read ahead, and answers ``state_dict()`` with it while a pass
+runs; everything else is the wrapped loader's. (Accelerate needs no such wrapper: a loader
+that reads ahead for it does so before the batch counts, see
+:mod:`loaderkit.runtime.gradient_state`.)
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ __all__ = ["LookaheadLoader"]
 
 
 class LookaheadLoader:
-    """The shared part of loaderkit's look-ahead wrappers: the held state and delegation.
+    """The base of a look-ahead wrapper (Lightning's): the held state and delegation.
 
     Subclasses set :attr:`_held` while a batch is read ahead (the state after the batches
     really handed over) and reset it when a pass ends. ``load_state_dict`` and

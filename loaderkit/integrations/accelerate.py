@@ -2,17 +2,31 @@
 
 A loaderkit loader shards itself across processes (``with_distributed()``), so
 ``accelerator.prepare(model, optimizer, loader)`` hands it back unchanged: nothing is sharded
-twice. Two things Accelerate does through its own ``DataLoader`` wrappers need this module:
+twice. What Accelerate learns through its own ``DataLoader`` wrappers, a loader tells it
+itself (issue 21; :mod:`loaderkit.runtime.gradient_state`):
 
-- :class:`AcceleratedLoader` tells Accelerate's ``GradientState`` which loader is being read
-  and, one batch ahead, when the current pass ends, the way Accelerate's ``DataLoaderShard``
-  does. ``with accelerator.accumulate(model):`` then syncs gradients on the last batch of
-  every epoch even when the epoch is not a multiple of the accumulation steps (a plain loader
-  leaves that partial window to be mixed into the next epoch's first one).
-- :func:`skip_first_batches` is Accelerate's ``skip_first_batches`` for a loaderkit loader
-  (Accelerate's own rebuilds a torch ``DataLoader`` from ``loader.dataset`` and its sampler,
-  which a loaderkit loader does not have). For a map-style loader it is O(1): nothing is read
-  for the skipped batches.
+- Once an ``Accelerator`` exists in the process, every pass of a loader (prepared or not,
+  map-style or streamed) is Accelerate's *active dataloader* while it runs:
+  ``accelerator.gradient_state.end_of_dataloader`` is true during the pass's last batch, so
+  ``with accelerator.accumulate(model):`` syncs the gradients there, the last, partial
+  window of every epoch included, exactly where a ``DataLoader`` prepared by Accelerate
+  syncs. A map-style loader knows its last batch from its length; a stream, and a loader
+  under the ``skip`` error policy (which drops batches whose every sample failed), read one
+  batch ahead for it, *before* the batch counts as delivered: ``state_dict()`` stays the
+  position after the batches the loop received, and a checkpoint resumes exactly.
+- ``gradient_state.remainder``, which ``gather_for_metrics`` cuts the last gathered batch to:
+  for fixed-size batches without the ``skip`` policy, Accelerate's own
+  ``len % (batch_size x world_size)``, the samples of the last global batch that are not
+  repeats added to even out the ranks (0 with ``drop_last``); for any other loader 0 (nothing
+  to cut) when its epoch repeats no sample (one process; a stream, always), else -1
+  (unknown: ``gather_for_metrics`` keeps every gathered sample).
+
+:class:`AcceleratedLoader` did this before a bare loader did; it is kept for existing code
+and adds nothing any more (no second registration, no read-ahead of its own).
+:func:`skip_first_batches` is Accelerate's ``skip_first_batches`` for a loaderkit loader
+(Accelerate's own rebuilds a torch ``DataLoader`` from ``loader.dataset`` and its sampler,
+which a loaderkit loader does not have). For a map-style loader it is O(1): nothing is read
+for the skipped batches.
 
 Checkpoints: ``accelerator.register_for_checkpointing(loader)`` works with a loader or an
 :class:`AcceleratedLoader` (both have ``state_dict`` / ``load_state_dict``);
@@ -21,18 +35,18 @@ Accelerate saves the main process's state only; every rank of a map-style loader
 the same *global* stream from it (an elastic resume). Streamed (iterable) loaders keep one
 state per rank: save ``loader.state_dict()`` per rank yourself.
 
-Accelerate is imported only when an :class:`AcceleratedLoader` is iterated.
+loaderkit never imports Accelerate itself: a pass looks for it in ``sys.modules``, and only
+iterating an :class:`AcceleratedLoader` imports it.
 """
 
 from __future__ import annotations
 
 import importlib
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
-from loaderkit.integrations._lookahead import LookaheadLoader
-
 if TYPE_CHECKING:
+    from loaderkit.runtime.gradient_state import ActivePass
     from loaderkit.runtime.loader import Loader
 
 __all__ = ["AcceleratedLoader", "SkippedLoader", "base_loader", "skip_first_batches"]
@@ -53,57 +67,65 @@ def base_loader(loader: Any) -> Loader:
     return inner
 
 
-class AcceleratedLoader(LookaheadLoader):
-    """A loaderkit loader that tells Accelerate where each pass ends.
+class AcceleratedLoader:
+    """A loaderkit loader for Accelerate: kept for existing code, it adds nothing any more.
 
-    ``AcceleratedLoader(plan.build())`` iterates exactly like the loader it wraps (the same
-    batches, the same passes: ``set_epoch``, ``state_dict`` / ``load_state_dict``, ``len``,
-    ``close`` and everything else are the loader's). While a pass runs it is Accelerate's
-    *active dataloader*: ``accelerator.gradient_state.end_of_dataloader`` is true during the
-    pass's last batch (read one batch ahead, as Accelerate's ``DataLoaderShard`` does), so
-    ``accelerator.accumulate(model)`` syncs there. ``remainder`` is -1 (unknown), as for a
-    loader without a length: ``gather_for_metrics`` then keeps every gathered sample.
-
-    ``state_dict()`` during a pass is the position after the batches *yielded* so far (the
-    batch read ahead is not counted), so a checkpoint taken mid-pass resumes exactly.
+    A bare loader now tells Accelerate's ``GradientState`` where each pass ends by itself
+    (see :mod:`loaderkit.runtime.gradient_state`), so ``AcceleratedLoader(plan.build())``
+    iterates exactly like the loader it wraps, with the same effect on Accelerate: the same
+    batches, the same passes, the same ``end_of_dataloader`` and ``remainder``.
+    ``set_epoch``, ``state_dict`` / ``load_state_dict``, ``len``, ``close`` and everything
+    else are the loader's. The one difference: iterating it makes Accelerate's
+    ``GradientState`` if no ``Accelerator`` made it yet (which matters to nothing but that
+    state).
     """
 
     def __init__(self, loader: Any) -> None:
         base_loader(loader)  # check it is one
-        super().__init__(loader)
-        self.end_of_dataloader = False
-        """Whether the batch last yielded is the last of its pass (Accelerate reads it)."""
-        self.remainder = -1
-        """Samples added to even out the last batch: -1, unknown (Accelerate reads it)."""
+        self.loader = loader
+        """The wrapped loader."""
+
+    def _active(self) -> ActivePass | None:
+        from loaderkit.runtime.gradient_state import active_pass
+
+        return active_pass(base_loader(self.loader))
+
+    @property
+    def end_of_dataloader(self) -> bool:
+        """Whether the batch last handed over is the last of the pass that runs."""
+        active = self._active()
+        return active is not None and active.end_of_dataloader
+
+    @property
+    def remainder(self) -> int:
+        """What ``gather_for_metrics`` cuts the last gathered batch to (0: nothing; -1: unknown)."""
+        active = self._active()
+        return -1 if active is None else active.remainder
 
     def __iter__(self) -> Iterator[Any]:
-        gradient_state = importlib.import_module("accelerate.state").GradientState()
-        iterator = iter(self.loader)  # runs at our first next(): the pass starts there
-        self.end_of_dataloader = False
-        self._held = None
-        gradient_state._add_dataloader(self)  # what DataLoaderShard.begin() does
-        try:
-            try:
-                current = next(iterator)
-            except StopIteration:
-                return
-            while True:
-                after_current = self.loader.state_dict()
-                try:
-                    following = next(iterator)
-                except StopIteration:
-                    self._held = None
-                    self.end_of_dataloader = True
-                    yield current
-                    return
-                self._held = after_current
-                yield current
-                current = following
-        finally:  # the held state stays: a pass given up early stopped after `current`
-            gradient_state._remove_dataloader(self)  # DataLoaderShard.end()
+        importlib.import_module("accelerate.state").GradientState()  # the pass then joins it
+        return iter(self.loader)
+
+    def state_dict(self) -> dict[str, Any]:
+        """The loader's position (JSON-serializable): the loader's own ``state_dict()``."""
+        state: dict[str, Any] = self.loader.state_dict()
+        return state
+
+    def load_state_dict(self, state: Mapping[str, Any], *, strict: bool = True) -> None:
+        """Continue from ``state``: the loader's own ``load_state_dict``."""
+        self.loader.load_state_dict(state, strict=strict)
+
+    def set_epoch(self, epoch: int) -> None:
+        """The next pass is epoch ``epoch``, from its first batch: the loader's own."""
+        self.loader.set_epoch(epoch)
 
     def __len__(self) -> int:
         return len(self.loader)
+
+    def __getattr__(self, name: str) -> Any:
+        if name == "loader":  # not set yet (unpickling): do not recurse
+            raise AttributeError(name)
+        return getattr(self.loader, name)
 
     def __repr__(self) -> str:
         return f"AcceleratedLoader({self.loader!r})"

@@ -6,6 +6,7 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 from loaderkit.errors import DataError, WorkerError
+from loaderkit.runtime import gradient_state
 from loaderkit.runtime.outcomes import NO_BATCH, Raised
 
 if TYPE_CHECKING:
@@ -43,7 +44,8 @@ class LoaderPass:
         if self._batches is None:
             self._epoch, self._start = loader._start_pass()
             self._generation, self._moves = loader._generation, loader._moves
-            self._batches = loader._deliverable(self._epoch, self._start, self._generation)
+            batches = loader._deliverable(self._epoch, self._start, self._generation)
+            self._batches = gradient_state.map_pass(loader, batches, self._epoch, self._start)
         try:
             loader._superseded(self._generation)
         except RuntimeError:

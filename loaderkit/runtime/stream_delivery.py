@@ -16,6 +16,7 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 from loaderkit.errors import DataError, data_error
+from loaderkit.runtime import gradient_state
 from loaderkit.runtime.device import deliver
 from loaderkit.runtime.fetch import Fetched
 from loaderkit.runtime.outcomes import NO_BATCH, Raised
@@ -97,7 +98,8 @@ def _delivered_batches(
     finish = loader._on_device
     checks = loader.batch_checks
     skipping = loader.plan.error_policy.policy == "skip"
-    for batch in deliver(host, loader.device, pin_host=pin_here):
+    batches = gradient_state.stream_pass(loader, deliver(host, loader.device, pin_host=pin_here))
+    for batch in batches:
         item, last = sent.popleft()
         loader._superseded(generation)
         index = loader._delivered
