@@ -370,18 +370,7 @@ def uninterrupted() -> dict[tuple[str, int], Any]:
     return runs
 
 
-@pytest.mark.parametrize(
-    "where",
-    [
-        pytest.param(
-            name,
-            marks=pytest.mark.xfail(strict=True, reason="needs pass_ended")
-            if name == "after-the-loop-ended"
-            else (),
-        )
-        for name in WHERE
-    ],
-)
+@pytest.mark.parametrize("where", list(WHERE))
 @pytest.mark.parametrize("workers", [0, 2])
 @pytest.mark.parametrize("wrap", [False, True], ids=["bare", "AcceleratedLoader"])
 @pytest.mark.parametrize("kind", ["map", "stream"])
