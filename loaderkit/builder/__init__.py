@@ -20,7 +20,7 @@ from loaderkit.errors import PlanError, Problem
 from loaderkit.plan.display import builder_html
 from loaderkit.plan.plan import LoaderPlan, Setting, settings_named
 from loaderkit.plan.sections import section_calls
-from loaderkit.plan.sections.batch import batch_schedule_spec
+from loaderkit.plan.sections.batch import batch_schedule_spec, budget_batch
 from loaderkit.plan.sections.collator import (
     DEFAULT_COLLATOR,
     Modality,
@@ -130,9 +130,12 @@ class DataLoaderBuilder(SamplingCalls, ExecutionCalls):
     ) -> DataLoaderBuilder:
         """Return a new builder with ``batch_size`` samples per batch on each rank.
 
-        ``None`` sets no fixed batch size: the default again (one sample per batch, or under a
-        token budget, ``with_bucketing(..., max_tokens=...)``, as many as the budget holds);
-        ``drop_last`` applies as given (``with_batch_size(None, drop_last=True)`` keeps it).
+        Without this call a batch holds one sample, as torch's default ``batch_size=1``.
+        ``None`` sets no batch size, with torch's meaning: automatic batching is off, each
+        sample is delivered on its own, converted by ``torch.utils.data.default_convert``,
+        without a batch dimension (no collator applies; ``drop_last`` is refused). Under a
+        token budget, ``with_bucketing(..., max_tokens=...)``, ``None`` lets the budget size
+        the batches (as many samples as it holds), ``drop_last`` applying as given.
         ``drop_last=True`` drops the final partial batch of an epoch (torch semantics);
         otherwise it is delivered smaller. A progressive batch size is a schedule of the epoch
         (``by="epoch"``) or of the step (``by="step"``: batches delivered since the start of
@@ -245,7 +248,8 @@ class DataLoaderBuilder(SamplingCalls, ExecutionCalls):
             collator = DEFAULT_COLLATOR
         try:
             sections: dict[str, Any] = {name: self._value(name) for name in SECTION_DEFAULTS}
-            sections.update(dataset=dataset, collator=collator)
+            batch = budget_batch(sections["batch"], sections["bucketing"])
+            sections.update(dataset=dataset, collator=collator, batch=batch)
             plan = LoaderPlan(**sections, preset=self._preset, bindings=bound)
         except PlanError as exc:
             problems.extend(p for p in exc.problems if given is not None or p.path != "dataset")

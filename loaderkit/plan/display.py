@@ -197,7 +197,18 @@ def _batch_rows(plan: LoaderPlan) -> ExplainRows:
     """The ``batches`` row and its notes: the batch size over the epoch's shape."""
     b, d = plan.batch, plan.distributed
     per_rank, batches, dropped, repeated = epoch_shape(plan)
-    if plan.bucketing is not None and plan.bucketing.max_tokens is not None:
+    if not b.batched:
+        batch_line = (
+            "none (batch_size=None): each sample on its own, converted by torch's "
+            "default_convert, no batch dimension"
+        )
+        if plan.dataset.iterable:
+            batch_line += "; a stream: samples until the source ends"
+        elif batches is None:
+            batch_line += "; samples per epoch known when built"
+        else:
+            batch_line += f" -> {batches:,} samples per epoch per rank"
+    elif plan.bucketing is not None and plan.bucketing.max_tokens is not None:
         batch_line = (
             f"sizes vary under a token budget, drop_last={b.drop_last}; batches per epoch known "
             f"when built"

@@ -23,7 +23,7 @@ from loaderkit.plan.display import loader_html
 from loaderkit.plan.fingerprint import compute_elastic_fingerprint
 from loaderkit.plan.workers import resolve_workers
 from loaderkit.runtime.cache import CacheStats, open_cache
-from loaderkit.runtime.callables import resolve_callable
+from loaderkit.runtime.callables import plan_collate, resolve_callable
 from loaderkit.runtime.dataset_length import LengthCheck
 from loaderkit.runtime.device import deliver, resolve_device, wants_pinning
 from loaderkit.runtime.explain import explain_loader
@@ -150,7 +150,7 @@ class Loader:
         self.workers = resolve_workers(plan.workers)
         """The worker settings this loader runs with (``"auto"`` resolved on this machine)."""
         self.pin_memory = wants_pinning(plan.workers.pin_memory, self.device)
-        collate = resolve_callable(plan, plan.collator, "collator")
+        collate = plan_collate(plan)
         self._on_device: Callable[[Any], Any] | None = getattr(collate, "on_device", None)
         self.batch_checks = batch_checker(plan)
         """The plan's batch contract (``with_checks``), run on delivered batches."""

@@ -328,6 +328,40 @@ def test_bad_plan_files_name_their_paths(mutate, paths):
     assert err.value.paths[: len(paths)] == paths
 
 
+def test_a_plan_without_batching_round_trips_and_says_so(tmp_path):
+    rows = list(range(10))
+    plan = DataLoaderBuilder().with_dataset(rows, name="train").with_batch_size(None).compile()
+    assert plan.to_dict()["batch"] == {"batched": False}
+    _assert_round_trips(plan, tmp_path)
+    assert LoaderPlan.load(tmp_path / "plan.toml", bindings=plan.bindings).batch.batched is False
+    assert "batched = false" in (tmp_path / "plan.toml").read_text()
+    assert plan.to_builder().compile() == plan
+    one = plan.to_builder().with_batch_size(1).compile()
+    assert plan.diff(one) == [
+        "batch.batch_size: <unset> -> 1",
+        "batch.batched: False -> <unset>",
+        "batch.drop_last: <unset> -> False",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("table", "path", "words"),
+    [
+        ({"batched": False, "batch_size": 4}, "batch.batch_size", "drop batch_size"),
+        ({"batched": False, "schedule": [[1, 2]]}, "batch.schedule", "batched = false"),
+        ({"batched": "no"}, "batch.batched", "got str"),
+        ({"batched": False, "drop_last": True}, "batch.drop_last", "no partial batch to drop"),
+    ],
+)
+def test_a_bad_batched_table_names_its_field_and_the_fix(table, path, words):
+    data = DataLoaderBuilder().with_dataset(list(range(10)), name="train").compile().to_dict()
+    data["batch"] = table
+    with pytest.raises(PlanError) as err:
+        LoaderPlan.from_dict(data, bindings={"train": list(range(10))})
+    assert err.value.paths == (path,)
+    assert words in str(err.value)
+
+
 def test_a_plan_must_be_a_mapping():
     with pytest.raises(PlanError) as err:
         LoaderPlan.from_dict([1, 2])  # type: ignore[arg-type]
