@@ -143,15 +143,19 @@ def _mixture_shape(plan: LoaderPlan, world: int) -> tuple[int | None, int | None
 
 
 def _batch_schedule(batch: BatchSpec) -> str:
-    """``"progressive by step: 16 until 100, 32 until 200, then 64"``."""
+    """``"progressive by step: 16 until 100, 32 until 200, then 64 samples per batch per rank"``.
+
+    A function: ``"progressive: samples per batch per rank from <fn> per epoch (4 at 0)"``.
+    """
     if batch.fn is not None:
         return (
-            f"progressive: size from {batch.fn.describe()} per {batch.by} ({batch.batch_size} at 0)"
+            f"progressive: samples per batch per rank from {batch.fn.describe()} per "
+            f"{batch.by} ({batch.batch_size} at 0)"
         )
     table = batch.schedule
     parts = [f"{size} until {until:g}" for until, size in table[:-1]]
     parts.append(f"then {table[-1][1]}" if parts else f"{table[-1][1]}")
-    return f"progressive by {batch.by}: {', '.join(parts)}"
+    return f"progressive by {batch.by}: {', '.join(parts)} samples per batch per rank"
 
 
 def _bucketed_sampler(plan: LoaderPlan) -> str:
@@ -193,6 +197,11 @@ def _order_rows(plan: LoaderPlan) -> ExplainRows:
     return (("order", order),)
 
 
+def _per_batch(size: int) -> str:
+    """``"64 samples per batch per rank"`` (``"1 sample ..."``): what the batch size counts."""
+    return f"{size} sample{'s' if size != 1 else ''} per batch per rank"
+
+
 def _batch_rows(plan: LoaderPlan) -> ExplainRows:
     """The ``batches`` row and its notes: the batch size over the epoch's shape."""
     b, d = plan.batch, plan.distributed
@@ -214,19 +223,17 @@ def _batch_rows(plan: LoaderPlan) -> ExplainRows:
             f"when built"
         )
     elif b.scheduled:
-        batch_line = f"{_batch_schedule(b)} per rank, drop_last={b.drop_last}; batches per "
-        batch_line += "epoch follow the schedule"
+        batch_line = f"{_batch_schedule(b)}, drop_last={b.drop_last}"
+        batch_line += "; batches per epoch follow the schedule"
     elif plan.dataset.iterable:
-        batch_line = f"{b.batch_size} per rank, drop_last={b.drop_last}; a stream: batches until "
-        batch_line += "the source ends"
+        batch_line = f"{_per_batch(b.batch_size)}, drop_last={b.drop_last}; a stream: batches "
+        batch_line += "until the source ends"
     elif batches is None:
-        batch_line = f"{b.batch_size} per rank, drop_last={b.drop_last}; batches per epoch known "
-        batch_line += "when built"
+        batch_line = f"{_per_batch(b.batch_size)}, drop_last={b.drop_last}; batches per epoch "
+        batch_line += "known when built"
     else:
-        batch_line = (
-            f"{b.batch_size} per rank, drop_last={b.drop_last} -> {batches:,} batches "
-            f"per epoch per rank"
-        )
+        batch_line = f"{_per_batch(b.batch_size)}, drop_last={b.drop_last} -> {batches:,} "
+        batch_line += "batches per epoch per rank"
         if (
             per_rank is not None
             and plan.bucketing is None
