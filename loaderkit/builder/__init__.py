@@ -20,6 +20,7 @@ from loaderkit.errors import PlanError, Problem
 from loaderkit.plan.display import builder_html
 from loaderkit.plan.plan import LoaderPlan, Setting, settings_named
 from loaderkit.plan.sections import section_calls
+from loaderkit.plan.rules import NO_DATASET
 from loaderkit.plan.sections.batch import batch_schedule_spec, budget_batch
 from loaderkit.plan.sections.collator import (
     DEFAULT_COLLATOR,
@@ -232,9 +233,7 @@ class DataLoaderBuilder(SamplingCalls, ExecutionCalls):
         assert given is None or isinstance(given, DatasetSpec)
         dataset, bound = given, dict(self._bound)
         if dataset is None:
-            problems.append(
-                Problem("dataset", "no dataset; call .with_dataset(ds) before .compile()")
-            )
+            problems.append(Problem("dataset", NO_DATASET))
             # check everything else against a stand-in, and keep only those problems
             dataset = DatasetSpec("dataset", "samples", "builtins.list", None)
             bound["dataset"] = []
