@@ -14,13 +14,14 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from loaderkit.builder.execution import ExecutionCalls
+from loaderkit.builder.keywords import keywords_checked
 from loaderkit.builder.sampling import SamplingCalls
 from loaderkit.builder.state import SECTION_DEFAULTS, MixtureWeights, PerSample, bind_one
 from loaderkit.errors import PlanError, Problem
 from loaderkit.plan.display import builder_html
 from loaderkit.plan.plan import LoaderPlan, Setting, settings_named
-from loaderkit.plan.sections import section_calls
 from loaderkit.plan.rules import NO_DATASET
+from loaderkit.plan.sections import section_calls
 from loaderkit.plan.sections.batch import batch_schedule_spec, budget_batch
 from loaderkit.plan.sections.collator import (
     DEFAULT_COLLATOR,
@@ -64,6 +65,7 @@ class DataLoaderBuilder(SamplingCalls, ExecutionCalls):
 
     # -- the chain --------------------------------------------------------------------------
 
+    @keywords_checked
     def with_dataset(self, dataset: object, *, name: str | None = None) -> DataLoaderBuilder:
         """Return a new builder reading samples from ``dataset``, bound under ``name``.
 
@@ -77,6 +79,7 @@ class DataLoaderBuilder(SamplingCalls, ExecutionCalls):
         spec = dataset_spec(dataset, name)
         return self._with([(spec.binding, dataset)], dataset=spec, mixture=None)
 
+    @keywords_checked
     def with_mixture(
         self,
         sources: Mapping[str, object],
@@ -122,6 +125,7 @@ class DataLoaderBuilder(SamplingCalls, ExecutionCalls):
         )
         return self._with(live, dataset=combined, mixture=spec)
 
+    @keywords_checked
     def with_batch_size(
         self,
         batch_size: int | Sequence[tuple[float, int]] | Callable[[int], int] | None,
@@ -147,6 +151,7 @@ class DataLoaderBuilder(SamplingCalls, ExecutionCalls):
         spec, live = batch_schedule_spec(batch_size, drop_last, by)
         return self._with(bind_one(spec, live), batch=spec)
 
+    @keywords_checked
     def with_shuffle(
         self, enabled: bool = True, *, buffer_size: int | None = None
     ) -> DataLoaderBuilder:
@@ -159,6 +164,7 @@ class DataLoaderBuilder(SamplingCalls, ExecutionCalls):
         """
         return self._with(order=order_spec(enabled, self._order().seed, buffer_size))
 
+    @keywords_checked
     def with_seed(self, seed: int) -> DataLoaderBuilder:
         """Return a new builder whose random streams all derive from ``seed`` (in [0, 2**63)).
 
@@ -196,6 +202,7 @@ class DataLoaderBuilder(SamplingCalls, ExecutionCalls):
         spec = attrs.evolve(spec, reason=f"with_task(modality={modality!r})")
         return self._with(collator=spec)
 
+    @keywords_checked
     def with_transform(self, fn: str | Callable[..., Any]) -> DataLoaderBuilder:
         """Return a new builder applying ``fn`` to each sample where samples are fetched.
 
