@@ -349,7 +349,10 @@ class WorkerError(LoaderkitError, RuntimeError):
     ``exit_code`` say how it ended; ``timeout`` is set for a timeout, and ``batch_index`` is
     the batch of the epoch that was being waited for when it is known (a timeout always names
     it, with the worker that held it). The loader stays usable: the next iteration starts new
-    workers from the last delivered batch.
+    workers from the last delivered batch. Except where ``restartable`` is ``False``: the
+    workers failed while starting up (with start method ``spawn`` or ``forkserver``: a script
+    without an ``if __name__ == "__main__":`` guard, an import that fails in a worker), so new
+    workers would fail the same way; the message names the likely cause.
     """
 
     def __init__(
@@ -362,6 +365,7 @@ class WorkerError(LoaderkitError, RuntimeError):
         exit_code: int | None = None,
         timeout: float | None = None,
         batch_index: int | None = None,
+        restartable: bool = True,
     ) -> None:
         super().__init__(message)
         self.worker_id = worker_id
@@ -370,6 +374,7 @@ class WorkerError(LoaderkitError, RuntimeError):
         self.exit_code = exit_code
         self.timeout = timeout
         self.batch_index = batch_index
+        self.restartable = restartable
 
 
 class NotBuiltYetError(LoaderkitError, NotImplementedError):

@@ -21,6 +21,7 @@ from loaderkit.checks import CheckReport, batch_checker, check_loader
 from loaderkit.errors import NotBuiltYetError, PlanError, ResumeError, WorkerError
 from loaderkit.plan.display import loader_html
 from loaderkit.plan.fingerprint import compute_elastic_fingerprint
+from loaderkit.plan.sections.common import default_start_method
 from loaderkit.plan.workers import resolve_workers
 from loaderkit.runtime.cache import CacheStats, open_cache
 from loaderkit.runtime.callables import plan_collate, resolve_callable
@@ -317,7 +318,13 @@ class Loader:
         workers); ``where`` is (epoch, first batch) of the pass. See :func:`broken_pool`.
         """
         return broken_pool(
-            iterator, exc, self.workers.timeout, where, self.batch_indices, self.close
+            iterator,
+            exc,
+            self.workers.timeout,
+            where,
+            self.batch_indices,
+            self.close,
+            start_method=self.workers.start_method or default_start_method(),
         )
 
     def _settle(self, batch: Any) -> Any:
