@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from loaderkit.plan.plan import LoaderPlan
 
 __all__ = [
+    "MONOSPACE",
     "builder_html",
     "diff_dicts",
     "epoch_shape",
@@ -350,7 +351,9 @@ def _settings_table(plan: LoaderPlan) -> str:
         previous = section
         attrs_ = f' style="{_DIM}" title="default"' if default else ""
         cells = "".join(f'<td style="{_CELL}">{html.escape(text)}</td>' for text in (shown, field))
-        value_cell = f'<td style="{_VALUE_CELL}"><code>{html.escape(value)}</code></td>'
+        value_cell = (
+            f'<td style="{_VALUE_CELL}"><code style="{MONOSPACE}">{html.escape(value)}</code></td>'
+        )
         body.append(f"<tr{attrs_}>{cells}{value_cell}</tr>")
     set_ = sum(not row[3] for row in rows)
     head = "".join(f'<th style="{_CELL}">{name}</th>' for name in ("section", "field", "value"))
@@ -362,8 +365,13 @@ def _settings_table(plan: LoaderPlan) -> str:
     )
 
 
-_WRAP = "white-space:pre-wrap;overflow-wrap:anywhere"
-"""Long lines wrap inside the output cell instead of scrolling it sideways."""
+MONOSPACE = "font-family:ui-monospace,SFMono-Regular,Menlo,Consolas,'Liberation Mono',monospace"
+"""The font of the chain, the report and the values, set on each element: nbconvert's HTML
+sets ``pre { font-family: inherit }``, which would lay the report's columns out in the page's
+proportional font (an inline style wins over any stylesheet rule that is not ``!important``)."""
+
+_WRAP = f"white-space:pre-wrap;overflow-wrap:anywhere;{MONOSPACE}"
+"""Long lines wrap inside the output cell instead of scrolling it sideways; in monospace."""
 
 
 def _plan_parts(explained: str) -> str:
@@ -380,7 +388,7 @@ def _plan_parts(explained: str) -> str:
 def _frame(title: str, subtitle: str, body: str) -> str:
     return (
         f'<div class="loaderkit-repr"><div><strong>{html.escape(title)}</strong> '
-        f"<code>{html.escape(subtitle)}</code></div>{body}</div>"
+        f'<code style="{MONOSPACE}">{html.escape(subtitle)}</code></div>{body}</div>'
     )
 
 
