@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 
 import loaderkit as lk
 from loaderkit import DataLoaderBuilder, LoaderPlan
+from loaderkit.plan.display import MONOSPACE
 from loaderkit.plan.sections import SECTIONS, bound_names
 from loaderkit.testing.strategies import (
     BUILDER_CALLS,
@@ -150,7 +151,8 @@ def test_repr_is_the_chain_with_defaults_omitted():
     )
     assert repr(DataLoaderBuilder().with_batch_size(1).with_seed(0)) == "DataLoaderBuilder()"
     assert (
-        '<pre class="loaderkit-chain" style="white-space:pre-wrap;overflow-wrap:anywhere">'
+        '<pre class="loaderkit-chain" style="white-space:pre-wrap;overflow-wrap:anywhere;'
+        f'{MONOSPACE}">'
         "DataLoaderBuilder()\n    .with_dataset(&lt;list: 10 samples&gt;, name=&#x27;train&#x27;)\n"
         "    .with_batch_size(4, drop_last=True)\n"
     ) in b._repr_html_()
