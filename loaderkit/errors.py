@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import pickle
 from collections.abc import Iterable, Sequence
+from typing import Any
 
 import attrs
 
@@ -74,15 +75,20 @@ class PlanError(LoaderkitError, ValueError):
     """A plan is misconfigured; ``.problems`` lists every problem found, each with a path.
 
     Raised by the builder's ``with_*`` methods (one problem: the argument they were given),
-    by ``compile()`` (every cross-field rule at once) and when a plan file is loaded.
+    by ``compile()`` (every cross-field rule at once) and when a plan file is loaded: then
+    ``file`` is the file's path, and the message starts with it
+    (``plans/train.toml: batch.batch_size: must be >= 1 (got 0); ...``).
     """
 
     problems: tuple[Problem, ...]
+    file: str | None
+    """The plan file the problems were found in (``LoaderPlan.load``), else ``None``."""
 
-    def __init__(self, problems: Iterable[Problem] | Problem) -> None:
+    def __init__(self, problems: Iterable[Problem] | Problem, *, file: str | None = None) -> None:
         if isinstance(problems, Problem):
             problems = (problems,)
         self.problems = tuple(problems)
+        self.file = file
         if not self.problems:
             raise ValueError("PlanError needs at least one problem")
         super().__init__(self._render())
@@ -92,20 +98,37 @@ class PlanError(LoaderkitError, ValueError):
         """Build an error holding one problem."""
         return cls((Problem(path, message),))
 
+    def in_file(self, file: str) -> PlanError:
+        """The same error (its type and problems) found in the plan file ``file``.
+
+        An error that names its file already is returned as it is.
+        """
+        if self.file is not None:
+            return self
+        return type(self)(self.problems, file=file)
+
     @property
     def paths(self) -> tuple[str, ...]:
         """The paths of all problems, in the order they were found."""
         return tuple(p.path for p in self.problems)
 
     def _render(self) -> str:
+        where = "" if self.file is None else f"{self.file}: "
         if len(self.problems) == 1:
-            return str(self.problems[0])
-        lines = [f"{len(self.problems)} problems in the plan:"]
+            return f"{where}{self.problems[0]}"
+        lines = [f"{where}{len(self.problems)} problems in the plan:"]
         lines.extend(f"  - {p}" for p in self.problems)
         return "\n".join(lines)
 
-    def __reduce__(self) -> tuple[type[PlanError], tuple[tuple[Problem, ...]]]:
-        return (type(self), (self.problems,))
+    def __reduce__(
+        self,
+    ) -> tuple[type[PlanError], tuple[tuple[Problem, ...]], dict[str, str | None]]:
+        return (type(self), (self.problems,), {"file": self.file})
+
+    def __setstate__(self, state: dict[str, Any] | None) -> None:
+        """Restore ``file`` after unpickling, with the message that names it."""
+        self.file = None if state is None else state.get("file")
+        self.args = (self._render(),)
 
 
 class PlanTypeError(PlanError, TypeError):
@@ -326,7 +349,10 @@ class WorkerError(LoaderkitError, RuntimeError):
     ``exit_code`` say how it ended; ``timeout`` is set for a timeout, and ``batch_index`` is
     the batch of the epoch that was being waited for when it is known (a timeout always names
     it, with the worker that held it). The loader stays usable: the next iteration starts new
-    workers from the last delivered batch.
+    workers from the last delivered batch. Except where ``restartable`` is ``False``: the
+    workers failed while starting up (with start method ``spawn`` or ``forkserver``: a script
+    without an ``if __name__ == "__main__":`` guard, an import that fails in a worker), so new
+    workers would fail the same way; the message names the likely cause.
     """
 
     def __init__(
@@ -339,6 +365,7 @@ class WorkerError(LoaderkitError, RuntimeError):
         exit_code: int | None = None,
         timeout: float | None = None,
         batch_index: int | None = None,
+        restartable: bool = True,
     ) -> None:
         super().__init__(message)
         self.worker_id = worker_id
@@ -347,6 +374,7 @@ class WorkerError(LoaderkitError, RuntimeError):
         self.exit_code = exit_code
         self.timeout = timeout
         self.batch_index = batch_index
+        self.restartable = restartable
 
 
 class NotBuiltYetError(LoaderkitError, NotImplementedError):

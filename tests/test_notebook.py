@@ -14,6 +14,8 @@ import pytest
 from jupyter_client.kernelspec import KernelSpecManager, NoSuchKernel
 from nbclient import NotebookClient
 
+from loaderkit.plan.display import MONOSPACE
+
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = sorted((ROOT / "examples").glob("*.ipynb"))
 CELL_TIMEOUT = 120
@@ -64,5 +66,7 @@ def test_notebooks_run_in_a_fresh_kernel(path, tmp_path):
     assert len(html) == 4
     assert sum('class="loaderkit-settings"' in h for h in html) == 3
     assert sum('class="loaderkit-problems"' in h for h in html) == 1
+    # monospace named on the elements: nbconvert's and JupyterLab's stylesheets cannot undo it
+    assert all(MONOSPACE in h for h in html)
     printed = "".join(o.get("text", "") for o in outputs if o.output_type == "stream")
     assert "resumed: the remaining 13 batches are identical" in printed

@@ -14,13 +14,15 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from loaderkit.builder.execution import ExecutionCalls
+from loaderkit.builder.keywords import keywords_checked
 from loaderkit.builder.sampling import SamplingCalls
 from loaderkit.builder.state import SECTION_DEFAULTS, MixtureWeights, PerSample, bind_one
 from loaderkit.errors import PlanError, Problem
 from loaderkit.plan.display import builder_html
 from loaderkit.plan.plan import LoaderPlan, Setting, settings_named
+from loaderkit.plan.rules import NO_DATASET
 from loaderkit.plan.sections import section_calls
-from loaderkit.plan.sections.batch import batch_schedule_spec
+from loaderkit.plan.sections.batch import batch_schedule_spec, budget_batch
 from loaderkit.plan.sections.collator import (
     DEFAULT_COLLATOR,
     Modality,
@@ -63,6 +65,7 @@ class DataLoaderBuilder(SamplingCalls, ExecutionCalls):
 
     # -- the chain --------------------------------------------------------------------------
 
+    @keywords_checked
     def with_dataset(self, dataset: object, *, name: str | None = None) -> DataLoaderBuilder:
         """Return a new builder reading samples from ``dataset``, bound under ``name``.
 
@@ -76,6 +79,7 @@ class DataLoaderBuilder(SamplingCalls, ExecutionCalls):
         spec = dataset_spec(dataset, name)
         return self._with([(spec.binding, dataset)], dataset=spec, mixture=None)
 
+    @keywords_checked
     def with_mixture(
         self,
         sources: Mapping[str, object],
@@ -121,6 +125,7 @@ class DataLoaderBuilder(SamplingCalls, ExecutionCalls):
         )
         return self._with(live, dataset=combined, mixture=spec)
 
+    @keywords_checked
     def with_batch_size(
         self,
         batch_size: int | Sequence[tuple[float, int]] | Callable[[int], int] | None,
@@ -130,9 +135,12 @@ class DataLoaderBuilder(SamplingCalls, ExecutionCalls):
     ) -> DataLoaderBuilder:
         """Return a new builder with ``batch_size`` samples per batch on each rank.
 
-        ``None`` sets no fixed batch size: the default again (one sample per batch, or under a
-        token budget, ``with_bucketing(..., max_tokens=...)``, as many as the budget holds);
-        ``drop_last`` applies as given (``with_batch_size(None, drop_last=True)`` keeps it).
+        Without this call a batch holds one sample, as torch's default ``batch_size=1``.
+        ``None`` sets no batch size, with torch's meaning: automatic batching is off, each
+        sample is delivered on its own, converted by ``torch.utils.data.default_convert``,
+        without a batch dimension (no collator applies; ``drop_last`` is refused). Under a
+        token budget, ``with_bucketing(..., max_tokens=...)``, ``None`` lets the budget size
+        the batches (as many samples as it holds), ``drop_last`` applying as given.
         ``drop_last=True`` drops the final partial batch of an epoch (torch semantics);
         otherwise it is delivered smaller. A progressive batch size is a schedule of the epoch
         (``by="epoch"``) or of the step (``by="step"``: batches delivered since the start of
@@ -143,6 +151,7 @@ class DataLoaderBuilder(SamplingCalls, ExecutionCalls):
         spec, live = batch_schedule_spec(batch_size, drop_last, by)
         return self._with(bind_one(spec, live), batch=spec)
 
+    @keywords_checked
     def with_shuffle(
         self, enabled: bool = True, *, buffer_size: int | None = None
     ) -> DataLoaderBuilder:
@@ -155,6 +164,7 @@ class DataLoaderBuilder(SamplingCalls, ExecutionCalls):
         """
         return self._with(order=order_spec(enabled, self._order().seed, buffer_size))
 
+    @keywords_checked
     def with_seed(self, seed: int) -> DataLoaderBuilder:
         """Return a new builder whose random streams all derive from ``seed`` (in [0, 2**63)).
 
@@ -192,6 +202,7 @@ class DataLoaderBuilder(SamplingCalls, ExecutionCalls):
         spec = attrs.evolve(spec, reason=f"with_task(modality={modality!r})")
         return self._with(collator=spec)
 
+    @keywords_checked
     def with_transform(self, fn: str | Callable[..., Any]) -> DataLoaderBuilder:
         """Return a new builder applying ``fn`` to each sample where samples are fetched.
 
@@ -229,9 +240,7 @@ class DataLoaderBuilder(SamplingCalls, ExecutionCalls):
         assert given is None or isinstance(given, DatasetSpec)
         dataset, bound = given, dict(self._bound)
         if dataset is None:
-            problems.append(
-                Problem("dataset", "no dataset; call .with_dataset(ds) before .compile()")
-            )
+            problems.append(Problem("dataset", NO_DATASET))
             # check everything else against a stand-in, and keep only those problems
             dataset = DatasetSpec("dataset", "samples", "builtins.list", None)
             bound["dataset"] = []
@@ -245,7 +254,8 @@ class DataLoaderBuilder(SamplingCalls, ExecutionCalls):
             collator = DEFAULT_COLLATOR
         try:
             sections: dict[str, Any] = {name: self._value(name) for name in SECTION_DEFAULTS}
-            sections.update(dataset=dataset, collator=collator)
+            batch = budget_batch(sections["batch"], sections["bucketing"])
+            sections.update(dataset=dataset, collator=collator, batch=batch)
             plan = LoaderPlan(**sections, preset=self._preset, bindings=bound)
         except PlanError as exc:
             problems.extend(p for p in exc.problems if given is not None or p.path != "dataset")

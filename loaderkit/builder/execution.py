@@ -12,6 +12,7 @@ import os
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal, Self
 
+from loaderkit.builder.keywords import keywords_checked
 from loaderkit.builder.state import BuilderState
 from loaderkit.plan.sections.cache import CacheStage, CacheStorage, cache_spec
 from loaderkit.plan.sections.checks import checks_spec
@@ -32,6 +33,7 @@ class ExecutionCalls(BuilderState):
 
     __slots__ = ()
 
+    @keywords_checked
     def with_checks(
         self,
         *,
@@ -74,6 +76,7 @@ class ExecutionCalls(BuilderState):
         )
         return self._with(checks=spec)
 
+    @keywords_checked
     def with_error_policy(
         self,
         policy: ErrorPolicy = "raise",
@@ -106,6 +109,7 @@ class ExecutionCalls(BuilderState):
         )
         return self._with(error_policy=spec)
 
+    @keywords_checked
     def with_cache(
         self,
         storage: CacheStorage = "memory",
@@ -130,6 +134,7 @@ class ExecutionCalls(BuilderState):
         spec = cache_spec(storage, stage=stage, path=path, max_bytes=max_bytes)
         return self._with(cache=spec)
 
+    @keywords_checked
     def with_workers(
         self,
         num_workers: int | Literal["auto"],
@@ -164,6 +169,7 @@ class ExecutionCalls(BuilderState):
             ),
         )
 
+    @keywords_checked
     def with_device(self, device: Device) -> Self:
         """Return a new builder delivering batches to ``device``.
 
@@ -173,6 +179,7 @@ class ExecutionCalls(BuilderState):
         """
         return self._with(device=device_spec(device))
 
+    @keywords_checked
     def with_distributed(
         self,
         *,

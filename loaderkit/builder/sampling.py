@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Self
 
+from loaderkit.builder.keywords import keywords_checked
 from loaderkit.builder.state import BuilderState, PerSample, bind_one
 from loaderkit.plan.sections.bucketing import BucketCost, bucketing_spec
 from loaderkit.plan.sections.curriculum import CurriculumSchedule, curriculum_spec
@@ -25,6 +26,7 @@ class SamplingCalls(BuilderState):
 
     __slots__ = ()
 
+    @keywords_checked
     def with_bucketing(
         self,
         length: PerSample,
@@ -58,6 +60,7 @@ class SamplingCalls(BuilderState):
         )
         return self._with(bind_one(spec, live), bucketing=spec)
 
+    @keywords_checked
     def with_sampling_weights(
         self,
         weights: PerSample,
@@ -78,6 +81,7 @@ class SamplingCalls(BuilderState):
         spec, live = weights_spec(weights, replacement=replacement, num_samples=num_samples)
         return self._with(bind_one(spec, live), sampling_weights=spec)
 
+    @keywords_checked
     def with_curriculum(
         self,
         difficulty: PerSample,
@@ -112,6 +116,7 @@ class SamplingCalls(BuilderState):
         )
         return self._with(bound, curriculum=spec)
 
+    @keywords_checked
     def with_max_length(
         self,
         max_length: int | Sequence[tuple[float, int]] | Callable[[int], int],
@@ -131,6 +136,7 @@ class SamplingCalls(BuilderState):
         spec, live = max_length_spec(max_length, by)
         return self._with(bind_one(spec, live), max_length=spec)
 
+    @keywords_checked
     def with_split(
         self,
         val: float = 0.1,

@@ -62,10 +62,12 @@ def one_line(text: str) -> str:
 
 
 def _plan_error_line(exc: PlanError) -> str:
+    """The error on one line, starting with the plan file it was found in (when it was)."""
+    where = "" if exc.file is None else f"{exc.file}: "
     if len(exc.problems) == 1:
-        return one_line(str(exc.problems[0]))
+        return where + one_line(str(exc.problems[0]))
     problems = "; ".join(one_line(str(p)) for p in exc.problems)
-    return f"{len(exc.problems)} problems in the plan: {problems}"
+    return f"{where}{len(exc.problems)} problems in the plan: {problems}"
 
 
 def describe_failure(exc: BaseException) -> tuple[str, str]:

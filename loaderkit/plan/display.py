@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from loaderkit.plan.plan import LoaderPlan
 
 __all__ = [
+    "MONOSPACE",
     "builder_html",
     "diff_dicts",
     "epoch_shape",
@@ -143,15 +144,19 @@ def _mixture_shape(plan: LoaderPlan, world: int) -> tuple[int | None, int | None
 
 
 def _batch_schedule(batch: BatchSpec) -> str:
-    """``"progressive by step: 16 until 100, 32 until 200, then 64"``."""
+    """``"progressive by step: 16 until 100, 32 until 200, then 64 samples per batch per rank"``.
+
+    A function: ``"progressive: samples per batch per rank from <fn> per epoch (4 at 0)"``.
+    """
     if batch.fn is not None:
         return (
-            f"progressive: size from {batch.fn.describe()} per {batch.by} ({batch.batch_size} at 0)"
+            f"progressive: samples per batch per rank from {batch.fn.describe()} per "
+            f"{batch.by} ({batch.batch_size} at 0)"
         )
     table = batch.schedule
     parts = [f"{size} until {until:g}" for until, size in table[:-1]]
     parts.append(f"then {table[-1][1]}" if parts else f"{table[-1][1]}")
-    return f"progressive by {batch.by}: {', '.join(parts)}"
+    return f"progressive by {batch.by}: {', '.join(parts)} samples per batch per rank"
 
 
 def _bucketed_sampler(plan: LoaderPlan) -> str:
@@ -193,29 +198,43 @@ def _order_rows(plan: LoaderPlan) -> ExplainRows:
     return (("order", order),)
 
 
+def _per_batch(size: int) -> str:
+    """``"64 samples per batch per rank"`` (``"1 sample ..."``): what the batch size counts."""
+    return f"{size} sample{'s' if size != 1 else ''} per batch per rank"
+
+
 def _batch_rows(plan: LoaderPlan) -> ExplainRows:
     """The ``batches`` row and its notes: the batch size over the epoch's shape."""
     b, d = plan.batch, plan.distributed
     per_rank, batches, dropped, repeated = epoch_shape(plan)
-    if plan.bucketing is not None and plan.bucketing.max_tokens is not None:
+    if not b.batched:
+        batch_line = (
+            "none (batch_size=None): each sample on its own, converted by torch's "
+            "default_convert, no batch dimension"
+        )
+        if plan.dataset.iterable:
+            batch_line += "; a stream: samples until the source ends"
+        elif batches is None:
+            batch_line += "; samples per epoch known when built"
+        else:
+            batch_line += f" -> {batches:,} samples per epoch per rank"
+    elif plan.bucketing is not None and plan.bucketing.max_tokens is not None:
         batch_line = (
             f"sizes vary under a token budget, drop_last={b.drop_last}; batches per epoch known "
             f"when built"
         )
     elif b.scheduled:
-        batch_line = f"{_batch_schedule(b)} per rank, drop_last={b.drop_last}; batches per "
-        batch_line += "epoch follow the schedule"
+        batch_line = f"{_batch_schedule(b)}, drop_last={b.drop_last}"
+        batch_line += "; batches per epoch follow the schedule"
     elif plan.dataset.iterable:
-        batch_line = f"{b.batch_size} per rank, drop_last={b.drop_last}; a stream: batches until "
-        batch_line += "the source ends"
+        batch_line = f"{_per_batch(b.batch_size)}, drop_last={b.drop_last}; a stream: batches "
+        batch_line += "until the source ends"
     elif batches is None:
-        batch_line = f"{b.batch_size} per rank, drop_last={b.drop_last}; batches per epoch known "
-        batch_line += "when built"
+        batch_line = f"{_per_batch(b.batch_size)}, drop_last={b.drop_last}; batches per epoch "
+        batch_line += "known when built"
     else:
-        batch_line = (
-            f"{b.batch_size} per rank, drop_last={b.drop_last} -> {batches:,} batches "
-            f"per epoch per rank"
-        )
+        batch_line = f"{_per_batch(b.batch_size)}, drop_last={b.drop_last} -> {batches:,} "
+        batch_line += "batches per epoch per rank"
         if (
             per_rank is not None
             and plan.bucketing is None
@@ -332,7 +351,9 @@ def _settings_table(plan: LoaderPlan) -> str:
         previous = section
         attrs_ = f' style="{_DIM}" title="default"' if default else ""
         cells = "".join(f'<td style="{_CELL}">{html.escape(text)}</td>' for text in (shown, field))
-        value_cell = f'<td style="{_VALUE_CELL}"><code>{html.escape(value)}</code></td>'
+        value_cell = (
+            f'<td style="{_VALUE_CELL}"><code style="{MONOSPACE}">{html.escape(value)}</code></td>'
+        )
         body.append(f"<tr{attrs_}>{cells}{value_cell}</tr>")
     set_ = sum(not row[3] for row in rows)
     head = "".join(f'<th style="{_CELL}">{name}</th>' for name in ("section", "field", "value"))
@@ -344,8 +365,13 @@ def _settings_table(plan: LoaderPlan) -> str:
     )
 
 
-_WRAP = "white-space:pre-wrap;overflow-wrap:anywhere"
-"""Long lines wrap inside the output cell instead of scrolling it sideways."""
+MONOSPACE = "font-family:ui-monospace,SFMono-Regular,Menlo,Consolas,'Liberation Mono',monospace"
+"""The font of the chain, the report and the values, set on each element: nbconvert's HTML
+sets ``pre { font-family: inherit }``, which would lay the report's columns out in the page's
+proportional font (an inline style wins over any stylesheet rule that is not ``!important``)."""
+
+_WRAP = f"white-space:pre-wrap;overflow-wrap:anywhere;{MONOSPACE}"
+"""Long lines wrap inside the output cell instead of scrolling it sideways; in monospace."""
 
 
 def _plan_parts(explained: str) -> str:
@@ -362,7 +388,7 @@ def _plan_parts(explained: str) -> str:
 def _frame(title: str, subtitle: str, body: str) -> str:
     return (
         f'<div class="loaderkit-repr"><div><strong>{html.escape(title)}</strong> '
-        f"<code>{html.escape(subtitle)}</code></div>{body}</div>"
+        f'<code style="{MONOSPACE}">{html.escape(subtitle)}</code></div>{body}</div>'
     )
 
 

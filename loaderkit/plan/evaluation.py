@@ -31,7 +31,8 @@ def eval_plan(
             "load the plan with bindings={...} first",
         )
     b = plan.to_builder()
-    b = b.with_batch_size(plan.batch.batch_size if batch_size is None else batch_size)
+    if batch_size is not None or plan.batch.batched:  # a plan without batching stays so
+        b = b.with_batch_size(plan.batch.batch_size if batch_size is None else batch_size)
     b = b.with_shuffle(False)
     b = b.without("sampling_weights", "curriculum")
     if not keep_bucketing:

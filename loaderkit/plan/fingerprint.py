@@ -73,6 +73,8 @@ def elastic_fields(plan: LoaderPlan, world_size: int) -> dict[str, Any]:
     b = plan.batch
     batch: dict[str, Any] = {"global_batch_size": b.batch_size * world_size}
     batch["drop_last"] = b.drop_last
+    if not b.batched:  # each rank delivers its samples one by one: no batch dimension
+        batch["batched"] = False
     if b.schedule:
         batch["schedule"] = [[until, size * world_size] for until, size in b.schedule]
         batch["by"] = b.by

@@ -275,7 +275,8 @@ class LoaderPlan:
         """The same plan, made to read every sample exactly once, in a fixed order.
 
         Changes: shuffle off; drop_last off; a progressive batch size becomes fixed at
-        ``batch_size`` (default: the plan's size at step 0); sampling weights and the
+        ``batch_size`` (default: the plan's size at step 0; a plan without batching,
+        ``with_batch_size(None)``, stays so); sampling weights and the
         curriculum are removed; bucketing is removed unless ``keep_bucketing``; a mixture reads
         its sources one after the other (``mode="sequential"``; ``"round_robin"`` with
         bucketing kept), every sample once; a transform taking ``rng`` (random) is removed

@@ -31,7 +31,10 @@ from loaderkit.plan.sections.workers import WorkersSpec
 from loaderkit.plan.specs import CallableSpec, DatasetSpec
 from loaderkit.plan.workers import resolve_auto_workers
 
-__all__ = ["default_start_method", "plan_problems"]
+__all__ = ["NO_DATASET", "default_start_method", "plan_problems"]
+
+NO_DATASET = "no dataset; call .with_dataset(ds) (or .with_mixture({...})) on the builder"
+"""The problem of a plan without a source, whether ``compile()`` or ``build()`` meets it."""
 
 
 def _uneven_reason(
@@ -115,7 +118,7 @@ def plan_problems(
     problems: list[Problem] = []
 
     if dataset is None:
-        problems.append(Problem("dataset", "no dataset; call .with_dataset(ds) before .compile()"))
+        problems.append(Problem("dataset", NO_DATASET))
     else:
         parts = (
             []

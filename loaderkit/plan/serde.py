@@ -158,8 +158,9 @@ def _plan_from_dict(data: Mapping[str, Any], options: ReadOptions) -> LoaderPlan
 def _suffix(path: Path) -> str:
     suffix = path.suffix.lower()
     if suffix not in (".json", ".toml"):
-        raise PlanError.single(
-            "file", f"{path.name!r}: plan files end in .json or .toml (got {suffix or 'none'!r})"
+        raise PlanError(
+            Problem("file", f"plan files end in .json or .toml (got {suffix or 'none'!r})"),
+            file=str(path),
         )
     return suffix
 
@@ -168,8 +169,16 @@ def save_plan(plan: LoaderPlan, path: str | os.PathLike[str]) -> None:
     """Write ``plan`` as JSON or TOML, chosen by the file's suffix.
 
     Paths in dataset sources that lie inside the file's folder are written relative to it.
+    A :class:`PlanError` (a bad suffix, a table TOML cannot hold) names the file.
     """
-    target = Path(path)
+    try:
+        _save(plan, Path(path))
+    except PlanError as exc:
+        raise exc.in_file(str(path)) from None
+
+
+def _save(plan: LoaderPlan, target: Path) -> None:
+    """:func:`save_plan`'s work; its errors do not name the file yet."""
     data = plan.to_dict()
     folder = target.parent.resolve()
     if plan.dataset.source is not None:
@@ -258,11 +267,18 @@ chain. A string value of that many dotted parts is refused too (no plan holds on
 def read_plan_file(path: str | os.PathLike[str]) -> dict[str, Any]:
     """The data of a plan file, parsed, and nothing else: no check, no import, no write.
 
-    Refuses (``PlanError`` at ``file``) a file over ``LIMITS.file_bytes``, one that is not
-    UTF-8, not valid JSON/TOML, or nested too deeply or holding integers too long for the
-    parser; :func:`plan_from_dict` checks the rest.
+    Refuses (``PlanError`` at ``file``, its ``file`` the path) a file over
+    ``LIMITS.file_bytes``, one that is not UTF-8, not valid JSON/TOML, or nested too deeply or
+    holding integers too long for the parser; :func:`plan_from_dict` checks the rest.
     """
-    source = Path(path)
+    try:
+        return _parsed(Path(path))
+    except PlanError as exc:
+        raise exc.in_file(str(path)) from None
+
+
+def _parsed(source: Path) -> dict[str, Any]:
+    """:func:`read_plan_file`'s work; its errors do not name the file yet."""
     suffix = _suffix(source)
     limit = LIMITS.file_bytes
     try:  # non-blocking: opening a FIFO must not wait for a writer
@@ -270,20 +286,20 @@ def read_plan_file(path: str | os.PathLike[str]) -> dict[str, Any]:
             if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
                 raise PlanError.single(
                     "file",
-                    f"{str(source)!r} is not a regular file (a pipe, a device, a socket?); "
-                    f"pass the path of a .json or .toml plan file",
+                    "is not a regular file (a pipe, a device, a socket?); "
+                    "pass the path of a .json or .toml plan file",
                 )
             raw = handle.read(limit + 1)
     except PlanError:
         raise
     except OSError as exc:
-        raise PlanError.single("file", f"cannot read {str(source)!r}: {exc.strerror}") from None
+        raise PlanError.single("file", f"cannot be read: {exc.strerror}") from None
     except ValueError as exc:  # a path the OS cannot take (a NUL byte)
-        raise PlanError.single("file", f"cannot read {str(source)!r}: {exc}") from None
+        raise PlanError.single("file", f"cannot be read: {exc}") from None
     if len(raw) > limit:
         raise PlanError.single(
             "file",
-            f"{source.name!r} is larger than {limit:,} bytes, the bound on a plan file; a plan "
+            f"is larger than {limit:,} bytes, the bound on a plan file; a plan "
             f"holds settings, not data: pass large arrays in bindings",
         )
     kind = suffix[1:].upper()
@@ -292,13 +308,13 @@ def read_plan_file(path: str | os.PathLike[str]) -> dict[str, Any]:
         if text.count(",") + text.count("\n") > 4 * LIMITS.values:  # before a long parse
             raise PlanError.single(
                 "file",
-                f"{source.name!r} holds more than {LIMITS.values:,} values (by its commas and "
+                f"holds more than {LIMITS.values:,} values (by its commas and "
                 f"lines); a plan file is settings, not data: pass large arrays in bindings",
             )
         if suffix == ".toml" and _DEEP_TOML_KEY.search(text.replace(" ", "").replace("\t", "")):
             raise PlanError.single(
                 "file",
-                f"{source.name!r} holds a dotted key (or a string) of more than {LIMITS.depth} "
+                f"holds a dotted key (or a string) of more than {LIMITS.depth} "
                 f"parts; a plan nests at most {LIMITS.depth} levels (and TOML reads such keys "
                 f"in quadratic time): shorten it",
             )
@@ -306,31 +322,33 @@ def read_plan_file(path: str | os.PathLike[str]) -> dict[str, Any]:
     except PlanError:
         raise
     except UnicodeDecodeError as exc:
-        raise PlanError.single("file", f"{source.name!r} is not UTF-8 text: {exc}") from None
+        raise PlanError.single("file", f"is not UTF-8 text: {exc}") from None
     except (json.JSONDecodeError, tomllib.TOMLDecodeError) as exc:
-        raise PlanError.single("file", f"{source.name!r} is not valid {kind}: {exc}") from None
+        raise PlanError.single("file", f"is not valid {kind}: {exc}") from None
     except RecursionError:
         raise PlanError.single(
             "file",
-            f"{source.name!r} nests arrays or tables too deeply to read (a plan allows "
-            f"{LIMITS.depth} levels)",
+            f"nests arrays or tables too deeply to read (a plan allows {LIMITS.depth} levels)",
         ) from None
     except ValueError as exc:  # e.g. an integer of thousands of digits
-        raise PlanError.single(
-            "file", f"{source.name!r} holds a value this reader refuses: {exc}"
-        ) from None
+        raise PlanError.single("file", f"holds a value this reader refuses: {exc}") from None
     if not isinstance(data, dict):
         raise PlanTypeError.single(
-            "file", f"{source.name!r} must hold a table of sections (got {type(data).__name__})"
+            "file", f"must hold a table of sections (got {type(data).__name__})"
         )
     return _toml_nones_read(data) if suffix == ".toml" else data
 
 
 def load_plan(path: str | os.PathLike[str], options: ReadOptions = ReadOptions()) -> LoaderPlan:
-    """Read a plan file (``.json`` or ``.toml``); syntax errors name the file and line.
+    """Read a plan file (``.json`` or ``.toml``); its errors name the file (and line).
+
+    A :class:`PlanError` has the path as given in its ``file`` and at the start of its message.
 
     Relative paths resolve against the file's folder (``options.base_dir`` is replaced by it);
     paths leaving it are refused unless ``allow_external_paths`` (``docs/security.md``).
     """
     source = Path(path)
-    return plan_from_dict(read_plan_file(source), attrs.evolve(options, base_dir=source.parent))
+    try:
+        return plan_from_dict(read_plan_file(source), attrs.evolve(options, base_dir=source.parent))
+    except PlanError as exc:  # every problem of a file names the file
+        raise exc.in_file(str(path)) from None

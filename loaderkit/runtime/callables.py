@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
+
+from torch.utils.data import default_convert
 
 from loaderkit.collators import collators
 from loaderkit.errors import PlanError
@@ -13,7 +15,7 @@ if TYPE_CHECKING:
     from loaderkit.plan.plan import LoaderPlan
     from loaderkit.plan.specs import CallableSpec
 
-__all__ = ["resolve_callable"]
+__all__ = ["convert_sample", "plan_collate", "resolve_callable"]
 
 
 def resolve_callable(plan: LoaderPlan, spec: CallableSpec, kind: str) -> Callable[..., Any]:
@@ -31,3 +33,25 @@ def resolve_callable(plan: LoaderPlan, spec: CallableSpec, kind: str) -> Callabl
     if not callable(obj):
         raise PlanError.single(kind, f"the object bound to {spec.name!r} is not callable ({obj!r})")
     return obj
+
+
+def convert_sample(samples: Sequence[Any]) -> Any:
+    """The one sample of ``samples`` as torch's ``DataLoader(batch_size=None)`` delivers it.
+
+    Converted by ``torch.utils.data.default_convert`` (numpy arrays and numbers to tensors,
+    containers walked, Python numbers kept), with no batch dimension: what a plan without
+    batching (``with_batch_size(None)``) makes of each one-sample step.
+    """
+    (sample,) = samples
+    return default_convert(sample)  # type: ignore[no-untyped-call]  # torch leaves it untyped
+
+
+def plan_collate(plan: LoaderPlan) -> Callable[..., Any]:
+    """What makes a delivered batch of ``plan``'s samples: its collator, made live.
+
+    A plan without batching (``plan.batch.batched`` is False) converts its one sample per
+    step instead (:func:`convert_sample`); its collator is the default one, by the rules.
+    """
+    if not plan.batch.batched:
+        return convert_sample
+    return resolve_callable(plan, plan.collator, "collator")

@@ -113,8 +113,10 @@ def _where(worker: int | None) -> str:
 class BatchFetcher:
     """Fetch, transform and collate the samples of one request.
 
-    ``collate=None`` means the built-in ``default`` collator, whose result sources can compute
-    column-wise (``Source.default_batch``) when there is no transform.
+    ``default_collator`` says ``collate`` is the built-in ``default`` collator, whose result
+    sources can compute column-wise (``Source.default_batch``) when there is no transform.
+    ``batched=False`` (``with_batch_size(None)``): each request holds one sample, which
+    ``collate`` converts without a batch dimension (a mixture's source id too).
     """
 
     def __init__(
@@ -130,8 +132,10 @@ class BatchFetcher:
         source_key: str | None = None,
         skip: bool = False,
         cache: Cache | None = None,
+        batched: bool = True,
     ) -> None:
         self.source = source
+        self.batched = batched
         self.skip = skip
         self.cache = cache
         """The ``"transformed"`` stage of ``with_cache`` (the ``"fetched"`` stage is a
@@ -139,7 +143,7 @@ class BatchFetcher:
         self.collate = collate
         self.uses_context = bool(getattr(collate, "uses_context", False))
         self.collator_name = collator_name
-        self.fast = default_collator and transform is None
+        self.fast = default_collator and transform is None and batched
         self.transform = transform
         self.transform_rng = transform_rng
         self.seed = seed
@@ -300,7 +304,8 @@ class BatchFetcher:
                 collator=self.collator_name,
                 batch_index=request.batch_index,
             )
-        batch[self.source_key] = torch.from_numpy(source.source_ids(request.indices))
+        ids = torch.from_numpy(source.source_ids(request.indices))
+        batch[self.source_key] = ids if self.batched else ids[0]
         return batch
 
     def _batch(self, request: BatchRequest) -> Any:
@@ -492,4 +497,5 @@ def plan_fetcher(
         source_key=mixture.source_key if mixture is not None else None,
         skip=plan.error_policy.policy == "skip",
         cache=cache if plan.cache is not None and plan.cache.stage == "transformed" else None,
+        batched=plan.batch.batched,
     )

@@ -21,9 +21,10 @@ from loaderkit.checks import CheckReport, batch_checker, check_loader
 from loaderkit.errors import NotBuiltYetError, PlanError, ResumeError, WorkerError
 from loaderkit.plan.display import loader_html
 from loaderkit.plan.fingerprint import compute_elastic_fingerprint
+from loaderkit.plan.sections.common import default_start_method
 from loaderkit.plan.workers import resolve_workers
 from loaderkit.runtime.cache import CacheStats, open_cache
-from loaderkit.runtime.callables import resolve_callable
+from loaderkit.runtime.callables import plan_collate, resolve_callable
 from loaderkit.runtime.dataset_length import LengthCheck
 from loaderkit.runtime.device import deliver, resolve_device, wants_pinning
 from loaderkit.runtime.epoch_sampler import EpochSampler
@@ -156,7 +157,7 @@ class Loader:
         self.workers = resolve_workers(plan.workers)
         """The worker settings this loader runs with (``"auto"`` resolved on this machine)."""
         self.pin_memory = wants_pinning(plan.workers.pin_memory, self.device)
-        collate = resolve_callable(plan, plan.collator, "collator")
+        collate = plan_collate(plan)
         self._on_device: Callable[[Any], Any] | None = getattr(collate, "on_device", None)
         self.batch_checks = batch_checker(plan)
         """The plan's batch contract (``with_checks``), run on delivered batches."""
@@ -340,7 +341,13 @@ class Loader:
         workers); ``where`` is (epoch, first batch) of the pass. See :func:`broken_pool`.
         """
         return broken_pool(
-            iterator, exc, self.workers.timeout, where, self.batch_indices, self.close
+            iterator,
+            exc,
+            self.workers.timeout,
+            where,
+            self.batch_indices,
+            self.close,
+            start_method=self.workers.start_method or default_start_method(),
         )
 
     def _settle(self, batch: Any) -> Any:

@@ -3,16 +3,30 @@
 torch's multi-process iterator is read here through its private attributes (its workers,
 queues and task bookkeeping); every such read is guarded, since this also runs from
 ``__del__``.
+
+A worker that fails while starting up (start method ``spawn`` or ``forkserver``: it imports
+the main module and unpickles what the loader sends it) gets a :class:`WorkerError` naming the
+likely cause, with ``restartable=False``: a script without an ``if __name__ == "__main__":``
+guard (:func:`main_module_unguarded`), or the exception that unpickling raised in the worker
+(:class:`ShippedToWorkers` keeps it and raises it as :class:`WorkerStartError` at first use,
+instead of letting the worker die with only a traceback on stderr).
 """
 
 from __future__ import annotations
 
+import ast
 import functools
+import multiprocessing
 import os
+import pickle
 import re
 import signal
+import sys
 import time
+import traceback
 from collections.abc import Callable, Sequence
+from multiprocessing.reduction import ForkingPickler
+from pathlib import Path
 from typing import Any, NamedTuple
 
 import torch
@@ -30,6 +44,10 @@ __all__ = [
     "TIMEOUT",
     "WORKER_KILLED",
     "Awaited",
+    "ShippedToWorkers",
+    "StartedWorkers",
+    "WorkerStartError",
+    "arrived",
     "awaited_batch",
     "awaited_task",
     "base_seed_generator",
@@ -37,6 +55,7 @@ __all__ = [
     "dead_workers",
     "end_processes",
     "identity",
+    "main_module_unguarded",
     "shutdown_pool",
     "worker_error",
     "worker_pool",
@@ -46,6 +65,100 @@ __all__ = [
 def identity(batch: Any) -> Any:
     """``batch`` itself: the ``collate_fn`` of a pool whose workers make whole batches."""
     return batch
+
+
+class WorkerStartError(Exception):
+    """Raised in a worker whose copy of the loader's objects could not be unpickled.
+
+    Its message is the unpickling error (``"ModuleNotFoundError: No module named 'x'"``),
+    then, after a blank line, that error's traceback in the worker. torch sends it to the main
+    process, where :func:`worker_error` makes it a :class:`WorkerError`.
+    """
+
+
+class ShippedToWorkers:
+    """A dataset torch sends to its workers whose unpickling there cannot kill the worker.
+
+    Pickled (``spawn``, ``forkserver``) as its state, itself pickled by torch's
+    ``ForkingPickler`` (so tensors still travel through shared memory) and unpickled while the
+    worker starts, as before; but a failure (a module the worker cannot import, a class
+    defined where workers cannot find it) is kept, and :meth:`check_arrived` raises it as a
+    :class:`WorkerStartError` at the first use, which torch reports to the main process. With
+    ``fork`` nothing is pickled.
+    """
+
+    def __reduce__(self) -> tuple[Callable[[type[Any], bytes], Any], tuple[type[Any], bytes]]:
+        return (arrived, (type(self), bytes(ForkingPickler.dumps(self.__dict__))))
+
+    def check_arrived(self) -> None:
+        """Raise :class:`WorkerStartError` if this object's state failed to unpickle here."""
+        failure = self.__dict__.get("_arrival_failure")
+        if failure is not None:
+            raise WorkerStartError(failure)
+
+
+def arrived(cls: type[Any], payload: bytes) -> Any:
+    """A :class:`ShippedToWorkers` of type ``cls`` from its pickled state (in a worker).
+
+    A state that fails to unpickle gives an object holding only the failure.
+    """
+    obj = object.__new__(cls)
+    try:
+        state = pickle.loads(payload)
+    except Exception as exc:  # noqa: BLE001 - kept, raised at first use (check_arrived)
+        trace = traceback.format_exc().rstrip()
+        obj.__dict__["_arrival_failure"] = f"{type(exc).__name__}: {exc}\n\n{trace}"
+    else:
+        obj.__dict__.update(state)
+    return obj
+
+
+class StartedWorkers:
+    """Which workers of a pool got through start-up: torch's ``worker_init_fn`` of the pool.
+
+    torch calls it in each worker once the worker has started (imported the main module,
+    unpickled what it was sent) and before its first batch; it records the worker's pid
+    under its id in memory shared with the main process. A worker that died with another pid
+    recorded (none: 0) died starting up. Shared memory is inherited (``fork``) or sent while
+    the workers are made (``spawn``, ``forkserver``), as multiprocessing allows.
+    """
+
+    def __init__(self, workers: int, start_method: str | None) -> None:
+        context = multiprocessing.get_context(start_method)
+        self.pids = context.RawArray("q", max(workers, 1))
+
+    def __call__(self, worker_id: int) -> None:
+        """Record that worker ``worker_id`` (this process) started."""
+        self.pids[worker_id] = os.getpid()
+
+    def started(self, worker_id: int, pid: int | None) -> bool:
+        """Whether the worker ``worker_id`` with process id ``pid`` got through start-up."""
+        return 0 <= worker_id < len(self.pids) and pid is not None and self.pids[worker_id] == pid
+
+
+def main_module_unguarded() -> str | None:
+    """The main module's file if it has no ``if __name__ == "__main__":`` guard, else None.
+
+    With ``spawn`` or ``forkserver`` every worker imports the main module again: without the
+    guard, each runs the script's top level (building and iterating loaders) instead of
+    loading batches, and dies. ``None`` also when the main module is no readable Python file
+    (a notebook, ``python -c``, an interactive session).
+    """
+    path = getattr(sys.modules.get("__main__"), "__file__", None)
+    if not isinstance(path, str) or not path.endswith(".py"):
+        return None
+    try:
+        tree = ast.parse(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError, SyntaxError):
+        return None
+    for node in tree.body:
+        if isinstance(node, ast.If) and isinstance(node.test, ast.Compare):
+            names = [node.test.left, *node.test.comparators]
+            found: set[object] = {n.id for n in names if isinstance(n, ast.Name)}
+            found |= {n.value for n in names if isinstance(n, ast.Constant)}
+            if found >= {"__name__", "__main__"}:
+                return None
+    return path
 
 
 def base_seed_generator(seed: int) -> torch.Generator:
@@ -70,7 +183,8 @@ def worker_pool(
     """The torch ``DataLoader`` whose workers make whole batches (or a stream's items).
 
     The worker settings of the plan, the base seed keyed by the plan's ``seed``
-    (:func:`base_seed_generator`), no collation of its own (:func:`identity`).
+    (:func:`base_seed_generator`), no collation of its own (:func:`identity`), and a
+    ``worker_init_fn`` recording which workers started (:class:`StartedWorkers`).
     """
     return DataLoader(
         dataset,
@@ -84,6 +198,7 @@ def worker_pool(
         timeout=workers.timeout or 0,
         multiprocessing_context=workers.start_method,
         generator=base_seed_generator(seed),
+        worker_init_fn=StartedWorkers(workers.num_workers, workers.start_method),
     )
 
 
@@ -250,17 +365,85 @@ def awaited_batch(
     return Awaited(epoch, batch, worker, pid, f" (samples {shown})")
 
 
+STARTS_BY_IMPORT = ("spawn", "forkserver")
+"""The start methods whose workers import the main module and unpickle what they receive."""
+
+_IN_WORKER = re.compile(r"in DataLoader worker process (\d+)")
+_RESTART_FAILS = "Iterating again would start the workers the same way and fail again"
+
+
+def _unpickling_failed(exc: WorkerStartError, start_method: str | None) -> WorkerError:
+    """The error for a worker that could not unpickle what the loader sent it."""
+    text = str(exc)  # torch's "Caught WorkerStartError in DataLoader worker process N. ..."
+    found = _IN_WORKER.search(text)
+    worker = int(found.group(1)) if found else None
+    cause, _, trace = text.rsplit("WorkerStartError: ", 1)[-1].partition("\n\n")
+    who = "a worker" if worker is None else f"worker {worker}"
+    method = f"start method {start_method!r}" if start_method else "its start method"
+    return WorkerError(
+        f"{who} could not unpickle the loader's objects (the dataset, the collator, the "
+        f"transform) while starting up: {cause.strip()}. With {method} a worker imports the "
+        f"module of every class and function it receives: define them in a module it can "
+        f"import (not in a notebook or a script run with python -c), or use "
+        f"start_method='fork' where the platform has it. {_RESTART_FAILS}"
+        + (f"\n\nThe worker's traceback:\n{trace.strip()}" if trace.strip() else ""),
+        worker_id=worker,
+        restartable=False,
+    )
+
+
+def _died_starting(worker_id: int, pid: int | None, code: int, start_method: str) -> WorkerError:
+    """The error for a worker that exited before its first batch under spawn / forkserver."""
+    unguarded = main_module_unguarded()
+    if unguarded is not None:
+        cause = (
+            f"with start method {start_method!r} every worker imports the main module again, "
+            f'and {unguarded!r} has no `if __name__ == "__main__":` guard, so each worker runs '
+            f"the script (building and iterating loaders) instead of loading batches: put the "
+            f"script's work under that guard (or use start_method='fork' where the platform "
+            f"has it)"
+        )
+    else:
+        cause = (
+            f"with start method {start_method!r} a worker imports the main module and the "
+            f"modules of the plan's classes and functions again: its traceback (on stderr) "
+            f"names what failed, often an import"
+        )
+    return WorkerError(
+        f"worker {worker_id} (pid {pid}) exited with exit code {code} before its first batch, "
+        f"while starting up: {cause}. {_RESTART_FAILS}",
+        worker_id=worker_id,
+        pid=pid,
+        exit_code=code,
+        restartable=False,
+    )
+
+
 def worker_error(
     exc: Exception,
     timeout: float | None,
     dead: Sequence[tuple[int, int | None, int]] = (),
     awaited: Awaited | None = None,
+    *,
+    start_method: str | None = None,
+    started: Callable[[int, int | None], bool] | None = None,
 ) -> WorkerError | None:
-    """The :class:`WorkerError` for a torch worker failure, or ``None`` for anything else."""
+    """The :class:`WorkerError` for a torch worker failure, or ``None`` for anything else.
+
+    ``start_method`` is the workers' (resolved); ``started`` says whether a worker (id, pid)
+    got through start-up (:class:`StartedWorkers`): one that exited before (with ``spawn`` or
+    ``forkserver``) died starting up, and new workers would too (``restartable=False``, the
+    likely cause named).
+    """
     text = str(exc)
     batch = None if awaited is None else awaited.batch_index
+    if isinstance(exc, WorkerStartError):
+        return _unpickling_failed(exc, start_method)
     if dead and ("DataLoader worker" in text or not isinstance(exc, RuntimeError | DataError)):
         worker_id, pid, code = dead[0]
+        starting = started is not None and not started(worker_id, pid)
+        if starting and code > 0 and start_method in STARTS_BY_IMPORT:
+            return _died_starting(worker_id, pid, code, start_method)
         if code < 0:
             try:
                 name = signal.Signals(-code).name
@@ -344,13 +527,17 @@ def broken_pool(
     where: tuple[int, int] | None,
     batch_indices: Callable[[int, int], list[int]],
     on_broken: Callable[[], None],
+    *,
+    start_method: str | None = None,
 ) -> WorkerError | None:
     """The :class:`WorkerError` for ``exc`` if a worker died or timed out, else ``None``.
 
     The pool is then shut down (within about a second, stuck workers terminated) and
     ``on_broken()`` called. ``where`` is (epoch, first batch) of the pass, to name the batch
     that was awaited and its samples (``batch_indices``); ``timeout`` is the workers'
-    setting, for the message. torch's SIGCHLD handler raises its own RuntimeError in the
+    setting, for the message; ``start_method`` (resolved) and the pool's
+    :class:`StartedWorkers` tell a worker that died starting up (see :func:`worker_error`).
+    torch's SIGCHLD handler raises its own RuntimeError in the
     main thread whenever a worker ends, wherever the main thread is; while this handles a
     death it may fire again, so its errors are absorbed until the pool is shut down (which
     unregisters the workers from the handler).
@@ -360,9 +547,17 @@ def broken_pool(
     for _ in range(5):
         try:
             if error is None:
-                timed_out = TIMEOUT.search(str(exc)) is not None
-                dead = [] if timed_out else dead_workers(iterator)
-                error = worker_error(exc, timeout, dead, awaited)
+                alive = isinstance(exc, WorkerStartError) or TIMEOUT.search(str(exc)) is not None
+                dead = [] if alive else dead_workers(iterator)
+                started = getattr(iterator, "_worker_init_fn", None)  # worker_pool's
+                error = worker_error(
+                    exc,
+                    timeout,
+                    dead,
+                    awaited,
+                    start_method=start_method,
+                    started=started.started if isinstance(started, StartedWorkers) else None,
+                )
                 if error is None:
                     return None
             shutdown_pool(iterator, grace=BROKEN_GRACE)

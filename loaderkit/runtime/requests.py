@@ -16,6 +16,7 @@ from torch.utils.data import Dataset, Sampler
 from loaderkit.errors import DataError
 from loaderkit.runtime.fetch import BatchFetcher, BatchRequest, WorkerSeeder, failure_from
 from loaderkit.runtime.planners import Planner, StepSizedPlanner
+from loaderkit.runtime.pool import ShippedToWorkers
 from loaderkit.runtime.schedules import Schedule
 
 __all__ = ["BatchDataset", "RequestSampler", "Requests"]
@@ -89,14 +90,19 @@ class RequestSampler(Sampler[BatchRequest]):
         return self.requests.planner.num_batches(self.epoch) - self.start
 
 
-class BatchDataset(Dataset[Any]):
-    """What torch's workers index: a request in, a whole batch (or a Failure) out."""
+class BatchDataset(ShippedToWorkers, Dataset[Any]):
+    """What torch's workers index: a request in, a whole batch (or a Failure) out.
+
+    A worker that could not unpickle it (``spawn``, ``forkserver``) raises
+    :class:`~loaderkit.runtime.pool.WorkerStartError` at its first request.
+    """
 
     def __init__(self, fetcher: BatchFetcher, seeder: WorkerSeeder) -> None:
         self.fetcher = fetcher
         self.seeder = seeder
 
     def __getitem__(self, request: BatchRequest) -> Any:
+        self.check_arrived()
         self.seeder(request.epoch)
         try:
             return self.fetcher(request)

@@ -61,7 +61,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from loaderkit.checks import CheckReport, batch_checker
 from loaderkit.errors import NotBuiltYetError
 from loaderkit.plan.workers import resolve_workers
-from loaderkit.runtime.callables import resolve_callable
+from loaderkit.runtime.callables import plan_collate, resolve_callable
 from loaderkit.runtime.device import resolve_device, wants_pinning
 from loaderkit.runtime.explain import explain_stream
 from loaderkit.runtime.fetch import Fetched, Skipped
@@ -165,7 +165,7 @@ class StreamLoader(Loader):
         self.resume_native, self.resume_replays_because = resume_mode(plan, data, self.sharding)
         """Whether a resume loads each producer's saved source state (O(1)) instead of
         replaying the stream, and if not, why not."""
-        collate = resolve_callable(plan, plan.collator, "collator")
+        collate = plan_collate(plan)
         self._collate = collate
         self._on_device: Callable[[Any], Any] | None = getattr(collate, "on_device", None)
         self._transform = (

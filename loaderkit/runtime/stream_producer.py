@@ -22,6 +22,7 @@ from loaderkit.errors import (
 )
 from loaderkit.order.keys import derive_key, sample_rng
 from loaderkit.runtime.fetch import Skipped, WorkerSeeder
+from loaderkit.runtime.pool import ShippedToWorkers
 from loaderkit.runtime.stream_read import (
     SHARD_HOOK,
     WORKER_SPLIT,
@@ -40,11 +41,13 @@ _PROBE = 16
 """At most this many first elements of each producer's stream are compared across workers."""
 
 
-class Producer(IterableDataset[StreamItem]):
+class Producer(ShippedToWorkers, IterableDataset[StreamItem]):
     """What each producer iterates: its shard of the stream, as whole batches.
 
     Holds no reference to the loader (the torch loader owns this object: a cycle back would
-    leave the loader and its workers to the slow cyclic garbage collector).
+    leave the loader and its workers to the slow cyclic garbage collector). A worker that
+    could not unpickle it raises :class:`~loaderkit.runtime.pool.WorkerStartError` as it
+    starts iterating.
     """
 
     def __init__(
@@ -97,6 +100,7 @@ class Producer(IterableDataset[StreamItem]):
         self.transform_rng = transform_rng
 
     def __iter__(self) -> Iterator[StreamItem]:
+        self.check_arrived()
         info = torch.utils.data.get_worker_info()
         worker = 0 if info is None else int(info.id)
         if info is not None:  # the worker's global RNGs, as the map-style loader seeds them

@@ -395,8 +395,11 @@ def assert_elastic(
     """
     __tracebackhide__ = True  # pytest shows the caller's line, not this frame
     size = plan.batch.batch_size
-    if plan.batch.scheduled:
-        raise ValueError("assert_elastic needs a fixed batch size (the global batch)")
+    if plan.batch.scheduled or not plan.batch.batched:
+        raise ValueError(
+            "assert_elastic needs a fixed batch size (the global batch); got "
+            + ("a schedule" if plan.batch.scheduled else "none (with_batch_size(None))")
+        )
     title = "assert_elastic: the global batches depend on the world size"
     for epoch in range(epochs):
         reference = global_batches(plan, 1, epoch=epoch)  # a single process

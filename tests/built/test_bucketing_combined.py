@@ -281,7 +281,7 @@ def test_explain_says_what_is_bucketed(name, words):
 
 def test_explain_counts_batches_where_they_are_known():
     text = bucketed("weights-many-draws").compile().explain()
-    assert "16 per rank, drop_last=False -> 57 batches per epoch per rank" in text
+    assert "16 samples per batch per rank, drop_last=False -> 57 batches per epoch per rank" in text
     text = bucketed("max_size_cycle").compile().explain()
     assert "-> 50 batches per epoch per rank" in text  # 2 * 400 positions
     for name in ("curriculum", "round_robin", "weights"):

@@ -69,6 +69,7 @@ def plan_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
         "bad_option.toml": [
             ("[dataset.source.options]", "[dataset.source.options]\nnum_samples = 0")
         ],
+        "unknown_key.toml": [("batch_size = 16", "batchsize = 16")],
     }
     for name, edits in variants.items():
         edited = text
@@ -404,21 +405,30 @@ def test_a_plan_with_a_bare_binding_is_inspected_without_its_data(tmp_path: Path
 
 
 def test_plan_errors_exit_1_in_one_line(plan_dir: Path):
-    error, hint = assert_one_line_error(run("explain", str(plan_dir / "broken.toml")), 1)
-    assert error.startswith("error: file: 'broken.toml' is not valid TOML")
+    broken = plan_dir / "broken.toml"
+    error, hint = assert_one_line_error(run("explain", str(broken)), 1)
+    assert error.startswith(f"error: {broken}: file: is not valid TOML")
     assert hint == "hint: fix the file so that it parses, or pass another plan"
-    error, _ = assert_one_line_error(run("validate", str(plan_dir / "two_problems.toml")), 1)
+    two = plan_dir / "two_problems.toml"
+    error, _ = assert_one_line_error(run("validate", str(two)), 1)
     # inspecting calls no factory: the factory's own refusal shows only with the data
-    assert error.startswith("error: 2 problems in the plan: batch.batch_size: must be >= 1")
+    assert error.startswith(f"error: {two}: 2 problems in the plan: batch.batch_size: must be >=")
     assert "; order.seed: must be >= 0 (got -1)" in error
+    unknown = plan_dir / "unknown_key.toml"
+    for command in ("explain", "validate"):
+        error, _ = assert_one_line_error(run(command, str(unknown)), 1)
+        assert error == (
+            f"error: {unknown}: batch.batchsize: unknown key 'batchsize'; did you mean "
+            f"'batch_size'?"
+        )
     # the dataset factory refuses an option: not mistaken for a missing binding
     assert run("explain", str(plan_dir / "bad_option.toml")).exit_code == EXIT_OK
     error, hint = assert_one_line_error(
         run("validate", "--data", str(plan_dir / "bad_option.toml")), 1
     )
     assert error == (
-        "error: dataset.source.options.num_samples: must be >= 1 (got 0); "
-        "drop it to keep everything"
+        f"error: {plan_dir / 'bad_option.toml'}: dataset.source.options.num_samples: must be "
+        f">= 1 (got 0); drop it to keep everything"
     )
     assert "docs/plan-format.md" in hint
 

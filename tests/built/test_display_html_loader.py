@@ -10,6 +10,7 @@ import torch
 from torch.utils.data import Dataset, IterableDataset
 
 from loaderkit import DataLoaderBuilder
+from loaderkit.plan.display import MONOSPACE
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -42,6 +43,8 @@ class Page(HTMLParser):
         self.pres: dict[str, str] = {}
         self.rows: list[list[str]] = []
         self.title = ""
+        self.styles: list[tuple[str, str]] = []
+        """``(tag, inline style)`` of each ``<pre>`` and ``<code>``."""
         self._stack: list[tuple[str, str]] = []
         self._text: list[str] = []
         self.feed(markup)
@@ -55,6 +58,8 @@ class Page(HTMLParser):
             self._text = []
         if tag == "tr":
             self.rows.append([])
+        if tag in ("pre", "code"):
+            self.styles.append((tag, dict(attrs).get("style") or ""))
 
     def handle_endtag(self, tag: str) -> None:
         open_tag, cls = self._stack.pop()
@@ -95,6 +100,7 @@ def test_a_loader_shows_its_position_settings_and_report_escaped(dataset):
         cells[2] for cells in page.rows if cells and cells[1] == "type"
     ]
     assert plan.fingerprint in markup
+    assert page.styles and all(MONOSPACE in style for _, style in page.styles), page.styles
 
 
 def test_a_loader_from_a_plain_tensor_dataset_renders():

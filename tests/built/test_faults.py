@@ -195,14 +195,12 @@ def test_a_dead_worker_is_named_within_seconds(how, words):
         .with_workers(2, start_method="fork")
         .compile()
     )
-    loader = plan.build()
     started = time.monotonic()
-    with pytest.raises(WorkerError, match=words) as error:
+    with plan.build() as loader, pytest.raises(WorkerError, match=words) as error:
         collect(loader)
     assert time.monotonic() - started < 30
     assert error.value.pid is not None
     assert "stays usable" in str(error.value)
-    loader.close()
 
 
 def test_a_timeout_says_timed_out_after_n_s():
@@ -213,27 +211,25 @@ def test_a_timeout_says_timed_out_after_n_s():
         .with_workers(1, timeout=2, start_method="fork")
         .compile()
     )
-    loader = plan.build()
-    with pytest.raises(WorkerError, match=r"timed out after 2 s") as error:
+    with plan.build() as loader, pytest.raises(WorkerError, match=r"timed out after 2 s") as error:
         collect(loader)
     assert error.value.timeout == 2
-    loader.close()
 
 
 def test_the_loader_recovers_after_a_worker_died():
     dataset = Killer(32, 9, "kill")
     plan = DataLoaderBuilder().with_dataset(dataset).with_batch_size(4).with_workers(2).compile()
-    loader = plan.build()
     delivered: list[int] = []
+    with plan.build() as loader:  # its persistent workers end with the test, whatever happens
 
-    def read() -> None:
-        for batch in loader:
-            delivered.extend(batch.tolist())
+        def read() -> None:
+            for batch in loader:
+                delivered.extend(batch.tolist())
 
-    with pytest.raises(WorkerError):
+        with pytest.raises(WorkerError):
+            read()
+        dataset.at = -1  # the bad sample is gone: iterating again continues after the last batch
         read()
-    dataset.at = -1  # the bad sample is gone: iterating again continues after the last batch
-    read()
     assert delivered == list(range(32))
 
 
@@ -372,11 +368,9 @@ def test_os_exit_in_a_transform_is_named():
         .with_workers(2, start_method="fork")
         .compile()
     )
-    loader = plan.build()
-    with pytest.raises(WorkerError, match="exit code 123") as error:
+    with plan.build() as loader, pytest.raises(WorkerError, match="exit code 123") as error:
         collect(loader)
     assert error.value.exit_code == 123
-    loader.close()
 
 
 _STUCK_SCRIPT = textwrap.dedent(

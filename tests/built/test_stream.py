@@ -83,7 +83,7 @@ def _epoch(builder: DataLoaderBuilder, world: int, rank: int) -> list[list[int]]
         return [_values(b) for b in loader]
 
 
-@pytest.mark.parametrize("workers", [0, 2, 3])
+@pytest.mark.parametrize("workers", [0, 1, 2])
 @pytest.mark.parametrize("world", [1, 2])
 def test_every_element_exactly_once_over_workers_and_ranks(workers: int, world: int) -> None:
     seen = [
@@ -92,7 +92,7 @@ def test_every_element_exactly_once_over_workers_and_ranks(workers: int, world: 
     assert sorted(seen) == list(range(24))
 
 
-@pytest.mark.parametrize("workers", [0, 3])
+@pytest.mark.parametrize("workers", [0, 2])
 def test_element_sharding_is_k_mod_shards(workers: int) -> None:
     producers = max(workers, 1)
     batches = _epoch(_builder(Numbers(24), workers), 2, 1)
@@ -100,7 +100,7 @@ def test_element_sharding_is_k_mod_shards(workers: int) -> None:
     assert shards == {producers + w for w in range(producers)}
 
 
-@pytest.mark.parametrize("workers", [0, 2, 3])
+@pytest.mark.parametrize("workers", [0, 1, 2])
 def test_the_shard_hook_is_used(workers: int) -> None:
     seen = []
     for r in range(2):
@@ -187,7 +187,7 @@ def test_buffer_size_round_trips_and_is_fingerprinted() -> None:
     assert other.fingerprint != plan.fingerprint
 
 
-@pytest.mark.parametrize("workers", [0, 2, 3])
+@pytest.mark.parametrize("workers", [0, 1, 2])
 @pytest.mark.parametrize("shuffle", [False, True])
 def test_resume_mid_epoch_continues_exactly(workers: int, shuffle: bool) -> None:
     b = _builder(Numbers(50), workers, batch=3)

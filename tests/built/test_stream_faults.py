@@ -169,15 +169,13 @@ def test_a_worker_killed_while_streaming_is_named_within_seconds(kind: str) -> N
         .with_workers(2, start_method="fork")
         .compile()
     )
-    loader = plan.build()
     started = time.monotonic()
-    with pytest.raises(WorkerError, match="killed by SIGKILL") as error:
+    with plan.build() as loader, pytest.raises(WorkerError, match="killed by SIGKILL") as error:
         for _ in loader:
             pass
     assert time.monotonic() - started < 30
     assert error.value.pid is not None
     assert error.value.signal == "SIGKILL"
-    loader.close()
 
 
 # -- uneven shards ---------------------------------------------------------------------------------
@@ -202,10 +200,18 @@ def _uneven(batch: int) -> DataLoaderBuilder:
         DataLoaderBuilder()
         .with_dataset(UnevenShards())
         .with_batch_size(batch)
-        .with_workers(3, start_method="fork")
+        .with_workers(3, start_method="fork")  # one producer per shard: the count is the point
     )
 
 
+THREE_WORKERS = pytest.mark.filterwarnings(
+    "ignore:This DataLoader will create 3 worker processes in total:UserWarning"
+)
+"""torch warns when a loader has more workers than this machine's CPUs (2 where the suite
+runs): the three producers of the uneven shards are what these tests are about."""
+
+
+@THREE_WORKERS
 @pytest.mark.parametrize("batch", [1, 3, 4])
 def test_uneven_shards_deliver_every_element_once(batch: int) -> None:
     with _uneven(batch).compile().build() as loader:
@@ -220,6 +226,7 @@ def test_uneven_shards_deliver_every_element_once(batch: int) -> None:
     assert [x for b in batches for x in b if x < 4] == [0, 1, 2, 3]
 
 
+@THREE_WORKERS
 def test_uneven_shards_resume_after_a_producer_ran_dry() -> None:
     plan = _uneven(3).compile()
     with plan.build() as loader:

@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 
 import loaderkit as lk
 from loaderkit import DataLoaderBuilder, LoaderPlan
+from loaderkit.plan.display import MONOSPACE
 from loaderkit.plan.sections import SECTIONS, bound_names
 from loaderkit.testing.strategies import (
     BUILDER_CALLS,
@@ -150,7 +151,8 @@ def test_repr_is_the_chain_with_defaults_omitted():
     )
     assert repr(DataLoaderBuilder().with_batch_size(1).with_seed(0)) == "DataLoaderBuilder()"
     assert (
-        '<pre class="loaderkit-chain" style="white-space:pre-wrap;overflow-wrap:anywhere">'
+        '<pre class="loaderkit-chain" style="white-space:pre-wrap;overflow-wrap:anywhere;'
+        f'{MONOSPACE}">'
         "DataLoaderBuilder()\n    .with_dataset(&lt;list: 10 samples&gt;, name=&#x27;train&#x27;)\n"
         "    .with_batch_size(4, drop_last=True)\n"
     ) in b._repr_html_()
@@ -221,6 +223,34 @@ def test_explain_reports_the_shape_of_an_epoch():
     assert "2 batches per epoch per rank" in dist and "92 samples repeated" in dist
     auto = plan.to_builder().with_distributed().compile().explain()
     assert "detected at build time" in auto
+
+
+def test_explain_says_a_plan_without_batching_delivers_samples_one_by_one():
+    plan = DataLoaderBuilder().with_dataset(list(range(10))).with_batch_size(None).compile()
+    rows = {line.split()[0]: line for line in plan.explain().splitlines()[1:]}
+    assert "none (batch_size=None)" in rows["batches"]
+    assert "no batch dimension -> 10 samples per epoch per rank" in rows["batches"]
+    assert "no batches to collate" in rows["collator"]
+    two = plan.to_builder().with_distributed(world_size=2, rank=1).compile().explain()
+    assert "-> 5 samples per epoch per rank" in two
+
+
+@pytest.mark.parametrize(
+    ("change", "path", "fix"),
+    [
+        (lambda b: b.with_batch_size(None, drop_last=True), "batch.drop_last", "set a batch size"),
+        (lambda b: b.with_collator("text"), "collator", ".without('collator')"),
+        (lambda b: b.with_task("text"), "collator", "with_transform"),
+    ],
+)
+def test_a_plan_without_batching_refuses_what_needs_batches(change, path, fix):
+    rows = [{"input_ids": [1, 2], "label": 0}] * 4
+    unbatched = DataLoaderBuilder().with_dataset(rows).with_batch_size(None)
+    with pytest.raises(lk.PlanError) as err:
+        change(unbatched).compile()
+    assert err.value.paths == (path,)
+    assert fix in str(err.value)
+    change(unbatched).with_batch_size(2).compile()  # batching on: the same call is fine
 
 
 def test_build_is_reachable_from_the_plan():

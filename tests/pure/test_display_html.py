@@ -26,6 +26,8 @@ class Page(HTMLParser):
         self.pres: list[tuple[str, str]] = []
         self.codes: list[str] = []
         self.headers: list[str] = []
+        self.fonts: list[tuple[str, str | None]] = []
+        """``(tag, font-family of its inline style)`` of each ``<pre>`` and ``<code>``."""
         self._open: list[str] = []
         self._text: list[str] = []
         self._row_attrs: dict[str, str | None] = {}
@@ -44,6 +46,8 @@ class Page(HTMLParser):
             self._text = []
         if tag == "pre":
             self._pre_class = dict(attrs).get("class") or ""
+        if tag in ("pre", "code"):
+            self.fonts.append((tag, font_family(dict(attrs).get("style") or "")))
 
     def handle_endtag(self, tag: str) -> None:
         assert self._open and self._open[-1] == tag, f"</{tag}> closes {self._open[-1:]}"
@@ -66,6 +70,30 @@ class Page(HTMLParser):
     def text(self, pre_class: str) -> str:
         [found] = [text for cls, text in self.pres if cls == pre_class]
         return found
+
+
+def font_family(style: str) -> str | None:
+    """The ``font-family`` of an inline ``style`` attribute (``None`` without one)."""
+    for declaration in style.split(";"):
+        name, _, value = declaration.partition(":")
+        if name.strip() == "font-family":
+            return value.strip()
+    return None
+
+
+def assert_monospace(page: Page) -> None:
+    """Every ``<pre>`` and ``<code>`` names its font: monospace fonts, ending with the generic.
+
+    Set on the element itself, so that a notebook's stylesheet (nbconvert's ``pre {
+    font-family: inherit }``) cannot lay the report out in a proportional font.
+    """
+    assert page.fonts, "no <pre> or <code> in the page"
+    for tag, family in page.fonts:
+        assert family is not None, f"<{tag}> names no font-family"
+        fonts = [f.strip().strip("'") for f in family.split(",")]
+        assert fonts[-1] == "monospace", (tag, family)
+        assert '"' not in family  # inside style="...": a double quote would end the attribute
+        assert "Liberation Mono" in fonts and "Consolas" in fonts and "Menlo" in fonts
 
 
 def explained(report: str) -> str:
@@ -122,6 +150,8 @@ def test_the_plan_view_has_its_settings_explain_and_fingerprint():
     assert shown["order.shuffle"] == ("True", False)
     assert shown["order.seed"] == ("0", True)  # dimmed: the default
     assert shown["workers.num_workers"] == ("0", True)
+    assert_monospace(page)
+    assert len(page.fonts) == 2 + len(page.rows)  # title, report and every value
     reseeded = Page(plan.to_builder().with_seed(7).compile()._repr_html_())
     assert any(cells[1:] == ["seed", "7"] and not attrs for attrs, cells in reseeded.rows)
 
@@ -135,6 +165,8 @@ def test_a_builder_that_does_not_compile_shows_every_problem():
     assert "workers.prefetch_factor" in problems
     assert "does not compile yet: 2 problems" in page.codes[0]
     assert page.rows == []
+    assert_monospace(page)
+    assert [tag for tag, _ in page.fonts] == ["code", "pre", "pre"]  # title, chain, problems
 
 
 @given(builders())
@@ -149,6 +181,7 @@ def test_every_builder_shows_its_plan_or_its_problems(builder):
         return
     assert page.text("loaderkit-explain") == explained(plan.explain())
     assert_each_fact_once(builder._repr_html_(), plan.fingerprint)
+    assert_monospace(page)
     paths = [p for p in flatten(plan.to_dict()) if p != "schema_version"]
     assert len(page.rows) == len(paths) == len(settings_rows(plan))
     dimmed = [attrs.get("title") == "default" for attrs, _ in page.rows]

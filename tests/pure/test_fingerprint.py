@@ -7,6 +7,7 @@ from hypothesis import given
 
 from loaderkit import DataLoaderBuilder, register_collator
 from loaderkit.collators import collators
+from loaderkit.plan.fingerprint import compute_elastic_fingerprint
 
 
 def _first(samples):
@@ -45,6 +46,7 @@ STREAM_VARIANTS = {
     "dataset columns": BASE.with_dataset({"y": DATA}, name="train"),
     "batch size": BASE.with_batch_size(9),
     "drop_last": BASE.with_batch_size(8, drop_last=True),
+    "no batching": BASE.with_batch_size(None),
     "shuffle": BASE.with_shuffle(),
     "seed": BASE.with_seed(1),
     "collator": BASE.with_collator(_first),
@@ -90,6 +92,15 @@ def test_collator_options_are_stream_fields():
     b = BASE.with_collator("fp-test", pad=1).compile().fingerprint
     c = BASE.with_collator("fp-test", pad=0, side="left").compile().fingerprint
     assert len({a, b, c, BASE.compile().fingerprint}) == 4
+
+
+def test_no_batching_is_not_batches_of_one():
+    # with_batch_size(None) delivers the same samples in the same order as batch_size=1, but
+    # without the batch dimension: a different stream, in both fingerprints
+    one, none = BASE.with_batch_size(1).compile(), BASE.with_batch_size(None).compile()
+    assert one.fingerprint != none.fingerprint
+    for world in (1, 2):
+        assert compute_elastic_fingerprint(one, world) != compute_elastic_fingerprint(none, world)
 
 
 def test_even_batches_matters_only_when_sharded():

@@ -138,7 +138,7 @@ def test_explain_shows_sources_weights_and_epoch_size():
     assert "'mixture': mixture of datasets" in text
     assert "mixture     2 sources: 'wiki' 30 (p=0.75), 'code' 10 (p=0.25); mode weighted" in text
     assert "40 samples per epoch; source ids in batch['src']" in text
-    assert "4 per rank, drop_last=False -> 10 batches per epoch per rank" in text
+    assert "4 samples per batch per rank, drop_last=False -> 10 batches per epoch per rank" in text
 
 
 @pytest.mark.parametrize(

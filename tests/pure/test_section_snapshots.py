@@ -130,7 +130,10 @@ CORPUS: dict[str, Callable[[], DataLoaderBuilder]] = {
     "batch-function-ref-by-step": lambda: _base().with_batch_size(
         "loaderkit.testing._functions:batch_size_schedule", by="step"
     ),
-    "batch-none-keeps-drop-last": lambda: _base().with_batch_size(None, drop_last=True),
+    "batch-none-unbatched": lambda: DataLoaderBuilder().with_dataset(INTS).with_batch_size(None),
+    "batch-none-budget-keeps-drop-last": lambda: (
+        _base().with_batch_size(None, drop_last=True).with_bucketing("input_ids", max_tokens=64)
+    ),
     # order
     "order-shuffle-seed": lambda: _base().with_shuffle().with_seed(1234),
     "order-in-order-largest-seed": lambda: _base().with_shuffle(False).with_seed(2**63 - 1),
@@ -447,7 +450,8 @@ def test_the_corpus_sets_every_section_and_option(here: Path) -> None:
         assert any(section in d and d[section] != default.get(section) for d in dicts), section
     keys = {(s, k) for d in dicts for s, v in d.items() if isinstance(v, dict) for k in v}
     for section, key in [
-        ("batch", "schedule"), ("batch", "size_fn"), ("batch", "by"), ("order", "seed"),
+        ("batch", "schedule"), ("batch", "size_fn"), ("batch", "by"), ("batch", "batched"),
+        ("order", "seed"),
         ("transform", "accepts_rng"), ("bucketing", "num_buckets"), ("bucketing", "max_tokens"),
         ("bucketing", "max_batch_size"), ("bucketing", "cost"), ("sampling_weights", "num_samples"),
         ("sampling_weights", "replacement"), ("curriculum", "horizon"), ("curriculum", "steps"),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import pickle
 import tempfile
 from pathlib import Path
 
@@ -270,14 +271,65 @@ def test_trusted_modules_resolve_without_allow_imports(monkeypatch):
 def test_bad_files_name_the_file(tmp_path):
     path = tmp_path / "p.toml"
     path.write_text("schema_version = [")
-    with pytest.raises(PlanError, match="not valid TOML"):
+    for where, words, load in [
+        (path, "file: is not valid TOML", lambda: LoaderPlan.load(path)),
+        (
+            tmp_path / "p.yaml",
+            r"end in .json or .toml",
+            lambda: LoaderPlan.load(tmp_path / "p.yaml"),
+        ),
+        (tmp_path / "m.json", "file: cannot be read", lambda: LoaderPlan.load(tmp_path / "m.json")),
+        (tmp_path / "p.txt", r"end in .json or .toml", lambda: _plan().save(tmp_path / "p.txt")),
+    ]:
+        with pytest.raises(PlanError) as err:
+            load()
+        assert err.value.file == str(where)
+        assert str(err.value).startswith(f"{where}: file: ")
+        assert words in str(err.value)
+
+
+@pytest.mark.parametrize(
+    ("edit", "paths"),
+    [
+        (lambda d: d["batch"].update(batchsize=3), ("batch.batchsize",)),  # an unknown key
+        (lambda d: d["batch"].update(batch_size=0), ("batch.batch_size",)),  # a bad value
+        (
+            lambda d: d["order"].update(seed=-1) or d["workers"].update(num_workers=-2),
+            ("order.seed", "workers.num_workers"),
+        ),
+    ],
+)
+@pytest.mark.parametrize("suffix", [".toml", ".json"])
+def test_every_problem_of_a_plan_file_names_the_file(tmp_path, edit, paths, suffix):
+    data = _plan().to_dict()
+    edit(data)
+    path = tmp_path / f"plan{suffix}"
+    if suffix == ".json":
+        path.write_text(json.dumps(data))
+    else:
+        import tomli_w
+
+        path.write_text(tomli_w.dumps(data))
+    with pytest.raises(PlanError) as err:
+        LoaderPlan.load(path, bindings={"train": list(range(10))})
+    assert sorted(err.value.paths) == sorted(paths)
+    assert err.value.file == str(path)
+    assert str(err.value).startswith(f"{path}: ")
+    with pytest.raises(PlanError) as direct:  # the same data, not from a file: no file named
+        LoaderPlan.from_dict(data, bindings={"train": list(range(10))})
+    assert direct.value.file is None
+    assert str(path) not in str(direct.value)
+
+
+def test_a_plan_error_from_a_file_pickles_with_its_file(tmp_path):
+    path = tmp_path / "p.toml"
+    path.write_text("schema_version = [")
+    with pytest.raises(PlanError) as err:
         LoaderPlan.load(path)
-    with pytest.raises(PlanError, match=r"end in \.json or \.toml"):
-        LoaderPlan.load(tmp_path / "p.yaml")
-    with pytest.raises(PlanError, match="cannot read"):
-        LoaderPlan.load(tmp_path / "missing.json")
-    with pytest.raises(PlanError, match=r"end in \.json or \.toml"):
-        _plan().save(tmp_path / "p.txt")
+    again = pickle.loads(pickle.dumps(err.value))
+    assert again.file == str(path)
+    assert str(again) == str(err.value)
+    assert again.problems == err.value.problems
 
 
 def test_the_documented_example_file_loads(tmp_path):
@@ -326,6 +378,40 @@ def test_bad_plan_files_name_their_paths(mutate, paths):
     with pytest.raises(PlanError) as err:
         LoaderPlan.from_dict(data, bindings={"train": list(range(10))}, allow_imports=True)
     assert err.value.paths[: len(paths)] == paths
+
+
+def test_a_plan_without_batching_round_trips_and_says_so(tmp_path):
+    rows = list(range(10))
+    plan = DataLoaderBuilder().with_dataset(rows, name="train").with_batch_size(None).compile()
+    assert plan.to_dict()["batch"] == {"batched": False}
+    _assert_round_trips(plan, tmp_path)
+    assert LoaderPlan.load(tmp_path / "plan.toml", bindings=plan.bindings).batch.batched is False
+    assert "batched = false" in (tmp_path / "plan.toml").read_text()
+    assert plan.to_builder().compile() == plan
+    one = plan.to_builder().with_batch_size(1).compile()
+    assert plan.diff(one) == [
+        "batch.batch_size: <unset> -> 1",
+        "batch.batched: False -> <unset>",
+        "batch.drop_last: <unset> -> False",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("table", "path", "words"),
+    [
+        ({"batched": False, "batch_size": 4}, "batch.batch_size", "drop batch_size"),
+        ({"batched": False, "schedule": [[1, 2]]}, "batch.schedule", "batched = false"),
+        ({"batched": "no"}, "batch.batched", "got str"),
+        ({"batched": False, "drop_last": True}, "batch.drop_last", "no partial batch to drop"),
+    ],
+)
+def test_a_bad_batched_table_names_its_field_and_the_fix(table, path, words):
+    data = DataLoaderBuilder().with_dataset(list(range(10)), name="train").compile().to_dict()
+    data["batch"] = table
+    with pytest.raises(PlanError) as err:
+        LoaderPlan.from_dict(data, bindings={"train": list(range(10))})
+    assert err.value.paths == (path,)
+    assert words in str(err.value)
 
 
 def test_a_plan_must_be_a_mapping():

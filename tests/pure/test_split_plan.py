@@ -141,7 +141,7 @@ def test_with_split_records_the_split_and_shows_in_the_repr():
 
 def test_explain_counts_the_train_part_batches():
     text = base().with_split(0.25).compile().explain()
-    assert "4 per rank, drop_last=False -> 8 batches per epoch per rank" in text
+    assert "4 samples per batch per rank, drop_last=False -> 8 batches per epoch per rank" in text
 
 
 @pytest.mark.parametrize(

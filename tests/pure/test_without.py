@@ -1,4 +1,4 @@
-"""Dropping a call: ``with_batch_size(None)`` and ``without(*settings)``; fixes as one call."""
+"""Dropping a call: ``without(*settings)``, ``with_batch_size(None)``; fixes as one call."""
 
 from __future__ import annotations
 
@@ -148,15 +148,26 @@ def test_without_needs_a_setting():
         BASE.without()
 
 
-def test_with_batch_size_none_is_the_default_keeping_drop_last_as_given():
+def test_with_batch_size_none_turns_batching_off_and_the_default_is_one_call_away():
     sized = BASE.with_batch_size(32, drop_last=True)
-    assert sized.with_batch_size(None) == BASE
-    assert repr(sized.with_batch_size(None)) == repr(BASE)
-    kept = sized.with_batch_size(None, drop_last=True)
-    assert kept.compile().batch.drop_last
-    assert kept.compile().batch.batch_size == 1
+    unbatched = sized.with_batch_size(None)
+    assert unbatched != BASE  # torch's batch_size=None, not the default batch_size=1
+    assert repr(unbatched) == repr(BASE) + ".with_batch_size(None)"
+    assert not unbatched.compile().batch.batched
+    assert sized.without("batch") == BASE == sized.with_batch_size(1)
     with pytest.raises(PlanError, match="only applies to a batch-size schedule"):
         BASE.with_batch_size(None, by="step")
+
+
+def test_with_batch_size_none_under_a_token_budget_lets_it_size_batches_keeping_drop_last():
+    budget = BASE.with_batch_size(32).with_bucketing("input_ids", max_tokens=64)
+    plain = BASE.with_bucketing("input_ids", max_tokens=64).compile()
+    assert budget.with_batch_size(None).compile() == plain  # one plan for one stream
+    assert budget.with_batch_size(None).compile().fingerprint == plain.fingerprint
+    kept = budget.with_batch_size(None, drop_last=True).compile()
+    assert kept.batch.drop_last
+    assert kept.batch.batched
+    assert kept.batch.batch_size == 1
 
 
 def test_the_token_budget_error_names_the_one_call_that_fixes_it():

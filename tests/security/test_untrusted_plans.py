@@ -214,7 +214,7 @@ def assert_refused_by_the_cli(world: World, case: Case) -> None:
         assert lines[0].startswith("error: ") and lines[1].startswith("hint: "), label
         assert case.expect in lines[0], f"{label}: {lines[0]}"
         if case.expect == "file":
-            assert lines[0].startswith("error: file: "), f"{label}: {lines[0]}"
+            assert lines[0].startswith(f"error: {case.file}: file: "), f"{label}: {lines[0]}"
         assert "unexpected" not in lines[0], f"{label}: {lines[0]}"
 
 
@@ -707,7 +707,8 @@ def test_the_console_script_refuses_the_exploit_in_a_real_process(tmp_path: Path
             )
             assert done.returncode == 1, (args, done.stdout, done.stderr)
             lines = done.stderr.splitlines()
-            assert len(lines) == 2 and lines[0].startswith("error: dataset.source."), lines
+            assert len(lines) == 2, lines
+            assert lines[0].startswith(f"error: {name}: dataset.source."), lines
             assert not (tmp_path / "owned.txt").exists()
     assert [p.name for p in tmp_path.iterdir()] == ["exploit_ref.toml"]
 
@@ -725,7 +726,7 @@ def test_a_pipe_or_a_folder_named_like_a_plan_is_refused_without_waiting(world: 
             assert "not a regular file" in str(err.value) or "directory" in str(err.value)
     result = _cli("explain", str(pipe))
     assert result.exit_code == 1 and "not a regular file" in result.stderr, result.output
-    assert result.stderr.startswith("error: file: "), result.stderr
+    assert result.stderr.startswith(f"error: {pipe}: file: "), result.stderr
     with pytest.raises(PlanError, match="embedded null byte"):
         LoaderPlan.load(str(world.plans / "a\x00.toml"))
 

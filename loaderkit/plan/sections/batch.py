@@ -1,4 +1,11 @@
-"""The ``[batch]`` section: batch size (fixed, scheduled or a function) and ``drop_last``."""
+"""The ``[batch]`` section: batch size (fixed, scheduled or a function) and ``drop_last``.
+
+``with_batch_size(None)`` sets no batch size. Under a token budget
+(``with_bucketing(..., max_tokens=...)``) the budget then sizes the batches; otherwise
+automatic batching is off, as with torch's ``DataLoader(batch_size=None)``: each sample is
+delivered on its own, converted by ``torch.utils.data.default_convert``, without a batch
+dimension (``BatchSpec.batched`` is ``False``).
+"""
 
 from __future__ import annotations
 
@@ -31,7 +38,9 @@ __all__ = [
     "batch_schedule_spec",
     "batch_spec",
     "batch_to_dict",
+    "budget_batch",
     "read_batch",
+    "unbatched_problems",
 ]
 
 
@@ -41,6 +50,9 @@ class BatchSpec:
 
     A progressive batch size follows ``schedule`` (``((until, size), ...)``) or ``fn`` (a
     function of the epoch or step, ``by``); ``batch_size`` is then the size at ``t = 0``.
+    ``batched=False`` is ``with_batch_size(None)`` without a token budget (torch's
+    ``batch_size=None``): each sample on its own, converted by ``default_convert``, no batch
+    dimension; ``batch_size`` is then 1 (a step holds one sample) and ``drop_last`` False.
     """
 
     batch_size: int = 1
@@ -48,6 +60,7 @@ class BatchSpec:
     schedule: tuple[tuple[float, int], ...] = ()
     fn: CallableSpec | None = None
     by: str = "epoch"
+    batched: bool = True
 
     @property
     def scheduled(self) -> bool:
@@ -70,11 +83,17 @@ def batch_schedule_spec(
 ) -> tuple[BatchSpec, object | None]:
     """The batch spec of ``with_batch_size`` (maybe progressive) and a function to bind.
 
-    ``None`` is no fixed batch size: the default (``BatchSpec().batch_size``), which a token
-    budget replaces by as many samples as it holds.
+    ``None`` is no batch size: ``batched=False`` (torch's ``batch_size=None``), which a token
+    budget reads as "as many samples as the budget holds" (:func:`budget_batch`).
     """
     if batch_size is None:
-        batch_size = BatchSpec().batch_size
+        unit = check_choice("batch.by", by, CURRICULUM_UNITS)
+        drop = check_bool("batch.drop_last", drop_last)
+        if unit != "epoch":
+            raise PlanError.single(
+                "batch.by", "only applies to a batch-size schedule (got batch_size=None)"
+            )
+        return BatchSpec(drop_last=drop, batched=False), None
     fixed, table, fn, live = int_schedule(
         "batch.batch_size", batch_size, "batch_size_fn", batch_size_value
     )
@@ -105,8 +124,31 @@ def batch_schedule_spec(
     return BatchSpec(first, drop, table, fn, unit), live
 
 
+def budget_batch(batch: BatchSpec, bucketing: BucketingSpec | None) -> BatchSpec:
+    """``batch`` as the plan holds it next to ``bucketing``.
+
+    Under a token budget ``with_batch_size(None)`` means "the budget sizes the batches", which
+    is the default batch section (automatic batching stays on; ``drop_last`` as given), so a
+    chain that says ``None`` and one that says nothing compile to the same plan.
+    """
+    if not batch.batched and bucketing is not None and bucketing.max_tokens is not None:
+        return attrs.evolve(batch, batch_size=BatchSpec().batch_size, batched=True)
+    return batch
+
+
 def batch_to_dict(spec: BatchSpec) -> dict[str, Any]:
-    """The ``[batch]`` table of a plan file (also what the fingerprint hashes)."""
+    """The ``[batch]`` table of a plan file (also what the fingerprint hashes).
+
+    Without batching it is ``{"batched": False}`` (and ``drop_last`` only if set, which the
+    rules refuse), so plans that batch keep their tables and fingerprints.
+    """
+    if not spec.batched:
+        unbatched: dict[str, Any] = {"batched": False}
+        if spec.drop_last:
+            unbatched["drop_last"] = True
+        if spec.batch_size != BatchSpec().batch_size:
+            unbatched["batch_size"] = spec.batch_size
+        return unbatched
     out: dict[str, Any] = {"batch_size": spec.batch_size, "drop_last": spec.drop_last}
     if spec.schedule:
         out["schedule"] = [[until, size] for until, size in spec.schedule]
@@ -119,10 +161,18 @@ def batch_to_dict(spec: BatchSpec) -> dict[str, Any]:
 
 def read_batch(reader: Reader, data: Mapping[str, Any]) -> BatchSpec | None:
     """Read the ``[batch]`` table: a size, a schedule or a size function."""
-    sec = reader.section(data, "batch", ("batch_size", "drop_last", "schedule", "size_fn", "by"))
+    sec = reader.section(
+        data, "batch", ("batch_size", "drop_last", "schedule", "size_fn", "by", "batched")
+    )
     if not sec:
         return None
     drop = sec.get("drop_last", False)
+    if "batched" in sec:
+        batched = reader.attempt(lambda: check_bool("batch.batched", sec["batched"]))
+        if batched is None:
+            return None
+        if not batched:
+            return _read_unbatched(reader, sec, drop)
     if "schedule" in sec and "size_fn" in sec:
         reader.problems.append(Problem("batch", "give schedule or size_fn, not both"))
         return None
@@ -158,6 +208,77 @@ def read_batch(reader: Reader, data: Mapping[str, Any]) -> BatchSpec | None:
         lambda: batch_schedule_spec(sec.get("batch_size", 1), drop, sec.get("by", "epoch"))[0]
     )
     return plain
+
+
+def _read_unbatched(reader: Reader, sec: Mapping[str, Any], drop: object) -> BatchSpec | None:
+    """``batched = false``: no batch size, schedule or ``by`` may come with it."""
+    sized = [key for key in ("batch_size", "schedule", "size_fn", "by") if key in sec]
+    if sized:
+        reader.problems.append(
+            Problem(
+                f"batch.{sized[0]}",
+                f"does not apply with batched = false (each sample on its own, torch's "
+                f"batch_size=None; got {sized[0]} = {sec[sized[0]]!r}); drop {sized[0]}, or "
+                f"drop batched = false to batch",
+            )
+        )
+        return None
+    spec: BatchSpec | None = reader.attempt(lambda: batch_schedule_spec(None, drop)[0])
+    return spec
+
+
+def unbatched_problems(sections: Mapping[str, Any]) -> list[Problem]:
+    """What keeps a plan without batching (``with_batch_size(None)``) from working.
+
+    Each sample is converted by torch's ``default_convert`` alone, as with
+    ``DataLoader(batch_size=None)``: there is no partial batch to drop, no collator (the
+    default one stands for the conversion), and a token budget sizes batches itself.
+    """
+    batch: BatchSpec = sections["batch"]
+    if batch.batched:
+        return []
+    problems: list[Problem] = []
+    if batch.batch_size != BatchSpec().batch_size or batch.scheduled:
+        problems.append(
+            Problem(
+                "batch.batch_size",
+                f"is a size ({batch.batch_size}) but batched is False (no batching); set one "
+                f"or the other: .with_batch_size({batch.batch_size}) or .with_batch_size(None)",
+            )
+        )
+    if batch.drop_last:
+        problems.append(
+            Problem(
+                "batch.drop_last",
+                "has no partial batch to drop without batching (batch_size=None delivers each "
+                "sample on its own; got drop_last=True); drop it: .with_batch_size(None), or "
+                "set a batch size",
+            )
+        )
+    collator: CallableSpec = sections["collator"]
+    if collator.source != "registry" or collator.name != "default" or collator.options:
+        problems.append(
+            Problem(
+                "collator",
+                f"{collator.describe()!r} collates lists of samples, and batch_size=None "
+                f"makes no batches (each sample is converted by torch's default_convert, as "
+                f"DataLoader(batch_size=None) does); drop the collator with "
+                f".without('collator') (a function of one sample goes in with_transform), or "
+                f"set a batch size",
+                related=("batch",),
+            )
+        )
+    bucketing: BucketingSpec | None = sections.get("bucketing")
+    if bucketing is not None and bucketing.max_tokens is not None:
+        problems.append(
+            Problem(
+                "batch.batched",
+                f"is False (no batching) under a token budget (max_tokens="
+                f"{bucketing.max_tokens}), which sizes the batches; drop batched = false",
+                related=("bucketing",),
+            )
+        )
+    return problems
 
 
 def batch_schedule_problems(
@@ -213,6 +334,9 @@ def batch_calls(b: BatchSpec, ctx: ReprContext) -> tuple[str, ...]:
     """The builder's ``with_batch_size`` call (none at the default)."""
     if b == BatchSpec():
         return ()
+    if not b.batched:
+        drop = ", drop_last=True" if b.drop_last else ""
+        return (f".with_batch_size(None{drop})",)
     shown = str(b.batch_size)
     if b.fn is not None:
         shown = ctx.callable_arg(b.fn)
@@ -230,6 +354,7 @@ SECTION: Section[BatchSpec] = Section(
     to_dict=batch_to_dict,
     bindings=BatchSpec.bound_names,
     fingerprint="stream",
+    rules=unbatched_problems,
     rows=(
         FingerprintRow(
             "`batch.batch_size`",
@@ -237,5 +362,11 @@ SECTION: Section[BatchSpec] = Section(
             "batch boundaries (with a schedule: its table or function, and `by`)",
         ),
         FingerprintRow("`batch.drop_last`", "stream", "whether the tail is delivered"),
+        FingerprintRow(
+            "`batch.batched`",
+            "stream",
+            "`false` (`with_batch_size(None)`): each sample on its own, no batch dimension; "
+            "hashed only when false",
+        ),
     ),
 )

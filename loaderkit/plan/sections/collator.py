@@ -232,6 +232,8 @@ def collator_calls(spec: CallableSpec, ctx: ReprContext) -> tuple[str, ...]:
 
 def collator_line(plan: LoaderPlan) -> str:
     """The ``collator`` line of ``explain()``: the collator, and why ``auto`` chose it."""
+    if not plan.batch.batched:
+        return "none: no batches to collate (batch_size=None)"
     reason = plan.collator.reason
     return plan.collator.describe() + (f"  ({reason})" if reason else "")
 

@@ -39,7 +39,7 @@ __all__ = [
 ]
 
 RESET_CALLS = {
-    "with_batch_size": ".with_batch_size(None)",
+    "with_batch_size": ".with_batch_size(1)",
     "with_shuffle": ".with_shuffle(False)",
     "with_seed": ".with_seed(0)",
     "with_collator": ".with_collator('default')",
