@@ -103,6 +103,8 @@ def _resumed_each_epoch(plan: LoaderPlan, epochs: int, cut: int | None = None) -
     state: dict[str, Any] | None = None
     for epoch in range(epochs):
         for part in ("head", "rest") if cut is not None else ("rest",):
+            if part == "rest" and cut is not None and state is not None and state["pass_ended"]:
+                break  # the epoch ended before the cut: its loop is over, no rest to resume
             with plan.build() as loader:
                 if state is not None:
                     loader.load_state_dict(json.loads(json.dumps(state)))
