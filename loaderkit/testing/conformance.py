@@ -75,6 +75,8 @@ SITUATIONS: dict[str, str] = {
     "resumed after set_epoch": "... a state taken after ``set_epoch``, before the pass",
     "resumed with a newer iterator": "... a state taken when the newest iterator was not the "
     "one whose pass started last (e.g. between ``iter()`` and its first ``next()``)",
+    "resumed with another worker count": "... a state taken from loaders with another "
+    "``num_workers`` than those it was loaded into",
     "resumed after a load": "... a state taken from loaders a state was loaded into, before "
     "their second pass (right after the load, it has that state's facts too)",
 }
@@ -269,6 +271,21 @@ DIFFERENCES: tuple[Difference, ...] = (
         other_batches=True,
     ),
     Difference(
+        key="a state loaded with another num_workers",
+        habit="a state of a loader with `num_workers=0` loaded into one with `num_workers=2` "
+        "(or the other way round)",
+        torch="",
+        torchdata="`AssertionError` from the first `iter()`: its state has another shape for "
+        "each worker count",
+        loaderkit="the resume reads on as with the state's worker count: workers never change "
+        "a batch of a map-style dataset",
+        why="a state is the position, (epoch, batches delivered), not the workers' progress",
+        when=("a new pass", "resumed with another worker count"),
+        loaderkit_gives="any",
+        references=("torchdata",),
+        kinds=("map",),
+    ),
+    Difference(
         key="a stream read by workers",
         habit="an `IterableDataset` that yields the whole stream, read by `num_workers=2`",
         torch="each worker yields the whole stream: every element twice (torch's documented "
@@ -309,7 +326,7 @@ DIFFERENCES: tuple[Difference, ...] = (
         "resume skips as many batches, or `state_dict()` and `iter()` raise `StopIteration` "
         "past the end",
         loaderkit="the state is the loaded position; its resume reads on from there",
-        why="torchdata's bug, not a choice: a state records the batches delivered",
+        why="a state records the batches delivered, however the pass was reached",
         when=("resumed", "resumed after a load"),
         loaderkit_gives="any",
         references=("torchdata",),
@@ -498,6 +515,14 @@ HABITS: tuple[Habit, ...] = (
         differences=("an unadvanced iter() after a load",),
     ),
     Habit(
+        habit="a resume into a loader with another `num_workers` (0 and 2)",
+        script=(*_RESUME[:-1], "load:2", "iter", "next*", "break", "iter", "next*"),
+        reference="(torchdata) `AssertionError` from `iter()`",
+        loaderkit="the rest of the pass, then the next epoch, whole",
+        configs=(_SHUFFLED,),
+        differences=("a state loaded with another num_workers",),
+    ),
+    Habit(
         habit="`next(it)` raises `DataError` (a sample fails to load), then `next(it)` again",
         script=("corrupt:7", "iter", "next", "next", "next*"),
         reference="the dataset's exception (`ValueError`); then the next batch: only the failed "
@@ -588,7 +613,7 @@ def differences_table() -> str:
     """The differences as a Markdown table, as ``docs/loader.md`` shows them."""
     lines = [_DIFFERENCES_HEADER.rstrip("\n"), "| --- | --- | --- | --- | --- |"]
     for row in DIFFERENCES:
-        why = f"a bug of torchdata: {row.why}" if row.reference_bug else row.why
+        why = f"(a bug of torchdata) {row.why}" if row.reference_bug else row.why
         lines.append(
             f"| {_anchor(row.key)}: {_cell(row.habit)} | {_cell(row.torch or '(no state)')} "
             f"| {_cell(row.torchdata)} | {_cell(row.loaderkit)} | {_cell(why)} |"

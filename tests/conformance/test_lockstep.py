@@ -62,6 +62,7 @@ from __future__ import annotations
 import base64
 import contextlib
 import copy
+import dataclasses
 import gc
 import io
 import json
@@ -637,6 +638,8 @@ class Saved:
     pairing: Pairing
     facts: tuple[str, ...]
     set_epoch_ever: bool
+    config: Config
+    """The configuration of the loaders it was taken from."""
 
 
 class UnexplainedDifferenceError(AssertionError):
@@ -676,6 +679,8 @@ class Lockstep:
         self.newest: Handle | None = None
         """The handle of the latest ``iter()`` since the loaders were built or loaded."""
         self.loaded: Saved | None = None
+        self.resume_facts: list[str] = []
+        """The facts of the loaded state, for the loaders it was loaded into."""
 
     # -- the program's calls ------------------------------------------------------------------
 
@@ -727,7 +732,7 @@ class Lockstep:
         if handle.started is None:
             handle.started = self.clock
             if self.loaded is not None and self.latest is None:
-                handle.resumed = ("resumed", *(f"resumed {f}" for f in self.loaded.facts))
+                handle.resumed = tuple(self.resume_facts)
             if "after an error" in facts:
                 handle.begun = ("in a pass started after an error",)
             self.pass_started, self.latest = self.clock, handle
@@ -791,17 +796,27 @@ class Lockstep:
                 self.retire(name)
                 return None
         pairing = copy.deepcopy(self.pairing.get("torchdata", Pairing()))  # seen up to now
-        saved = Saved(len(self.saved), states, pairing, self.state_facts(), self.set_epoch_ever)
+        saved = Saved(
+            len(self.saved), states, pairing, self.state_facts(), self.set_epoch_ever, self.config
+        )
         if len(self.saved) < MAX_SAVED:
             self.saved.append(saved)
         self.trace.append(f"state_dict() -> state {saved.number} [{', '.join(saved.facts)}]")
         return saved
 
-    def load(self, saved: Saved, *, fresh_process: bool = False) -> None:
+    def load(
+        self, saved: Saved, *, fresh_process: bool = False, workers: int | None = None
+    ) -> None:
         """``load_state_dict(state)`` into fresh loaders; torch's (it has no state) retires.
 
-        ``fresh_process``: the fresh loaders live in a new process (see :class:`FreshProcess`).
+        ``fresh_process``: the fresh loaders live in a new process (see :class:`FreshProcess`);
+        ``workers``: they have that many workers (not persistent) instead of the state's.
         """
+        self.resume_facts = ["resumed", *(f"resumed {f}" for f in saved.facts)]
+        self.config = saved.config
+        if workers is not None and workers != saved.config.workers:
+            self.config = dataclasses.replace(saved.config, workers=workers, persistent=False)
+            self.resume_facts.append("resumed with another worker count")
         for handle in list(self.handles):
             self.drop(handle)
         self.close()
@@ -819,6 +834,7 @@ class Lockstep:
         self.made, self.newest = [], None
         self.set_epoch_ever = saved.set_epoch_ever
         where = " in a fresh process" if fresh_process else ""
+        where += f" ({self.config})" if workers is not None else ""
         self.trace.append(f"fresh loaders{where}, load_state_dict(state {saved.number})")
 
     def close(self) -> None:
@@ -857,7 +873,7 @@ class Lockstep:
                 facts.append("after an error")
                 facts.append("in a pass started after an error")
             if self.loaded is not None and self.latest is None:  # the first pass after a load
-                facts += ["resumed", *(f"resumed {f}" for f in self.loaded.facts)]
+                facts += self.resume_facts
             return facts
         if self.pass_started > handle.started:
             facts.append("superseded by a newer pass")
@@ -878,7 +894,7 @@ class Lockstep:
         loaded, latest = self.loaded, self.latest
         if loaded is None or (latest is not None and not latest.resumed):
             return []
-        return ["resumed", *(f"resumed {f}" for f in loaded.facts)]
+        return list(self.resume_facts)
 
     def state_facts(self) -> tuple[str, ...]:
         """What is known, from the calls so far, about a ``state_dict()`` taken now."""
@@ -1197,8 +1213,9 @@ def run_script(config: Config, script: tuple[str, ...], *, fresh_process: bool =
                 run.set_epoch(int(argument))
             elif step == "save":
                 run.save()
-            elif step == "load":
-                run.load(run.saved[-1], fresh_process=fresh_process)
+            elif name == "load":  # "load:2": into loaders with 2 workers
+                workers = int(argument) if argument else None
+                run.load(run.saved[-1], fresh_process=fresh_process, workers=workers)
             elif name == "corrupt":
                 BAD.add(int(argument))
                 run.trace.append(f"sample {argument} fails to load from now on")
