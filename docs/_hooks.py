@@ -1,9 +1,10 @@
-"""mkdocs hooks: the fingerprint table made from the sections; the docstrings' Sphinx roles.
+"""mkdocs hooks: tables made from data; the docstrings' Sphinx roles.
 
 ``docs/plan-format.md``'s fingerprint table is rendered anew from
-``loaderkit.plan.sections`` (the declarations the fingerprint hashes by) at every build;
-``tests/test_docs.py`` keeps the committed table equal to it, so the Markdown reads the same
-on a code host.
+``loaderkit.plan.sections`` (the declarations the fingerprint hashes by) at every build, and
+``docs/loader.md``'s habits and differences tables from ``loaderkit.testing.conformance`` (the
+data the lockstep conformance suite checks); ``tests/test_docs.py`` keeps the committed tables
+equal to them, so the Markdown reads the same on a code host.
 
 The docstrings are written for ``help()`` and IDEs, with Sphinx roles (``:class:`~x.Y```) and
 ``::`` before literal blocks. mkdocstrings renders them as Markdown, where a role is plain
@@ -38,12 +39,16 @@ def _reference(match: re.Match[str]) -> str:
 
 
 def on_page_markdown(markdown: str, page: Any, **_: Any) -> str:
-    """Make the fingerprint table of the plan-format page from the section declarations."""
-    if page.file.src_uri != "plan-format.md":
-        return markdown
-    from loaderkit.plan.sections import with_fingerprint_table
+    """Make the tables of data anew: plan-format.md's fingerprint table, loader.md's two."""
+    if page.file.src_uri == "plan-format.md":
+        from loaderkit.plan.sections import with_fingerprint_table
 
-    return with_fingerprint_table(markdown)
+        return with_fingerprint_table(markdown)
+    if page.file.src_uri == "loader.md":
+        from loaderkit.testing.conformance import with_conformance_tables
+
+        return with_conformance_tables(markdown)
+    return markdown
 
 
 def on_page_content(html_text: str, **_: Any) -> str:

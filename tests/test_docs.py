@@ -37,7 +37,7 @@ import select
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -45,6 +45,7 @@ import pytest
 
 from loaderkit import LoaderPlan
 from loaderkit.plan.sections import with_fingerprint_table
+from loaderkit.testing.conformance import with_conformance_tables
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs"
@@ -422,20 +423,36 @@ def test_plan_documents_load(where: str, suffix: str, text: str, tmp_path: Path)
     assert LoaderPlan.from_dict(plan.to_dict(), require_bindings=False) == plan
 
 
-@pytest.mark.parametrize("page", ["docs/plan-format.md"])
-def test_the_fingerprint_table_is_the_one_the_sections_declare(page: str) -> None:
-    """The table is generated from ``loaderkit.plan.sections`` and committed: it cannot drift."""
+GENERATED_TABLES = [
+    pytest.param(
+        "docs/plan-format.md",
+        with_fingerprint_table,
+        "the fingerprint table differs from loaderkit.plan.sections' declarations; paste "
+        "fingerprint_table() in its place",
+        id="fingerprint",
+    ),
+    pytest.param(
+        "docs/loader.md",
+        with_conformance_tables,
+        "the habits or differences table differs from loaderkit.testing.conformance (the data "
+        "tests/conformance checks); paste habits_table() / differences_table() in its place",
+        id="conformance",
+    ),
+]
+
+
+@pytest.mark.parametrize(("page", "make", "fix"), GENERATED_TABLES)
+def test_the_generated_tables_are_the_ones_the_data_make(
+    page: str, make: Callable[[str], str], fix: str
+) -> None:
+    """Tables made from data (section declarations, conformance data) are committed as made."""
     text = (ROOT / page).read_text(encoding="utf-8")
-    expected = with_fingerprint_table(text)
+    expected = make(text)
     if text != expected:
         diff = "\n".join(
             difflib.unified_diff(text.splitlines(), expected.splitlines(), lineterm="")
         )
-        pytest.fail(
-            f"{page}: the fingerprint table differs from loaderkit.plan.sections' declarations; "
-            f"paste fingerprint_table() in its place:\n{diff}",
-            pytrace=False,
-        )
+        pytest.fail(f"{page}: {fix}:\n{diff}", pytrace=False)
 
 
 def test_the_parser_pairs_blocks_and_honours_no_run() -> None:

@@ -1,0 +1,649 @@
+"""Where loaderkit's loaders behave unlike torch's and torchdata's, and where they do not.
+
+Data, read by the conformance suite (``tests/conformance/test_lockstep.py``) and rendered in
+``docs/loader.md``. The suite drives torch's ``DataLoader``, torchdata's ``StatefulDataLoader``
+and a loaderkit loader over the same dataset with the same calls, in lockstep, and compares
+what each call gives. The real loaders are the expectation; a difference the suite observes
+must be a row of :data:`DIFFERENCES`, or the test fails and prints the calls that led there.
+
+- :data:`DIFFERENCES`: each difference, the *situation* it happens in (facts about the calls
+  made before it, named in :data:`SITUATIONS`), what each loader does, and why loaderkit
+  differs: on purpose, or because the reference has a bug (:attr:`Difference.reference_bug`).
+- :data:`HABITS`: the habits of training code the docs list, each a script the suite runs on
+  the three loaders; it must show exactly the differences the habit names (none: loaderkit
+  does what torch and torchdata do).
+
+Pure data (no torch): the docs build renders :func:`habits_table` and
+:func:`differences_table`, and ``tests/test_docs.py`` checks that the committed Markdown
+equals them.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import attrs
+
+__all__ = [
+    "DIFFERENCES",
+    "HABITS",
+    "SITUATIONS",
+    "Difference",
+    "Habit",
+    "differences_table",
+    "habits_table",
+    "with_conformance_tables",
+]
+
+Reference = Literal["torch", "torchdata"]
+"""The loaders loaderkit is compared with: torch's ``DataLoader``, torchdata's
+``StatefulDataLoader``."""
+
+Gives = Literal[
+    "batch", "stop", "RuntimeError", "DataError", "new iterator", "same iterator", "any"
+]
+"""What a call gives: ``next()`` a batch (or the ``DataError`` of a batch that failed to load:
+it is consumed too), ``StopIteration`` or an exception of that type; ``iter()`` a new iterator
+or the same iterator as another one the program holds; or anything."""
+
+SITUATIONS: dict[str, str] = {
+    "a whole stream in each worker": "the dataset is an ``IterableDataset`` that yields the "
+    "whole stream in every process (it does not split itself)",
+    "a stream split by worker, unsaid": "the dataset is an ``IterableDataset`` that yields "
+    "another part of the stream in each worker (by ``get_worker_info()``) without saying so "
+    "(no ``splits_by_worker``)",
+    "state_dict()": "the call is ``state_dict()`` (the others are ``next()`` calls)",
+    "iter()": "the call is ``iter(loader)`` while the program holds other iterators",
+    "a new pass": "the iterator's first ``next()``",
+    "after set_epoch": "``set_epoch`` was called since the last pass started",
+    "since set_epoch": "``set_epoch`` was called before, in this run or the one a loaded "
+    "state comes from",
+    "after an error": "the last ``next()`` of the latest pass raised a ``DataError``",
+    "in a pass started after an error": "the iterator's pass started right after another "
+    "pass's ``DataError``",
+    "after an unadvanced iter()": "another iterator was made since the last pass started (or "
+    "the loader was built or loaded), and never advanced",
+    "superseded by a newer pass": "a newer iterator started its pass since this one's started",
+    "superseded by set_epoch": "``set_epoch`` was called since this iterator's pass started",
+    "after a newer iter()": "``iter()`` was called since this iterator's pass started",
+    "resumed": "loaders a state was loaded into, until their second pass starts",
+    "resumed before any pass": "... a state taken before any pass",
+    "resumed inside a pass": "... a state taken inside a loop (its iterator had not ended)",
+    "resumed after the pass ended": "... a state taken after the loop (``StopIteration``)",
+    "resumed after a break": "... a state taken after the program let go of the iterator",
+    "resumed after an error": "... a state taken after a ``next()`` raised ``DataError``",
+    "resumed after set_epoch": "... a state taken after ``set_epoch``, before the pass",
+    "resumed with a newer iterator": "... a state taken when the newest iterator was not the "
+    "one whose pass started last (e.g. between ``iter()`` and its first ``next()``)",
+    "resumed with another worker count": "... a state taken from loaders with another "
+    "``num_workers`` than those it was loaded into",
+    "resumed after a load": "... a state taken from loaders a state was loaded into, before "
+    "their second pass (right after the load, it has that state's facts too)",
+}
+"""The facts the suite knows about a call, by name, from the calls made before it (and the
+dataset). Those of a state (``resumed ...``) hold in the loaders it was loaded into."""
+
+
+@attrs.frozen
+class Difference:
+    """One deliberate difference: where it happens, what each loader does, and why."""
+
+    key: str
+    """A short name, used by the suite and shown in its failures."""
+    habit: str
+    """What the program does (Markdown)."""
+    torch: str
+    """What torch's ``DataLoader`` does ("" when it cannot do that: it has no state)."""
+    torchdata: str
+    """What torchdata's ``StatefulDataLoader`` does."""
+    loaderkit: str
+    """What loaderkit's loader does."""
+    why: str
+    """Why loaderkit differs on purpose."""
+    when: tuple[str, ...]
+    """The situation: names of :data:`SITUATIONS` that all hold at the ``next()`` that differs."""
+    loaderkit_gives: Gives
+    """What loaderkit's ``next()`` gives there (the suite checks it)."""
+    reference_gives: Gives = "any"
+    """What the reference loader's ``next()`` gives there (the suite checks it)."""
+    references: tuple[Reference, ...] = ("torch", "torchdata")
+    """The loaders that differ from loaderkit that way."""
+    kinds: tuple[Literal["map", "stream"], ...] = ("map", "stream")
+    """Map-style datasets (``Loader``), streams (``StreamLoader``), or both."""
+    workers: tuple[int, ...] = (0, 2)
+    """The worker counts it happens with (the suite runs 0 and 2)."""
+    persistent: tuple[bool, ...] = (False, True)
+    """With persistent workers, without, or both (moot without workers)."""
+    reference_bug: bool = False
+    """Whether the reference loader misbehaves there (a bug in it): loaderkit does what the
+    reference documents."""
+    other_batches: bool = False
+    """Whether loaderkit then delivers batches torchdata would not deliver, or leaves out
+    batches it would: a difference in the data a run trains on, not only in its timing."""
+    only_epoch: bool = False
+    """Whether the difference is only in the epoch: the same batch of another shuffled order
+    than the suite paired with loaderkit's epoch (a difference in the batch's place is not
+    this row's)."""
+    renumbers: bool = False
+    """Whether loaderkit chose the epoch there (``set_epoch``): an epoch that differs from the
+    one the suite paired with the reference's shuffled order is paired anew, and the pass goes
+    on being compared."""
+
+
+DIFFERENCES: tuple[Difference, ...] = (
+    Difference(
+        key="set_epoch",
+        habit="`set_epoch(e)` before a pass",
+        torch="no `set_epoch` (a trainer finds none on the loader or its `RandomSampler`): the "
+        "pass is the next shuffled order",
+        torchdata="the same as torch",
+        loaderkit="the pass is epoch `e`, from its first batch, whatever came before; the "
+        "passes after it are epochs `e + 1`, `e + 2`, ...",
+        why="the `DistributedSampler` habit on the loader itself: an epoch names an order, the "
+        "same on every rank and in every run, so a trainer that calls `set_epoch` before each "
+        "pass reads the same epochs after a restart",
+        when=("a new pass", "since set_epoch"),
+        loaderkit_gives="batch",
+        only_epoch=True,
+        renumbers=True,
+    ),
+    Difference(
+        key="set_epoch during a loop",
+        habit="`set_epoch(e)` inside a loop, then `next()` on its iterator",
+        torch="the running pass goes on (also with a `DistributedSampler`: its order was drawn "
+        "when the pass started)",
+        torchdata="the same as torch",
+        loaderkit="`RuntimeError`: `set_epoch` moved the loader to the next pass, which "
+        "supersedes the running one",
+        why="the loader's position is the next pass's once `set_epoch` said which it is; "
+        "reading on in the old pass would deliver batches no state records",
+        when=("superseded by set_epoch",),
+        loaderkit_gives="RuntimeError",
+    ),
+    Difference(
+        key="a superseded iterator",
+        habit="`it = iter(loader)`, `next(it)`, then a new loop over `loader`, then `next(it)`",
+        torch="the old iterator goes on with its own pass: two passes interleave",
+        torchdata="the same as torch; `state_dict()` follows the newest iterator only",
+        loaderkit="`RuntimeError`: the old iterator was superseded when the newer pass started; "
+        "it takes nothing from the newer pass",
+        why="a loader has one position, the one `state_dict()` records; two interleaved passes "
+        "cannot both be in it, so the old one stops loudly rather than read batches no state "
+        "can resume",
+        when=("superseded by a newer pass",),
+        loaderkit_gives="RuntimeError",
+        persistent=(False,),
+    ),
+    Difference(
+        key="several iterators with persistent workers",
+        habit="with persistent workers: a second `iter(loader)` while a loop runs, or `next()` "
+        "on an older iterator",
+        torch="every `iter()` returns the same iterator object, reset to a new pass: the running "
+        "loop jumps to that pass (its own rest is not read), and `next()` on an older "
+        "iterator takes the newest pass's batches from its loop",
+        torchdata="the same as torch",
+        loaderkit="each `iter()` is an iterator of its own: one never advanced changes nothing, "
+        "the running loop goes on; an older one advanced starts its own pass, which "
+        "supersedes the running one (`RuntimeError` there)",
+        why="a pass belongs to the iterator that started it, with or without persistent "
+        "workers: no loop reads another loop's batches or loses its own",
+        when=("iter()",),
+        loaderkit_gives="new iterator",
+        reference_gives="same iterator",
+        workers=(2,),
+        persistent=(True,),
+        other_batches=True,
+    ),
+    Difference(
+        key="a loop restarted after a DataError",
+        habit="a `next()` raises (a sample fails to load), the program catches it and starts a "
+        "new loop over the loader",
+        torch="the new loop is a new pass: the next shuffled order, from its first batch",
+        torchdata="the same as torch",
+        loaderkit="the new loop continues the interrupted pass after the failed batch (which "
+        "counts as consumed); the loop after it is the next epoch",
+        why="an error the loader raised interrupts a pass rather than ending it: restarting the "
+        "loop (a retry around `for batch in loader`) reads no sample twice and skips none",
+        when=("in a pass started after an error",),
+        loaderkit_gives="any",
+        workers=(0,),
+        other_batches=True,
+    ),
+    Difference(
+        key="a state taken after set_epoch",
+        habit="`set_epoch(e)`, `state_dict()` before the pass, then a resume",
+        torch="",
+        torchdata="no `set_epoch`: the state is its iterator's position, which the resume "
+        "continues",
+        loaderkit="the state is the pass `set_epoch` announced: the resume reads epoch `e` "
+        "from its first batch",
+        why="a state records what the next `iter()` reads, so a checkpoint taken between "
+        "`set_epoch` and the loop resumes the epoch the trainer chose",
+        when=("a new pass", "resumed after set_epoch"),
+        loaderkit_gives="batch",
+        references=("torchdata",),
+        other_batches=True,
+        renumbers=True,
+    ),
+    Difference(
+        key="set_epoch after a load",
+        habit="`load_state_dict(state)`, `set_epoch(e)` with another epoch than the state's, "
+        "then a pass",
+        torch="",
+        torchdata="no `set_epoch`: the pass resumes the state",
+        loaderkit="the pass is epoch `e` from its first batch: the resume is replaced (with the "
+        "state's own epoch, the resume is kept, as HF Trainer and Accelerate expect)",
+        why="`set_epoch` says which epoch the next pass reads, also after a load",
+        when=("a new pass", "after set_epoch", "resumed"),
+        loaderkit_gives="batch",
+        references=("torchdata",),
+        other_batches=True,
+        renumbers=True,
+    ),
+    Difference(
+        key="a state taken before the pass's first next()",
+        habit="`it = iter(loader)`, `state_dict()` before `next(it)`, then a resume",
+        torch="",
+        torchdata="the state is the new iterator's: its pass from the first batch (the rest of "
+        "the previous pass is not read)",
+        loaderkit="the state is the previous pass's position (an iterator never advanced changes "
+        "nothing): the resume reads the rest of that pass, then the next epoch",
+        why="a pass starts at its iterator's first `next()` (so that Lightning's "
+        "iterability check costs no epoch); until then the state describes the last pass",
+        when=("a new pass", "resumed with a newer iterator"),
+        loaderkit_gives="any",
+        references=("torchdata",),
+        other_batches=True,
+    ),
+    Difference(
+        key="an unadvanced iter() after a load",
+        habit="`load_state_dict(state)`, an `iter(loader)` never advanced (Lightning checks "
+        "that a loader is iterable so), then a loop",
+        torch="",
+        torchdata="the first `iter()` after the load takes the resume: the loop is a new pass, "
+        "from the first batch of the next order, and the rest of the state's pass is not read",
+        loaderkit="the loop resumes the state: an iterator never advanced changes nothing",
+        why="a pass starts at its iterator's first `next()`, so a check that a loader is "
+        "iterable costs nothing, after a load too",
+        when=("a new pass", "resumed", "after an unadvanced iter()"),
+        loaderkit_gives="any",
+        references=("torchdata",),
+        other_batches=True,
+    ),
+    Difference(
+        key="a state loaded with another num_workers",
+        habit="a state of a loader with `num_workers=0` loaded into one with `num_workers=2` "
+        "(or the other way round)",
+        torch="",
+        torchdata="`AssertionError` from the first `iter()`: its state has another shape for "
+        "each worker count",
+        loaderkit="the resume reads on as with the state's worker count: workers never change "
+        "a batch of a map-style dataset",
+        why="a state is the position, (epoch, batches delivered), not the workers' progress",
+        when=("a new pass", "resumed with another worker count"),
+        loaderkit_gives="any",
+        references=("torchdata",),
+        kinds=("map",),
+    ),
+    Difference(
+        key="a stream read by workers",
+        habit="an `IterableDataset` that yields the whole stream, read by `num_workers=2`",
+        torch="each worker yields the whole stream: every element twice (torch's documented "
+        "pitfall; the dataset must split itself by `get_worker_info()`)",
+        torchdata="the same as torch",
+        loaderkit="each element once: element `k` goes to worker `k % num_workers`",
+        why="workers must not change what an epoch holds; a dataset that splits itself says "
+        "so with `splits_by_worker = True` and is read as torch reads it",
+        when=("a whole stream in each worker",),
+        loaderkit_gives="any",
+        kinds=("stream",),
+        workers=(2,),
+        other_batches=True,
+    ),
+    Difference(
+        key="a stream that splits itself unsaid",
+        habit="an `IterableDataset` that yields another part in each worker "
+        "(`get_worker_info()`), read by `num_workers=2`",
+        torch="each worker's part, round-robin: the whole stream once",
+        torchdata="the same as torch",
+        loaderkit="`DataError` before the first batch (the workers' first elements differ): "
+        "nothing is delivered until the dataset says `splits_by_worker = True`",
+        why="loaderkit shards a stream itself, so a dataset that also splits itself would be "
+        "read in part; the check refuses that instead of losing data",
+        when=("a stream split by worker, unsaid",),
+        loaderkit_gives="DataError",
+        kinds=("stream",),
+        workers=(2,),
+        other_batches=True,
+    ),
+    Difference(
+        key="a stream state taken after a resume",
+        habit="a stream's state loaded, then `state_dict()` taken again in the resumed pass (or "
+        "before it), then a resume from that state",
+        torch="",
+        torchdata="a bug in torchdata 0.11: the batches it fast-forwarded to resume (an "
+        "`IterableDataset` without `state_dict`) are counted twice in the new state, so its "
+        "resume skips as many batches, or `state_dict()` and `iter()` raise `StopIteration` "
+        "past the end",
+        loaderkit="the state is the loaded position; its resume reads on from there",
+        why="a state records the batches delivered, however the pass was reached",
+        when=("resumed", "resumed after a load"),
+        loaderkit_gives="any",
+        references=("torchdata",),
+        kinds=("stream",),
+        other_batches=True,
+        reference_bug=True,
+    ),
+)
+"""The differences, in the order the docs show them. The suite explains a difference by the
+applicable row with the most facts in :attr:`~Difference.when` (the first of those)."""
+
+
+@attrs.frozen
+class Habit:
+    """A habit of training code, run by the suite on the three loaders, and its outcome."""
+
+    habit: str
+    """What the program does (Markdown)."""
+    script: tuple[str, ...]
+    """The suite's steps: ``iter``; ``next`` (on the newest iterator held), ``next*`` (to the
+    end of its loop), ``next@k`` (on the ``k``-th iterator made); ``break`` (let go of the
+    newest iterator); ``set_epoch:e``; ``save`` (``state_dict()``); ``load`` (the latest state,
+    into fresh loaders); ``corrupt:i`` (sample ``i`` fails to load from then on); ``repair``."""
+    reference: str
+    """What torch's ``DataLoader`` and torchdata's ``StatefulDataLoader`` do."""
+    loaderkit: str
+    """What loaderkit's loader does."""
+    configs: tuple[str, ...]
+    """The configurations it runs on (the suite's names: dataset, order, workers)."""
+    differences: tuple[str, ...] = ()
+    """The keys of the :data:`DIFFERENCES` it shows (exactly those); none: loaderkit does what
+    the reference loaders do."""
+
+
+_MAP = "map, 0 workers"
+_SHUFFLED = "map, shuffled, 0 workers"
+_STREAM = "stream, 0 workers"
+_SHUFFLED_W2 = "map, shuffled, 2 workers"
+_SHUFFLED_W2P = "map, shuffled, 2 workers, persistent"
+_STREAM_W2 = "stream, 2 workers"
+_RESUME = ("iter", "next", "next", "save", "break", "load")
+"""Two batches of a pass, a state, and fresh loaders it is loaded into."""
+
+HABITS: tuple[Habit, ...] = (
+    Habit(
+        habit="`next(iter(loader))` to peek, then `for batch in loader:`",
+        script=("iter", "next", "break", "iter", "next*"),
+        reference="the loop is a new pass, whole (a new order when shuffled)",
+        loaderkit="the loop is the next epoch, whole",
+        configs=(_SHUFFLED, _STREAM, _SHUFFLED_W2P),
+    ),
+    Habit(
+        habit="`break` out of a loop, then a new loop",
+        script=("iter", "next", "next", "break", "iter", "next*"),
+        reference="a new pass, whole",
+        loaderkit="the next epoch, whole",
+        configs=(_SHUFFLED, _STREAM, _SHUFFLED_W2),
+    ),
+    Habit(
+        habit="`for epoch in range(3): for batch in loader:`",
+        script=("iter", "next*", "break") * 3,
+        reference="three whole passes, in three orders",
+        loaderkit="epochs 0, 1 and 2, each whole",
+        configs=(_SHUFFLED, _SHUFFLED_W2P),
+    ),
+    Habit(
+        habit="the same, each pass cut short after 2 batches (Lightning's `limit_train_batches=2`)",
+        script=("iter", "next", "next", "break") * 3,
+        reference="the first 2 batches of three orders",
+        loaderkit="the first 2 batches of epochs 0, 1 and 2",
+        configs=(_SHUFFLED, _SHUFFLED_W2P),
+    ),
+    Habit(
+        habit="`it = iter(loader)`, `next(it)`, then `for batch in it:`",
+        script=("iter", "next", "next*"),
+        reference="the loop continues the pass",
+        loaderkit="the loop continues the pass",
+        configs=(_SHUFFLED, _STREAM),
+    ),
+    Habit(
+        habit="`iter(loader)` never advanced (Lightning's check that a loader is iterable), "
+        "then a loop",
+        script=("iter", "break", "iter", "next*"),
+        reference="the loop is a whole pass",
+        loaderkit="the loop is epoch 0, whole: a pass starts at its iterator's first `next()`",
+        configs=(_SHUFFLED, _SHUFFLED_W2P),
+    ),
+    Habit(
+        habit="`loader.set_epoch(e)` before each pass (DDP, HF Trainer, Accelerate), with "
+        "epochs 0, 1, then 0 again",
+        script=(
+            *("set_epoch:0", "iter", "next*", "break"),
+            *("set_epoch:1", "iter", "next*", "break"),
+            *("set_epoch:0", "iter", "next*", "break"),
+        ),
+        reference="no `set_epoch` on the loader or its `RandomSampler`: three passes, three orders",
+        loaderkit="the third pass is epoch 0 again, in the order of the first",
+        configs=(_SHUFFLED,),
+        differences=("set_epoch",),
+    ),
+    Habit(
+        habit="`set_epoch(e)` inside a loop, then the loop goes on",
+        script=("iter", "next", "set_epoch:1", "next"),
+        reference="the loop goes on",
+        loaderkit="`RuntimeError`: the loop's iterator was superseded",
+        configs=(_SHUFFLED, _STREAM, _SHUFFLED_W2P),
+        differences=("set_epoch during a loop",),
+    ),
+    Habit(
+        habit="`it = iter(loader)`, `next(it)`, a loop over `loader` for 2 batches, then "
+        "`next(it)`",
+        script=("iter", "next", "iter", "next", "next", "next@1"),
+        reference="`it` goes on with its own pass; with persistent workers `it` is the loop's "
+        "iterator, reset to the loop's pass, and `next(it)` takes the loop's next batch",
+        loaderkit="`RuntimeError` from `next(it)`: the loop's pass superseded it",
+        configs=(_SHUFFLED, _STREAM, _SHUFFLED_W2P),
+        differences=("a superseded iterator", "several iterators with persistent workers"),
+    ),
+    Habit(
+        habit="`state_dict()` inside a loop, `load_state_dict` into a fresh loader, two loops",
+        script=(*_RESUME, "iter", "next*", "break", "iter", "next*"),
+        reference="(torchdata) the rest of the pass, then the next epoch, whole",
+        loaderkit="the rest of the pass, then the next epoch, whole",
+        configs=(_SHUFFLED, _STREAM, _SHUFFLED_W2),
+    ),
+    Habit(
+        habit="the same, with the state taken at the pass's last batch, inside the loop",
+        script=("iter", *("next",) * 5, "save", "load", "iter", "next*", "break", "iter", "next*"),
+        reference="(torchdata) an empty pass, then the next epoch, whole",
+        loaderkit="an empty pass, then the next epoch, whole",
+        configs=(_SHUFFLED, _STREAM),
+    ),
+    Habit(
+        habit="the same, with the state taken after the loop (`StopIteration`)",
+        script=("iter", "next*", "save", "break", "load", "iter", "next*"),
+        reference="(torchdata) the next epoch, whole",
+        loaderkit="the next epoch, whole",
+        configs=(_SHUFFLED, _STREAM),
+    ),
+    Habit(
+        habit="the same, with the state taken before the first loop",
+        script=("save", "load", "iter", "next*"),
+        reference="(torchdata) the first epoch, whole",
+        loaderkit="epoch 0, whole",
+        configs=(_SHUFFLED, _STREAM),
+    ),
+    Habit(
+        habit="a resume, then `set_epoch` with the state's epoch before the loop (HF Trainer, "
+        "Accelerate)",
+        script=(*_RESUME, "set_epoch:0", "iter", "next*"),
+        reference="(torchdata, which has no `set_epoch`) the rest of the state's pass",
+        loaderkit="the rest of the state's pass: the resume is kept",
+        configs=(_SHUFFLED, _STREAM),
+    ),
+    Habit(
+        habit="a resume, then `set_epoch` with another epoch",
+        script=(*_RESUME, "set_epoch:3", "iter", "next*"),
+        reference="(torchdata) the rest of the state's pass",
+        loaderkit="epoch 3 from its first batch",
+        configs=(_SHUFFLED, _STREAM),
+        differences=("set_epoch after a load",),
+    ),
+    Habit(
+        habit="`set_epoch(e)` after a loop, `state_dict()`, then a resume",
+        script=("iter", "next", "next", "break", "set_epoch:2", "save", "load", "iter", "next*"),
+        reference="(torchdata) the rest of the broken pass",
+        loaderkit="epoch 2 from its first batch",
+        configs=(_SHUFFLED, _STREAM),
+        differences=("a state taken after set_epoch",),
+    ),
+    Habit(
+        habit="`break` out of a loop, `it = iter(loader)`, `state_dict()` before `next(it)`, "
+        "then a resume",
+        script=("iter", "next", "next", "break", "iter", "save", "load", "iter", "next*"),
+        reference="(torchdata) a new pass, whole",
+        loaderkit="the rest of the broken pass",
+        configs=(_SHUFFLED, _STREAM),
+        differences=("a state taken before the pass's first next()",),
+    ),
+    Habit(
+        habit="a resume, an `iter(loader)` never advanced (Lightning's check), then a loop",
+        script=(*_RESUME, "iter", "break", "iter", "next*"),
+        reference="(torchdata) a new pass, whole: the check took the resume",
+        loaderkit="the rest of the state's pass",
+        configs=(_SHUFFLED, _STREAM),
+        differences=("an unadvanced iter() after a load",),
+    ),
+    Habit(
+        habit="a resume into a loader with another `num_workers` (0 and 2)",
+        script=(*_RESUME[:-1], "load:2", "iter", "next*", "break", "iter", "next*"),
+        reference="(torchdata) `AssertionError` from `iter()`",
+        loaderkit="the rest of the pass, then the next epoch, whole",
+        configs=(_SHUFFLED,),
+        differences=("a state loaded with another num_workers",),
+    ),
+    Habit(
+        habit="`next(it)` raises `DataError` (a sample fails to load), then `next(it)` again",
+        script=("corrupt:7", "iter", "next", "next", "next*"),
+        reference="the dataset's exception (`ValueError`); then the next batch: only the failed "
+        "one is lost",
+        loaderkit="`DataError`, which is also a `ValueError`; then the next batch",
+        configs=(_MAP,),
+    ),
+    Habit(
+        habit="a loop stopped by that error, then a new loop",
+        script=("corrupt:7", "iter", "next", "next", "break", "repair", "iter", "next*"),
+        reference="a new pass, whole",
+        loaderkit="the rest of the interrupted pass, after the failed batch",
+        configs=(_MAP,),
+        differences=("a loop restarted after a DataError",),
+    ),
+    Habit(
+        habit="`state_dict()` after that error, then a resume",
+        script=("corrupt:7", *_RESUME[:4], "repair", *_RESUME[4:], "iter", "next*"),
+        reference="(torchdata) the rest of the pass, after the failed batch",
+        loaderkit="the rest of the pass, after the failed batch",
+        configs=(_MAP,),
+    ),
+    Habit(
+        habit="an `IterableDataset` that splits itself by `get_worker_info()` and says so "
+        "(`splits_by_worker = True`), `num_workers=2`, two loops",
+        script=("iter", "next*", "break", "iter", "next*"),
+        reference="each worker's part, round-robin: the whole stream once",
+        loaderkit="the same",
+        configs=(_STREAM_W2,),
+    ),
+    Habit(
+        habit="the same without `splits_by_worker`",
+        script=("iter", "next*"),
+        reference="the whole stream once",
+        loaderkit="`DataError` before the first batch",
+        configs=("unsaid split stream, 2 workers",),
+        differences=("a stream that splits itself unsaid",),
+    ),
+    Habit(
+        habit="an `IterableDataset` that yields the whole stream in every process, `num_workers=2`",
+        script=("iter", "next*"),
+        reference="every element twice",
+        loaderkit="every element once",
+        configs=("whole stream, 2 workers",),
+        differences=("a stream read by workers",),
+    ),
+    Habit(
+        habit="a stream resumed, its state taken again in the resumed pass, then a resume",
+        script=(*_RESUME, "iter", "next", "save", "break", "load", "iter", "next*"),
+        reference="(torchdata) the last batch only: the batches before it are skipped",
+        loaderkit="the rest of the stream",
+        configs=(_STREAM,),
+        differences=("a stream state taken after a resume",),
+    ),
+)
+"""The habits the docs list, each checked by the suite on its configurations."""
+
+
+def _cell(text: str) -> str:
+    """``text`` for a Markdown table cell (a ``|`` would end the cell)."""
+    if "|" in text:
+        raise ValueError(f"a table cell cannot hold '|': {text!r}")
+    return text
+
+
+def _anchor(key: str) -> str:
+    """The row's place in the table of differences: its key, in italics."""
+    return f"*{key}*"
+
+
+def habits_table() -> str:
+    """The habits as a Markdown table, as ``docs/loader.md`` shows them."""
+    lines = [_HABITS_HEADER.rstrip("\n"), "| --- | --- | --- | --- |"]
+    for habit in HABITS:
+        same = (
+            "no: " + ", ".join(_anchor(key) for key in habit.differences)
+            if habit.differences
+            else "yes"
+        )
+        lines.append(
+            f"| {_cell(habit.habit)} | {_cell(habit.reference)} | {_cell(habit.loaderkit)} "
+            f"| {same} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def differences_table() -> str:
+    """The differences as a Markdown table, as ``docs/loader.md`` shows them."""
+    lines = [_DIFFERENCES_HEADER.rstrip("\n"), "| --- | --- | --- | --- | --- |"]
+    for row in DIFFERENCES:
+        why = f"(a bug of torchdata) {row.why}" if row.reference_bug else row.why
+        lines.append(
+            f"| {_anchor(row.key)}: {_cell(row.habit)} | {_cell(row.torch or '(no state)')} "
+            f"| {_cell(row.torchdata)} | {_cell(row.loaderkit)} | {_cell(why)} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+_HABITS_HEADER = (
+    "| habit | torch `DataLoader` (and torchdata `StatefulDataLoader`) | loaderkit | the same? |\n"
+)
+_DIFFERENCES_HEADER = (
+    "| difference | torch `DataLoader` | torchdata `StatefulDataLoader` | loaderkit | why |\n"
+)
+
+
+def _replace_table(page: str, heading: str, header: str, table: str) -> str:
+    start = page.index(header, page.index(heading))
+    end = page.index("\n\n", start) + 1
+    return page[:start] + table + page[end:]
+
+
+def with_conformance_tables(page: str) -> str:
+    """``page`` (``docs/loader.md``'s Markdown) with its two tables made anew from the data.
+
+    The habits table is the first one after the ``## Iteration: passes and epochs`` heading,
+    the table of differences the first one after ``## Differences from torch and torchdata``.
+    The docs build (``docs/_hooks.py``) renders the page through this, and
+    ``tests/test_docs.py`` checks that the committed page already equals it.
+    """
+    page = _replace_table(page, "## Iteration: passes and epochs", _HABITS_HEADER, habits_table())
+    return _replace_table(
+        page, "## Differences from torch and torchdata", _DIFFERENCES_HEADER, differences_table()
+    )
