@@ -42,8 +42,10 @@ iterating an :class:`AcceleratedLoader` imports it.
 from __future__ import annotations
 
 import importlib
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
+
+from loaderkit.integrations._lookahead import LoaderView
 
 if TYPE_CHECKING:
     from loaderkit.runtime.gradient_state import ActivePass
@@ -67,7 +69,7 @@ def base_loader(loader: Any) -> Loader:
     return inner
 
 
-class AcceleratedLoader:
+class AcceleratedLoader(LoaderView):
     """A loaderkit loader for Accelerate: kept for existing code, it adds nothing any more.
 
     A bare loader now tells Accelerate's ``GradientState`` where each pass ends by itself
@@ -82,8 +84,7 @@ class AcceleratedLoader:
 
     def __init__(self, loader: Any) -> None:
         base_loader(loader)  # check it is one
-        self.loader = loader
-        """The wrapped loader."""
+        super().__init__(loader)
 
     def _active(self) -> ActivePass | None:
         from loaderkit.runtime.gradient_state import active_pass
@@ -105,30 +106,6 @@ class AcceleratedLoader:
     def __iter__(self) -> Iterator[Any]:
         importlib.import_module("accelerate.state").GradientState()  # the pass then joins it
         return iter(self.loader)
-
-    def state_dict(self) -> dict[str, Any]:
-        """The loader's position (JSON-serializable): the loader's own ``state_dict()``."""
-        state: dict[str, Any] = self.loader.state_dict()
-        return state
-
-    def load_state_dict(self, state: Mapping[str, Any], *, strict: bool = True) -> None:
-        """Continue from ``state``: the loader's own ``load_state_dict``."""
-        self.loader.load_state_dict(state, strict=strict)
-
-    def set_epoch(self, epoch: int) -> None:
-        """The next pass is epoch ``epoch``, from its first batch: the loader's own."""
-        self.loader.set_epoch(epoch)
-
-    def __len__(self) -> int:
-        return len(self.loader)
-
-    def __getattr__(self, name: str) -> Any:
-        if name == "loader":  # not set yet (unpickling): do not recurse
-            raise AttributeError(name)
-        return getattr(self.loader, name)
-
-    def __repr__(self) -> str:
-        return f"AcceleratedLoader({self.loader!r})"
 
 
 class SkippedLoader:

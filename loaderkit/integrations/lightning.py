@@ -35,7 +35,7 @@ import logging
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
-from loaderkit.integrations._lookahead import LookaheadLoader
+from loaderkit.integrations._lookahead import LoaderView, LookaheadLoader
 from loaderkit.runtime.epoch_sampler import EpochSampler
 
 __all__ = ["LightningStreamLoader", "LightningTrainLoader", "for_lightning"]
@@ -126,7 +126,7 @@ class LightningStreamLoader(LookaheadLoader):
         return f"for_lightning({self.loader!r})"
 
 
-class LightningTrainLoader:
+class LightningTrainLoader(LoaderView):
     """A map-style loader that Lightning tells its epoch by ``trainer.current_epoch``.
 
     Iterates exactly like the wrapped loader; ``len``, ``state_dict`` / ``load_state_dict``,
@@ -139,9 +139,10 @@ class LightningTrainLoader:
     epoch reads, and the next epoch follows.
     """
 
+    _own = ("loader", "_trainer")
+
     def __init__(self, loader: Any, trainer: Callable[[], Any]) -> None:
-        self.loader = loader
-        """The wrapped loader."""
+        super().__init__(loader)
         self._trainer = trainer
 
     @property
@@ -152,29 +153,6 @@ class LightningTrainLoader:
     def _trainer_epoch(self, epoch: int) -> None:
         current = getattr(self._trainer(), "current_epoch", None)
         self.loader.set_epoch(epoch if current is None else int(current))
-
-    def __iter__(self) -> Iterator[Any]:
-        return iter(self.loader)
-
-    def __len__(self) -> int:
-        return len(self.loader)
-
-    def state_dict(self) -> dict[str, Any]:
-        """The loader's state (what Lightning stores in its checkpoints)."""
-        state: dict[str, Any] = self.loader.state_dict()
-        return state
-
-    def load_state_dict(self, state: Mapping[str, Any], *, strict: bool = True) -> None:
-        """The loader's ``load_state_dict``."""
-        self.loader.load_state_dict(state, strict=strict)
-
-    def __getattr__(self, name: str) -> Any:
-        if name in ("loader", "_trainer"):  # not set yet (unpickling): do not recurse
-            raise AttributeError(name)
-        return getattr(self.loader, name)
-
-    def __repr__(self) -> str:
-        return f"LightningTrainLoader({self.loader!r})"
 
 
 def for_lightning(loader: Any, trainer: Any = None) -> Any:
