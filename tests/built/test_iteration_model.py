@@ -9,7 +9,9 @@ docs/loader.md ("Iteration: passes and epochs") and its "Dying workers and timeo
 what each call must do:
 
 - a pass starts at an iterator's first ``next()``: after ``load_state_dict(s)``, at the
-  state's position (``set_epoch`` with the state's own epoch keeps it); else after
+  state's position (``set_epoch`` with the state's own epoch keeps it), or, for a state taken
+  after its pass's iterator raised ``StopIteration`` (``pass_ended``), the next epoch from its
+  first batch, as after the saving loader's own loop; else after
   ``set_epoch(e)``, epoch ``e`` from its first batch; else the epoch after the last pass
   started, from its first batch; each of them for one pass;
 - the pass then delivers its epoch's batches from there, then ``StopIteration``; a batch
@@ -140,6 +142,7 @@ class Cursor:
         self.kind, self.workers = kind, workers
         self.epoch, self.delivered = 0, 0
         self.pending = "set"  # how the next pass starts: "set" (epoch 0 first), "next", "resume"
+        self.ended = False  # the last pass's iterator raised StopIteration (state: pass_ended)
         self.open: Handle | None = None  # the iterator of the open pass
 
     def batches(self, epoch: int) -> list[Batch]:
@@ -161,6 +164,7 @@ class Cursor:
         elif self.pending == "set":
             self.delivered = 0
         self.pending = "next"
+        self.ended = False
         handle.status, self.open = "open", handle
 
     def take(self, handle: Handle) -> Batch | None:
@@ -171,6 +175,7 @@ class Cursor:
         batches = self.batches(self.epoch)
         if self.delivered >= len(batches):
             handle.status, self.open = "ended", None
+            self.ended = True  # a state taken now resumes with the next epoch, whole
             return None
         self.delivered += 1
         return batches[self.delivered - 1]
@@ -190,10 +195,13 @@ class Cursor:
             return  # the HF Trainer habit: the resume is kept
         self.supersede()
         self.epoch, self.delivered, self.pending = epoch, 0, "set"
+        self.ended = False
 
-    def load(self, epoch: int, delivered: int) -> None:
+    def load(self, epoch: int, delivered: int, ended: bool) -> None:
+        """As the saving loader stood: after its loop ended the next pass is the next epoch."""
         self.supersede()
-        self.epoch, self.delivered, self.pending = epoch, delivered, "resume"
+        self.epoch, self.delivered = epoch, delivered
+        self.pending, self.ended = ("next" if ended else "resume"), ended
 
 
 # -- the machine -------------------------------------------------------------------------------
@@ -279,6 +287,7 @@ class IterationMachine(RuleBasedStateMachine):
         state = json.loads(json.dumps(self.loader.state_dict()))
         position = (state["epoch"], state["batches_delivered"])
         assert position == (self.model.epoch, self.model.delivered)
+        assert state["pass_ended"] == self.model.ended
         if self.kind == "stream" and self.model.pending == "set":
             assert not state["pass_complete"]  # no pass of that position ran yet
         if len(self.saved) < MAX_SAVED:
@@ -289,7 +298,7 @@ class IterationMachine(RuleBasedStateMachine):
     def load(self, which: int) -> None:
         state = self.saved[which % len(self.saved)]
         self.loader.load_state_dict(state)
-        self.model.load(state["epoch"], state["batches_delivered"])
+        self.model.load(state["epoch"], state["batches_delivered"], state["pass_ended"])
         assert self.loader.state_dict() == state  # load, then save, gives the state back
 
     @rule(epoch=st.integers(0, EPOCHS - 1))
