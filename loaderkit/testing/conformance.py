@@ -59,6 +59,9 @@ SITUATIONS: dict[str, str] = {
     "since set_epoch": "``set_epoch`` was called before, in this run or the one a loaded "
     "state comes from",
     "after an error": "the last ``next()`` of the latest pass raised a ``DataError``",
+    "after a load, another iterator made first": "loaders a state was loaded into: the first "
+    "iterator made after the load is not the first one advanced, and this pass starts on one "
+    "of the two",
     "in a pass started after an error": "the iterator's pass started right after another "
     "pass's ``DataError``",
     "after an unadvanced iter()": "another iterator was made since the last pass started (or "
@@ -86,7 +89,7 @@ dataset). Those of a state (``resumed ...``) hold in the loaders it was loaded i
 
 @attrs.frozen
 class Difference:
-    """One deliberate difference: where it happens, what each loader does, and why."""
+    """One difference: where it happens, what each loader does there, and why."""
 
     key: str
     """A short name, used by the suite and shown in its failures."""
@@ -99,13 +102,13 @@ class Difference:
     loaderkit: str
     """What loaderkit's loader does."""
     why: str
-    """Why loaderkit differs on purpose."""
+    """Why loaderkit does what it does there (on purpose; see also :attr:`reference_bug`)."""
     when: tuple[str, ...]
-    """The situation: names of :data:`SITUATIONS` that all hold at the ``next()`` that differs."""
+    """The situation: names of :data:`SITUATIONS` that all hold at the call that differs."""
     loaderkit_gives: Gives
-    """What loaderkit's ``next()`` gives there (the suite checks it)."""
+    """What loaderkit's call gives there (the suite checks it)."""
     reference_gives: Gives = "any"
-    """What the reference loader's ``next()`` gives there (the suite checks it)."""
+    """What the reference loader's call gives there (the suite checks it)."""
     references: tuple[Reference, ...] = ("torch", "torchdata")
     """The loaders that differ from loaderkit that way."""
     kinds: tuple[Literal["map", "stream"], ...] = ("map", "stream")
@@ -115,11 +118,12 @@ class Difference:
     persistent: tuple[bool, ...] = (False, True)
     """With persistent workers, without, or both (moot without workers)."""
     reference_bug: bool = False
-    """Whether the reference loader misbehaves there (a bug in it): loaderkit does what the
-    reference documents."""
+    """Whether the reference loader misbehaves there (a bug of it, not a design), where
+    loaderkit keeps what a state promises."""
     other_batches: bool = False
-    """Whether loaderkit then delivers batches torchdata would not deliver, or leaves out
-    batches it would: a difference in the data a run trains on, not only in its timing."""
+    """Whether the batches differ: both loaders go on delivering, and loaderkit delivers
+    batches the reference would not, or not ones it would (the data a run trains on differs;
+    a call that raises in one of them is loud, not this). The docs mark these rows."""
     only_epoch: bool = False
     """Whether the difference is only in the epoch: the same batch of another shuffled order
     than the suite paired with loaderkit's epoch (a difference in the batch's place is not
@@ -150,8 +154,7 @@ DIFFERENCES: tuple[Difference, ...] = (
     Difference(
         key="set_epoch during a loop",
         habit="`set_epoch(e)` inside a loop, then `next()` on its iterator",
-        torch="the running pass goes on (also with a `DistributedSampler`: its order was drawn "
-        "when the pass started)",
+        torch="the running pass goes on (the loader and its `RandomSampler` have no `set_epoch`)",
         torchdata="the same as torch",
         loaderkit="`RuntimeError`: `set_epoch` moved the loader to the next pass, which "
         "supersedes the running one",
@@ -261,11 +264,12 @@ DIFFERENCES: tuple[Difference, ...] = (
         "that a loader is iterable so), then a loop",
         torch="",
         torchdata="the first `iter()` after the load takes the resume: the loop is a new pass, "
-        "from the first batch of the next order, and the rest of the state's pass is not read",
+        "from the first batch of the next order, and the rest of the state's pass is read only "
+        "by that first iterator, if it is ever advanced",
         loaderkit="the loop resumes the state: an iterator never advanced changes nothing",
         why="a pass starts at its iterator's first `next()`, so a check that a loader is "
         "iterable costs nothing, after a load too",
-        when=("a new pass", "resumed", "after an unadvanced iter()"),
+        when=("a new pass", "after a load, another iterator made first"),
         loaderkit_gives="any",
         references=("torchdata",),
         other_batches=True,
@@ -314,7 +318,6 @@ DIFFERENCES: tuple[Difference, ...] = (
         loaderkit_gives="DataError",
         kinds=("stream",),
         workers=(2,),
-        other_batches=True,
     ),
     Difference(
         key="a stream state taken after a resume",
@@ -442,7 +445,7 @@ HABITS: tuple[Habit, ...] = (
         reference="`it` goes on with its own pass; with persistent workers `it` is the loop's "
         "iterator, reset to the loop's pass, and `next(it)` takes the loop's next batch",
         loaderkit="`RuntimeError` from `next(it)`: the loop's pass superseded it",
-        configs=(_SHUFFLED, _STREAM, _SHUFFLED_W2P),
+        configs=(_SHUFFLED, _STREAM, _SHUFFLED_W2, _SHUFFLED_W2P),
         differences=("a superseded iterator", "several iterators with persistent workers"),
     ),
     Habit(
@@ -614,8 +617,10 @@ def differences_table() -> str:
     lines = [_DIFFERENCES_HEADER.rstrip("\n"), "| --- | --- | --- | --- | --- |"]
     for row in DIFFERENCES:
         why = f"(a bug of torchdata) {row.why}" if row.reference_bug else row.why
+        marked = " (other batches)" if row.other_batches else ""
         lines.append(
-            f"| {_anchor(row.key)}: {_cell(row.habit)} | {_cell(row.torch or '(no state)')} "
+            f"| {_anchor(row.key)}{marked}: {_cell(row.habit)} "
+            f"| {_cell(row.torch or '(no state)')} "
             f"| {_cell(row.torchdata)} | {_cell(row.loaderkit)} | {_cell(why)} |"
         )
     return "\n".join(lines) + "\n"

@@ -5,7 +5,7 @@ or 2 workers, persistent or not) over the same dataset, and one program drives t
 calls, in the same order, on each. A hypothesis ``RuleBasedStateMachine`` writes the programs
 (``iter()``; ``next()`` once, twice or to the end of the loop on any iterator held; letting go
 of one, a ``break``; ``state_dict()`` at any point; ``load_state_dict`` of a saved state into
-fresh loaders, and in the slow variant into fresh loaders in a fresh process; ``set_epoch``;
+fresh loaders (in the slow variant: fresh loaders in a fresh process); ``set_epoch``;
 samples that start or stop failing to load). Each call's outcome from loaderkit is compared
 with torch's and torchdata's. **The real loaders are the expectation**: nothing here says what
 a loader should do. Where loaderkit differs, the difference must be a row of the table of
@@ -66,12 +66,14 @@ import dataclasses
 import gc
 import io
 import json
+import multiprocessing
 import os
 import select
 import signal
 import subprocess
 import sys
 import tempfile
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from functools import cache
@@ -80,7 +82,7 @@ from typing import Any, ClassVar, Literal
 
 import pytest
 import torch
-from hypothesis import settings
+from hypothesis import event, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, precondition, rule
 from torch.utils.data import DataLoader, Dataset, IterableDataset, RandomSampler, get_worker_info
@@ -640,6 +642,9 @@ class Saved:
     set_epoch_ever: bool
     config: Config
     """The configuration of the loaders it was taken from."""
+    uncompared: bool
+    """Whether torchdata's pass was not compared with loaderkit's when it was taken (after a
+    difference of the table): their two states are of different positions."""
 
 
 class UnexplainedDifferenceError(AssertionError):
@@ -676,6 +681,9 @@ class Lockstep:
         self.iter_at = -1
         self.made: list[Handle] = []
         """The handles made by ``iter()`` since the latest pass started (or a load)."""
+        self.first_made: Handle | None = None
+        self.first_started: Handle | None = None
+        """The first handles made and advanced since the loaders were built or loaded."""
         self.newest: Handle | None = None
         """The handle of the latest ``iter()`` since the loaders were built or loaded."""
         self.loaded: Saved | None = None
@@ -697,6 +705,9 @@ class Lockstep:
         self.handles.append(handle)
         self.made.append(handle)
         self.newest = handle
+        self.first_made = self.first_made or handle
+        if self.loaded is not None and self.loaded.uncompared and self.resuming():
+            handle.diverged.add("torchdata")  # its resume is of another position
         self.trace.append(f"iter() -> #{handle.number}")
         mine = self.held("loaderkit", handle)
         assert not mine.ids, f"loaderkit's iter() gave the iterator of {mine.ids} again"
@@ -736,6 +747,7 @@ class Lockstep:
             if "after an error" in facts:
                 handle.begun = ("in a pass started after an error",)
             self.pass_started, self.latest = self.clock, handle
+            self.first_started = self.first_started or handle
             self.made = []
         outcomes = {name: side.next(handle.number) for name, side in self.sides.items()}
         shown = " | ".join(f"{name} {self.show(name, o)}" for name, o in outcomes.items())
@@ -797,7 +809,13 @@ class Lockstep:
                 return None
         pairing = copy.deepcopy(self.pairing.get("torchdata", Pairing()))  # seen up to now
         saved = Saved(
-            len(self.saved), states, pairing, self.state_facts(), self.set_epoch_ever, self.config
+            len(self.saved),
+            states,
+            pairing,
+            self.state_facts(),
+            self.set_epoch_ever,
+            self.config,
+            self.uncompared(),
         )
         if len(self.saved) < MAX_SAVED:
             self.saved.append(saved)
@@ -832,10 +850,17 @@ class Lockstep:
         self.clock += 1
         self.pass_started, self.latest, self.loaded = self.clock, None, saved
         self.made, self.newest = [], None
+        self.first_made = self.first_started = None
         self.set_epoch_ever = saved.set_epoch_ever
+        if saved.uncompared:
+            self.pairing["torchdata"] = Pairing()  # its epochs are paired anew after the pass
         where = " in a fresh process" if fresh_process else ""
         where += f" ({self.config})" if workers is not None else ""
         self.trace.append(f"fresh loaders{where}, load_state_dict(state {saved.number})")
+        if saved.uncompared:
+            self.trace.append(
+                "    (torchdata's state is of another position: its resumed pass is not compared)"
+            )
 
     def close(self) -> None:
         """Close every loader (no worker process stays), and the fresh process if any."""
@@ -866,6 +891,13 @@ class Lockstep:
                 facts.append("since set_epoch")
             if any(h is not handle and h.started is None for h in self.made):
                 facts.append("after an unadvanced iter()")
+            first_made, first_started = self.first_made, self.first_started or handle
+            if (
+                self.loaded is not None
+                and first_made is not first_started
+                and handle in (first_made, first_started)
+            ):
+                facts.append("after a load, another iterator made first")
             latest = self.latest
             if latest is not None and latest.last.get("loaderkit", Outcome("stop")).gives(
                 "DataError"
@@ -889,12 +921,20 @@ class Lockstep:
         """What is known about the dataset (a stream's facts)."""
         return list(STREAM_FACTS[self.config.stream]) if self.config.kind == "stream" else []
 
+    def resuming(self) -> bool:
+        """Whether the loaders were loaded and their second pass has not started."""
+        return self.loaded is not None and (self.latest is None or bool(self.latest.resumed))
+
     def resumed_facts(self) -> list[str]:
         """Until the second pass of loaded loaders starts: the loaded state's facts."""
-        loaded, latest = self.loaded, self.latest
-        if loaded is None or (latest is not None and not latest.resumed):
-            return []
-        return list(self.resume_facts)
+        return list(self.resume_facts) if self.resuming() else []
+
+    def uncompared(self) -> bool:
+        """Whether torchdata's position is not loaderkit's now (an earlier difference)."""
+        latest, newest = self.latest, self.newest
+        if latest is None:
+            return self.loaded is not None and self.loaded.uncompared and "torchdata" in self.sides
+        return any("torchdata" in h.diverged for h in (latest, newest) if h is not None)
 
     def state_facts(self) -> tuple[str, ...]:
         """What is known, from the calls so far, about a ``state_dict()`` taken now."""
@@ -1057,6 +1097,15 @@ class Lockstep:
         )
 
 
+def assert_no_workers_left() -> None:
+    """Every loader was closed: no worker process of this process is alive (a second's grace)."""
+    deadline = time.monotonic() + 1.0
+    while multiprocessing.active_children() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    left = multiprocessing.active_children()
+    assert not left, f"worker processes left behind: {left}"
+
+
 # -- the machine --------------------------------------------------------------------------------
 
 
@@ -1096,11 +1145,13 @@ class LockstepMachine(RuleBasedStateMachine):
         self.run.save()
 
     @precondition(lambda self: bool(self.run.saved))
-    @rule(which=st.integers(0, MAX_SAVED - 1), fresh=st.booleans())
-    def load(self, which: int, fresh: bool) -> None:
-        """A saved state into fresh loaders (in a fresh process, if ``fresh`` and allowed)."""
+    @rule(which=st.integers(0, MAX_SAVED - 1))
+    def load(self, which: int) -> None:
+        """A saved state into fresh loaders (in a fresh process in the slow variant)."""
         saved = self.run.saved[which % len(self.run.saved)]
-        self.run.load(saved, fresh_process=fresh and self.fresh_process)
+        self.run.load(saved, fresh_process=self.fresh_process)
+        if self.fresh_process:
+            event("a load into a fresh process")
 
     @rule(epoch=st.integers(0, EPOCHS - 1))
     def set_epoch(self, epoch: int) -> None:
@@ -1122,6 +1173,7 @@ class LockstepMachine(RuleBasedStateMachine):
     def teardown(self) -> None:
         BAD.clear()
         self.run.close()
+        assert_no_workers_left()
 
 
 def machine(
@@ -1160,8 +1212,9 @@ TestMapShuffledWorkers = machine(Config("map", shuffle=True, workers=2), share=0
 TestStreamPersistentWorkers = machine(
     Config("stream", workers=2, persistent=True), share=0.05, steps=12
 )
+TestStreamWorkers = machine(Config("stream", workers=2), share=0.02, steps=12)
 TestFreshProcessMapShuffled = machine(
-    Config("map", shuffle=True), share=0.02, steps=20, fresh_process=True, least=3
+    Config("map", shuffle=True), share=0.03, steps=20, fresh_process=True, least=3
 )
 TestFreshProcessStreamWorkers = machine(
     Config("stream", workers=2), share=0.01, steps=15, fresh_process=True, least=2
@@ -1227,6 +1280,7 @@ def run_script(config: Config, script: tuple[str, ...], *, fresh_process: bool =
     finally:
         BAD.clear()
         run.close()
+    assert_no_workers_left()
     return run
 
 
