@@ -337,22 +337,26 @@ class Model:
 
     def __init__(self) -> None:
         self.epoch, self.delivered, self.pending = 0, 0, "set"
+        self.ended = False  # the last pass's iterator raised StopIteration (pass_ended)
 
     def start(self) -> tuple[int, int]:
         if self.pending == "next":
             self.epoch, self.delivered = self.epoch + 1, 0
         elif self.pending == "set":
             self.delivered = 0
-        self.pending = "next"
+        self.pending, self.ended = "next", False
         return self.epoch, self.delivered
 
     def set_epoch(self, epoch: int) -> None:
         if self.pending == "resume" and epoch == self.epoch:
             return
         self.epoch, self.delivered, self.pending = epoch, 0, "set"
+        self.ended = False
 
-    def load(self, epoch: int, delivered: int) -> None:
-        self.epoch, self.delivered, self.pending = epoch, delivered, "resume"
+    def load(self, epoch: int, delivered: int, ended: bool) -> None:
+        """As the saving loader stood: after its loop ended the next pass is the next epoch."""
+        self.epoch, self.delivered, self.ended = epoch, delivered, ended
+        self.pending = "next" if ended else "resume"
 
 
 OPS = st.lists(
@@ -411,6 +415,7 @@ def test_any_sequence_of_habits_follows_the_rule(ops: list[tuple[Any, ...]]) -> 
                 batch = next(current, None)
                 if model.delivered >= PER_EPOCH:
                     assert batch is None  # the pass ended
+                    model.ended = True
                     break
                 assert batch is not None
                 want = reference("map", 0, False, model.epoch)[model.delivered]
@@ -424,10 +429,11 @@ def test_any_sequence_of_habits_follows_the_rule(ops: list[tuple[Any, ...]]) -> 
         elif op[0] == "save":
             saved = loader.state_dict()
             assert (saved["epoch"], saved["batches_delivered"]) == (model.epoch, model.delivered)
+            assert saved["pass_ended"] == model.ended
         elif op[0] == "load" and saved is not None:
             supersede()
             loader.load_state_dict(saved)
-            model.load(saved["epoch"], saved["batches_delivered"])
+            model.load(saved["epoch"], saved["batches_delivered"], saved["pass_ended"])
         elif op[0] == "old" and old:
             with pytest.raises((RuntimeError, StopIteration)):
                 next(old[-1])  # a superseded iterator never delivers a batch
