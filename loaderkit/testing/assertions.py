@@ -258,7 +258,9 @@ def assert_resumable(plan: LoaderPlan, *, at: Iterable[int] | None = None, epoch
     For every ``k`` in ``at`` (default: every batch of the epoch, and its end). The state is
     taken with the pass's iterator still open after ``k`` batches; the resumed loader's first
     pass must be the rest of the epoch (empty for ``k = len(loader)``) and its second pass
-    the next epoch.
+    the next epoch. Then once more with the state taken after the epoch's loop ended (its
+    iterator raised ``StopIteration``, the checkpoint most training loops save): the resumed
+    loader's first pass must be the next epoch, whole.
 
     Also checks that the state survives JSON, that loading then saving gives it back, and that
     a state already taken is not changed by further iteration.
@@ -266,8 +268,9 @@ def assert_resumable(plan: LoaderPlan, *, at: Iterable[int] | None = None, epoch
     __tracebackhide__ = True  # pytest shows the caller's line, not this frame
     with plan.build() as reference:
         reference.set_epoch(epoch)
-        full = collect(reference) + collect(reference)  # this epoch and the next
-        n = len(reference)
+        first = collect(reference)
+        n = len(first)  # this epoch's batches (len(reference) is the next one's by now)
+        full = first + collect(reference)  # this epoch and the next
     points = list(range(n + 1) if at is None else at)
     for k in points:  # all checked before the first resume is run
         if not 0 <= k <= n:
@@ -319,6 +322,21 @@ def assert_resumable(plan: LoaderPlan, *, at: Iterable[int] | None = None, epoch
             label=f"resumed after {k} of {n} batches of epoch {epoch} (uninterrupted vs resumed)",
             first_batch=k,
         )
+    with plan.build() as loader:  # the state saved after the epoch's loop
+        loader.set_epoch(epoch)
+        collect(loader)
+        ended = json.loads(json.dumps(loader.state_dict()))
+    with plan.build() as resumed:
+        resumed.load_state_dict(ended)
+        following = collect(resumed)
+    _explain(
+        title,
+        _HINT_RESUME,
+        assert_batches_equal,
+        full[n:],
+        following,
+        label=f"resumed from a state taken after epoch {epoch}'s loop (the next epoch, whole)",
+    )
 
 
 def assert_worker_invariant(
