@@ -200,8 +200,12 @@ def applies(row: Difference, config: Config) -> bool:
     )
 
 
-def torch_loader(config: Config) -> DataLoader[Any]:
-    """torch's ``DataLoader``: its ``RandomSampler`` draws from a generator of its own."""
+def _reference(config: Config, loader: Any, sampler: Any) -> Any:
+    """``loader(dataset, ...)`` as the test sets it up for torch and torchdata alike.
+
+    Shuffled map-style data gets ``sampler`` (a ``RandomSampler``) drawing from a generator
+    of its own, seeded with :data:`TORCH_SEED`.
+    """
     options: dict[str, Any] = {
         "batch_size": BATCH,
         "num_workers": config.workers,
@@ -210,30 +214,22 @@ def torch_loader(config: Config) -> DataLoader[Any]:
     if config.workers:
         options["multiprocessing_context"] = "fork"
     data = config.dataset()
-    if config.kind == "stream":
-        return DataLoader(data, **options)
-    if config.shuffle:
+    if config.kind != "stream" and config.shuffle:
         generator = torch.Generator().manual_seed(TORCH_SEED)
-        options["sampler"] = RandomSampler(data, generator=generator)
-    return DataLoader(data, **options)
+        options["sampler"] = sampler(data, generator=generator)
+    return loader(data, **options)
+
+
+def torch_loader(config: Config) -> DataLoader[Any]:
+    """torch's ``DataLoader``: its ``RandomSampler`` draws from a generator of its own."""
+    made: DataLoader[Any] = _reference(config, DataLoader, RandomSampler)
+    return made
 
 
 def torchdata_loader(config: Config) -> StatefulDataLoader[Any]:
     """torchdata's ``StatefulDataLoader``, with its stateful ``RandomSampler``."""
-    options: dict[str, Any] = {
-        "batch_size": BATCH,
-        "num_workers": config.workers,
-        "persistent_workers": config.persistent,
-    }
-    if config.workers:
-        options["multiprocessing_context"] = "fork"
-    data = config.dataset()
-    if config.kind == "stream":
-        return StatefulDataLoader(data, **options)
-    if config.shuffle:
-        generator = torch.Generator().manual_seed(TORCH_SEED)
-        options["sampler"] = StatefulRandomSampler(data, generator=generator)
-    return StatefulDataLoader(data, **options)
+    made: StatefulDataLoader[Any] = _reference(config, StatefulDataLoader, StatefulRandomSampler)
+    return made
 
 
 def loaderkit_loader(config: Config) -> Any:
