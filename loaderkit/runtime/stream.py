@@ -406,14 +406,6 @@ class StreamLoader(Loader):
         )
         return stream_batches(self, producer, epoch, delivered, generation), generation, moves
 
-    def _ended(self, moves: int) -> None:
-        """The pass of ``moves`` ended (its iterator raised ``StopIteration``).
-
-        A state taken from now on (until the position moves) resumes with the next epoch.
-        """
-        if moves == self._moves:
-            self._pass_ended = True
-
     def _count(self, item: StreamItem, last: bool) -> None:
         """Move the position past ``item``'s batch (delivered, skipped whole, or failed)."""
         self._delivered += 1
