@@ -113,7 +113,9 @@ class PlanError(LoaderkitError, ValueError):
         return tuple(p.path for p in self.problems)
 
     def _render(self) -> str:
-        where = "" if self.file is None else f"{self.file}: "
+        file = self.file
+        # a path with control characters (a planted name) is shown escaped, never raw
+        where = "" if file is None else f"{file}: " if file.isprintable() else f"{file!r}: "
         if len(self.problems) == 1:
             return f"{where}{self.problems[0]}"
         lines = [f"{where}{len(self.problems)} problems in the plan:"]

@@ -332,6 +332,16 @@ def test_a_plan_error_from_a_file_pickles_with_its_file(tmp_path):
     assert again.problems == err.value.problems
 
 
+def test_a_plan_file_name_with_control_characters_is_shown_escaped(tmp_path):
+    path = tmp_path / "p\x1b[31m.toml"
+    path.write_text("schema_version = [")
+    with pytest.raises(PlanError) as err:
+        LoaderPlan.load(path)
+    assert err.value.file == str(path)
+    assert "\x1b" not in str(err.value)  # no raw escape reaches a terminal
+    assert repr(str(path)) in str(err.value)
+
+
 def test_the_documented_example_file_loads(tmp_path):
     from pathlib import Path
 
