@@ -311,14 +311,18 @@ def _lightning_class(stages: frozenset[str] = frozenset(("train", *_STAGES))) ->
         def train_dataloader(self) -> Any:
             # a streamed loader is wrapped (Lightning reads it one batch ahead), a map-style
             # one is told its epoch by the trainer's current_epoch: see for_lightning
-            from loaderkit.integrations.lightning import LightningTrainLoader, for_lightning
+            from loaderkit.integrations.lightning import (
+                LightningStreamLoader,
+                LightningTrainLoader,
+            )
+            from loaderkit.runtime.stream import StreamLoader
 
             loader = self.data.train_dataloader()
             if self._train is None or self._train.loader is not loader:
-                wrapped = for_lightning(loader)
-                if wrapped is loader:
-                    wrapped = LightningTrainLoader(loader, lambda: self.trainer)
-                self._train = wrapped
+                if isinstance(loader, StreamLoader):
+                    self._train = LightningStreamLoader(loader, lambda: self.trainer)
+                else:
+                    self._train = LightningTrainLoader(loader, lambda: self.trainer)
             return self._train
 
         def state_dict(self) -> dict[str, Any]:

@@ -8,23 +8,23 @@ map-style loaders (``plan.build()`` of a dataset with a length) go to ``Trainer.
 directly, and a :class:`~loaderkit.DataModule` through
 :meth:`~loaderkit.DataModule.to_lightning`; a run resumed with ``fit(..., ckpt_path=...)``
 continues the uninterrupted run's batches, from a checkpoint taken inside an epoch or at its
-end (the table of docs/integrations.md, "Lightning", says which resume needs which wrapper,
-and the two stream cases Lightning's read-ahead keeps from being exact).
+end (the table of docs/integrations.md, "Lightning").
 
-Two things need a wrapper, which :func:`for_lightning` makes:
+Lightning tells the sampler ``epoch_progress.current.processed``, which is
+``trainer.current_epoch`` except after a restart by steps (``max_steps``) from a checkpoint
+taken at an epoch's end (``every_n_epochs``, ``on_train_epoch_end``, ``last.ckpt``): there
+Lightning re-enters the finished epoch, reads one batch past its end, and counts one epoch
+ahead of the one it trains (a torch ``DataLoader`` with a ``DistributedSampler`` is off the
+same way). A loader's sampler, called by Lightning's fit loop, takes the epoch from that
+loop's ``trainer.current_epoch`` (:func:`~loaderkit.runtime.epoch_sampler.calling_trainer`);
+a :class:`LightningTrainLoader` takes it from a trainer named outright.
 
-- A loader without a length (a ``StreamLoader``) is read one batch ahead: Lightning's
-  fetcher prefetches a batch to find out, before the step, whether it is the epoch's last.
-  The loader's own state then counts that batch, and a run resumed from the checkpoint would
-  skip it. A :class:`LightningStreamLoader`'s state is the position after the batches
-  Lightning has *trained on*.
-- Lightning tells the sampler ``epoch_progress.current.processed``, which is
-  ``trainer.current_epoch`` except after a restart by steps (``max_steps``) from a checkpoint
-  taken at an epoch's end (``every_n_epochs``, ``on_train_epoch_end``, ``last.ckpt``): there
-  Lightning re-enters the finished epoch, reads one batch past its end, and counts one epoch
-  ahead of the one it trains (a torch ``DataLoader`` with a ``DistributedSampler`` is off the
-  same way). A :class:`LightningTrainLoader` takes the epoch from the trainer's
-  ``current_epoch`` instead, and that run is exact too.
+A loader without a length (a ``StreamLoader``) needs a wrapper, which :func:`for_lightning`
+makes: Lightning's fetcher reads it one batch ahead, to find out before the step whether it is
+the epoch's last. The loader's own state then counts that batch, and a run resumed from the
+checkpoint would skip it. A :class:`LightningStreamLoader`'s state is the position after the
+batches Lightning has *trained on*, and it reads Lightning's progress counters where
+Lightning's own calls leave the stream in the wrong place (see the class).
 
 ``DataModule.to_lightning()`` gives Lightning both by itself.
 """
@@ -36,11 +36,33 @@ from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 from loaderkit.integrations._lookahead import LoaderView, LookaheadLoader
-from loaderkit.runtime.epoch_sampler import EpochSampler
+from loaderkit.runtime.epoch_sampler import EpochSampler, calling_trainer
 
 __all__ = ["LightningStreamLoader", "LightningTrainLoader", "for_lightning"]
 
 _LOG = logging.getLogger("loaderkit")
+
+
+class _Dropped:
+    """A pass of a :class:`LightningStreamLoader` not read to its end, and where it stands."""
+
+    def __init__(self, ready: int | None, before: dict[str, Any]) -> None:
+        self.ready = ready  # Lightning's count of the batches its loop took, at the start
+        self.read = 0  # the batches the pass delivered
+        self.before_last = before  # the stream's state before the last of them
+
+
+def _progress(trainer: Any, counter: str) -> int | None:
+    """A progress counter of the trainer's fit loop (``fit_loop.<counter>``), if it has one."""
+    value = getattr(trainer, "fit_loop", None)
+    for name in counter.split("."):
+        value = getattr(value, name, None)
+    return value if isinstance(value, int) else None
+
+
+def _ready(trainer: Any) -> int | None:
+    """Lightning's count of the training batches its loop took, if there is a trainer."""
+    return _progress(trainer, "epoch_loop.batch_progress.total.ready")
 
 
 class LightningStreamLoader(LookaheadLoader):
@@ -51,6 +73,20 @@ class LightningStreamLoader(LookaheadLoader):
     Lightning's fetcher holds, not yet trained on); otherwise it is the loader's own.
     ``set_epoch``, ``load_state_dict``, ``close`` and everything else are the loader's.
 
+    With a trainer (``trainer``, a getter; else the trainer of the Lightning loop that
+    calls ``iter()``), two of Lightning's counters set the stream right where Lightning's
+    calls alone would not:
+
+    - the first pass, unless a state was loaded, is the epoch Lightning is about to train
+      (``fit_loop.epoch_progress.current.processed``): a run resumed by epochs from a
+      checkpoint at an epoch's end, which Lightning does not reload and reads a batch of
+      before it sets the epoch, starts with that epoch rather than epoch 0;
+    - a new pass after one Lightning dropped: if the batches delivered outnumber those
+      Lightning's loop took (``fit_loop.epoch_loop.batch_progress.total.ready``), the one
+      read ahead and never trained (the finished epoch re-entered after a restart from a
+      checkpoint taken after validation) is given back, and the new pass starts with it. A
+      pass cut short after trained batches (``limit_train_batches``) gives nothing back.
+
     Lightning's own ``sampler.set_epoch(e)``, before every epoch, follows the stream:
 
     - once Lightning reloaded a state (it restarted inside an epoch, or by steps): ignored;
@@ -59,17 +95,21 @@ class LightningStreamLoader(LookaheadLoader):
     - else, while a pass runs (Lightning's fetcher starts the first pass, and reads a batch
       of it ahead, before it tells the epoch): kept if it reads epoch ``e``; otherwise the
       pass goes on with epoch ``e`` from its first batch, after the batch already read
-      ahead, which belonged to the other epoch (logged as a warning: a run resumed by epochs
-      from a checkpoint at an epoch's end, which Lightning does not reload; give Lightning
-      ``DataModule.to_lightning()`` for an exact resume);
+      ahead, which belonged to the other epoch (logged as a warning; with a trainer, the
+      first pass's rule above has already started the right epoch);
     - else: the loader's ``set_epoch(e)``.
     """
 
-    def __init__(self, loader: Any) -> None:
+    _own = ("loader", "_trainer")
+
+    def __init__(self, loader: Any, trainer: Callable[[], Any] | None = None) -> None:
         super().__init__(loader)
+        self._trainer = trainer  # the trainer's getter; else found on the stack
         self._running = False  # a pass of this wrapper is in progress
         self._loaded = False  # a state was loaded: the stream's position decides the epochs
+        self._started = False  # a pass was asked for (Lightning's first iter() is a check)
         self._switch: int | None = None  # the epoch the running pass goes on with
+        self._dropped: _Dropped | None = None  # the last pass, while not read to its end
 
     @property
     def sampler(self) -> EpochSampler:
@@ -90,10 +130,48 @@ class LightningStreamLoader(LookaheadLoader):
         self._loaded = True
 
     def __iter__(self) -> Iterator[Any]:
+        trainer = self._trainer() if self._trainer is not None else calling_trainer()
+        self._rewind_untrained(trainer)
+        if not self._started and not self._loaded:
+            # a run resumed by epochs from an epoch's end: Lightning does not reload the
+            # loader's state, and reads the first batch ahead before it tells the epoch
+            first = _progress(trainer, "epoch_progress.current.processed")
+            if first is not None and first != self.loader.epoch:
+                self.loader.set_epoch(first)
+        self._started = True
+        return self._pass(_ready(trainer))
+
+    def _rewind_untrained(self, trainer: Any) -> None:
+        """Give back the batch Lightning read ahead in a pass it dropped without training it.
+
+        A run resumed from a checkpoint taken after the epoch's validation re-enters the
+        finished epoch: Lightning's fetcher reads a batch of the stream ahead, the loop trains
+        none and asks for a new pass. Lightning's count of the batches its loop took
+        (``batch_progress.total.ready``) tells that apart from a pass cut short after a
+        trained batch (``limit_train_batches``): the stream goes back to before the batches
+        read and not taken.
+        """
+        dropped, self._dropped = self._dropped, None
+        taken = _ready(trainer)
+        if dropped is None or taken is None or dropped.ready is None:
+            return
+        untaken = dropped.read - (taken - dropped.ready)
+        if untaken == 1:
+            self.loader.load_state_dict(dropped.before_last)
+        elif untaken > 1:
+            _LOG.warning(
+                "loaderkit: Lightning dropped %d batches of this stream it had read and not "
+                "trained on; the stream goes on after them",
+                untaken,
+            )
+
+    def _pass(self, ready: int | None) -> Iterator[Any]:
         self._held = None
         self._switch = None
         previous: dict[str, Any] | None = None
         self._running = True
+        dropped = _Dropped(ready, self.loader.state_dict())
+        self._dropped = dropped
         try:
             batches = iter(self.loader)
             while True:
@@ -111,16 +189,21 @@ class LightningStreamLoader(LookaheadLoader):
                     self._switch = None
                     batches = iter(self.loader)
                     previous = self.loader.state_dict()
+                    dropped.before_last = previous
                 try:
+                    before = self.loader.state_dict() if previous is None else previous
                     batch = next(batches)
                 except StopIteration:
                     break
                 self._held = previous  # after the batch before this one
+                dropped.before_last, dropped.read = before, dropped.read + 1
                 previous = self.loader.state_dict()
                 yield batch
         finally:
             self._running = False
         self._held = None  # the pass ended: Lightning trains on what it holds first
+        if self._dropped is dropped:
+            self._dropped = None
 
     def __repr__(self) -> str:
         return f"for_lightning({self.loader!r})"
@@ -136,7 +219,9 @@ class LightningTrainLoader(LoaderView):
     rather than the number Lightning passes, which runs one ahead after a restart by steps
     from a checkpoint taken at an epoch's end (see the module docstring). A loaded state at
     that epoch's end then resumes as its empty rest, which is what Lightning's restarted
-    epoch reads, and the next epoch follows.
+    epoch reads, and the next epoch follows. A loader passed as it is does the same when
+    Lightning's fit loop is the caller (it finds that loop's trainer on the call stack);
+    this wrapper names the trainer outright.
     """
 
     _own = ("loader", "_trainer")
@@ -161,19 +246,20 @@ def for_lightning(loader: Any, trainer: Any = None) -> Any:
     - a streamed loader (no length, so Lightning reads it one batch ahead): a
       :class:`LightningStreamLoader`, so that checkpoints resume exactly;
     - a map-style loader with ``trainer`` (the ``Trainer`` that will fit on it): a
-      :class:`LightningTrainLoader`, told its epoch by ``trainer.current_epoch``, which a
-      run resumed by steps (``max_steps``) from a checkpoint taken at an epoch's end needs;
-    - a map-style loader without ``trainer``: ``loader`` itself (every other resume is
-      exact with it).
+      :class:`LightningTrainLoader`, told its epoch by ``trainer.current_epoch``;
+    - a map-style loader without ``trainer``: ``loader`` itself. Its
+      :attr:`~loaderkit.runtime.loader.Loader.sampler` finds the trainer of the Lightning
+      loop that calls it (:func:`~loaderkit.runtime.epoch_sampler.calling_trainer`), so every
+      resume is exact with it too; ``trainer`` only names it outright.
 
-    ``trainer`` is not used for a stream: its pass has ended when Lightning checkpoints at an
-    epoch's end (the fetcher read it to its end), so it resumes with the next epoch, which is
-    what Lightning's restarted epoch reads.
+    A stream's wrapper asks ``trainer`` (else the calling loop's trainer) how many batches
+    Lightning's loop took, to give back a batch Lightning read ahead and dropped untrained,
+    and which epoch a run resumed by epochs starts with (see :class:`LightningStreamLoader`).
     """
     from loaderkit.runtime.stream import StreamLoader
 
     if isinstance(loader, StreamLoader):
-        return LightningStreamLoader(loader)
+        return LightningStreamLoader(loader, None if trainer is None else (lambda: trainer))
     if trainer is not None:
         return LightningTrainLoader(loader, lambda: trainer)
     return loader

@@ -8,14 +8,48 @@ included. A loaderkit loader plans its batches itself and has no torch sampler; 
 :attr:`~loaderkit.runtime.loader.Loader.sampler` is an :class:`EpochSampler`, whose only job
 is to pass ``set_epoch`` on to the loader's own ``set_epoch`` (whose rule keeps a loaded,
 not yet started resume of that very epoch).
+
+Lightning passes the epoch it counts in ``epoch_progress.current.processed``, which is
+``trainer.current_epoch`` except after a restart by steps (``max_steps``) from a checkpoint
+taken at an epoch's end: there it re-enters the finished epoch and counts one ahead from then
+on (a torch ``DataLoader`` with a ``DistributedSampler`` is off the same way). When Lightning's
+fit loop is the caller, :meth:`EpochSampler.set_epoch` takes the epoch from that loop's
+trainer (:func:`calling_trainer`), so a loader given to ``Trainer.fit`` as it is resumes
+exactly there too.
 """
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable
-from typing import Protocol
+from typing import Any, Protocol
 
-__all__ = ["EpochSampler"]
+__all__ = ["EpochSampler", "calling_trainer"]
+
+_LIGHTNING_LOOPS = ("lightning.pytorch.loops.", "pytorch_lightning.loops.")
+_STACK_DEPTH = 32  # Lightning's loops call set_epoch 2 frames up, iter() about 10
+
+
+def calling_trainer() -> Any | None:
+    """The Lightning ``Trainer`` whose loop is calling, or ``None`` outside Lightning.
+
+    Looks up the call stack (at most a few dozen frames, only where a trainer may call:
+    ``set_epoch`` and ``iter()``) for a method of one of Lightning's loops
+    (``lightning.pytorch.loops`` or ``pytorch_lightning.loops``) and returns that loop's
+    ``trainer``. Nothing is imported: without Lightning on the stack the answer is ``None``.
+    """
+    frame = sys._getframe(1)
+    for _ in range(_STACK_DEPTH):
+        if frame is None:
+            return None
+        if frame.f_code.co_varnames[:1] == ("self",):
+            owner = frame.f_locals.get("self")
+            if type(owner).__module__.startswith(_LIGHTNING_LOOPS):
+                trainer = getattr(owner, "trainer", None)
+                if trainer is not None:
+                    return trainer
+        frame = frame.f_back  # type: ignore[assignment]
+    return None
 
 
 class _Epochs(Protocol):
@@ -45,6 +79,7 @@ class EpochSampler:
         self.loader = loader
         """The loader (or loader wrapper) whose epoch this sets."""
         self._set_epoch = loader.set_epoch if set_epoch is None else set_epoch
+        self._own_rule = set_epoch is not None
 
     def set_epoch(self, epoch: int) -> None:
         """The loader's ``set_epoch(epoch)``: its next pass is epoch ``epoch``, from batch 0.
@@ -52,7 +87,15 @@ class EpochSampler:
         Unless a loaded (or interrupted), not yet started resume of that very epoch is
         pending: it is kept, so a trainer that calls ``set_epoch`` with the epoch it resumes
         (Lightning does, after a mid-epoch checkpoint) continues where the state was taken.
+        Called by Lightning's fit loop, the epoch is that loop's ``trainer.current_epoch``
+        rather than ``epoch`` (see the module docstring); a ``set_epoch`` given to the
+        constructor gets ``epoch`` as it is.
         """
+        if not self._own_rule:
+            trainer = calling_trainer()
+            current = getattr(trainer, "current_epoch", None)
+            if isinstance(current, int):
+                epoch = current
         self._set_epoch(epoch)
 
     @property

@@ -18,9 +18,9 @@ at its last batch, by ``every_n_epochs`` (without and with validation), when val
 ``trainer.save_checkpoint``, ``last.ckpt``} x {resumed with ``max_epochs``, ``max_steps``} x
 {0, 2 workers}, for map-style loaders and for streamed ones (``for_lightning(stream)``).
 
-Where Lightning itself makes an exact resume impossible, the case is a strict ``xfail`` whose
-reason says why (:func:`lightning_limit`; docs/integrations.md has the same table). The
-default run has every case with 0 workers and a few with 2; the rest is marked ``slow``.
+Every case is exact (docs/integrations.md, "Lightning", says what the loaders read from the
+trainer for the two restarts where Lightning's own calls are not enough). The default run has
+every case with 0 workers and a few with 2; the rest is marked ``slow``.
 """
 
 from __future__ import annotations
@@ -282,55 +282,8 @@ def check_resume(case: Case, folder: Path) -> None:
         assert torch.equal(resumed, expected)
 
 
-# -- what Lightning itself does not allow -------------------------------------------------------
-
-_EPOCH_END = ("every-n-epochs", "every-n-epochs-val", "on-train-epoch-end", "last-ckpt")
-
-EPOCH_AHEAD = (
-    "Lightning: resumed by steps from a checkpoint taken at an epoch's end, the fit loop "
-    "re-enters the finished epoch, reads one batch past its end and calls set_epoch with "
-    "epoch_progress.processed, one ahead of trainer.current_epoch from then on (a torch "
-    "DataLoader with a DistributedSampler is off the same way); a map-style loader on its own "
-    "cannot tell this from a restart at an epoch's last batch by every_n_train_steps with "
-    "max_epochs (the same state, the same calls), which needs the opposite; "
-    "for_lightning(loader, trainer) and DataModule.to_lightning() read trainer.current_epoch"
-)
-STREAM_NOT_RELOADED = (
-    "Lightning: resumed by epochs from a checkpoint taken at an epoch's end, it does not "
-    "reload the loader's state (fit_loop.restarting is false) and reads the first batch of "
-    "the stream ahead before it calls set_epoch, so that batch is of epoch 0; "
-    "DataModule.to_lightning() reloads its own state and is exact"
-)
-STREAM_DROPS_PREFETCH = (
-    "Lightning: resumed from a checkpoint taken after the epoch's validation (when validation "
-    "ends, or at the epoch's end by steps), it re-enters the finished epoch: it reads a batch "
-    "of the resumed stream ahead, trains none, then calls iter() again for the next epoch, "
-    "and the batch read ahead is dropped; a stream cannot tell this from a pass cut short "
-    "after one trained batch (limit_train_batches=1, which Lightning reads without looking "
-    "ahead)"
-)
-
-
-def lightning_limit(case: Case) -> str | None:
-    """Why Lightning itself keeps ``case`` from resuming exactly, or ``None``."""
-    epoch_end = case.kind in _EPOCH_END
-    if not case.stream and case.how == "direct" and epoch_end and case.limit == "max_steps":
-        return EPOCH_AHEAD
-    if case.stream and (
-        case.kind == "validation-end"
-        or (case.kind == "every-n-epochs-val" and case.limit == "max_steps")
-    ):
-        return STREAM_DROPS_PREFETCH
-    if case.stream and case.how == "direct" and epoch_end and case.limit == "max_epochs":
-        return STREAM_NOT_RELOADED
-    return None
-
-
 def _param(case: Case, slow: bool = False) -> Any:
     marks = [pytest.mark.slow] if slow else []
-    reason = lightning_limit(case)
-    if reason is not None:
-        marks.append(pytest.mark.xfail(strict=True, raises=AssertionError, reason=reason))
     name = f"{case.how}-{case.kind}-{case.limit}-w{case.workers}"
     return pytest.param(case, marks=marks, id=name + ("-stream" if case.stream else ""))
 
@@ -367,3 +320,34 @@ CASES = [
 @pytest.mark.parametrize("case", CASES)
 def test_a_checkpoint_resumes_exactly(case: Case, tmp_path: Path) -> None:
     check_resume(case, tmp_path)
+
+
+@pytest.mark.parametrize("how", ["direct", "datamodule"])
+def test_a_stream_cut_short_by_limit_train_batches_is_not_rewound(how: str) -> None:
+    """A pass Lightning cuts short after batches it trained gives nothing back.
+
+    The stream wrapper gives back a batch Lightning read ahead and dropped untrained (the
+    finished epoch re-entered after a restart); the batches of a pass cut short by
+    ``limit_train_batches`` were all trained, so the next epoch starts afresh after them.
+    """
+    case = Case(how, "", "max_epochs", 0, stream=True)
+    trainer = pl.Trainer(
+        accelerator="cpu",
+        devices=1,
+        logger=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        enable_checkpointing=False,
+        max_epochs=EPOCHS,
+        limit_train_batches=4,
+    )
+    model = Model()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        trainer.fit(model, **_data(case, trainer))
+    expected = []
+    for epoch in range(EPOCHS):
+        loader = _build(_plan(0, stream=True))
+        loader.set_epoch(epoch)
+        expected += [batch["idx"].tolist() for batch in itertools.islice(loader, 4)]
+    assert model.train_ids == expected
