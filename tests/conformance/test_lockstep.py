@@ -1334,3 +1334,16 @@ def test_the_table_and_the_habits_agree() -> None:
         assert set(habit.configs) <= set(CONFIGS), habit.habit
         for key in habit.differences:  # each difference it names shows on one of its configs
             assert any(applies(ROWS[key], CONFIGS[name]) for name in habit.configs), key
+
+
+def test_a_difference_no_row_explains_fails_with_the_trace(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without its row, a difference fails the suite, and the failure shows the calls."""
+    monkeypatch.setattr(sys.modules[__name__], "DIFFERENCES", ())
+    script = ("iter", "next", "set_epoch:1", "next")
+    with pytest.raises(UnexplainedDifferenceError) as failure:
+        run_script(Config("map", shuffle=True), script)
+    message = str(failure.value)
+    assert "next(#1) with the facts [superseded by set_epoch]" in message
+    assert "loaderkit: RuntimeError(" in message
+    assert "set_epoch(1): on loaderkit" in message  # the trace
+    assert_no_workers_left()
