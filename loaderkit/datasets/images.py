@@ -355,7 +355,9 @@ def _pil_decode(image: Image.Image, mode: str, target: Target | None) -> tuple[t
     array = np.array(image, dtype=np.uint8)
     if array.ndim == 2:
         array = array[:, :, None]
-    return torch.from_numpy(array).permute(2, 0, 1).contiguous(), drafted
+    # a (C, H, W) view of the (H, W, C) pixels: no copy (torch's transposing copy is slow
+    # where threads compete, and transforms.v2 and the vision collator take views alike)
+    return torch.from_numpy(array).permute(2, 0, 1), drafted
 
 
 def _tv_decode(data: bytes) -> torch.Tensor:
@@ -416,23 +418,59 @@ def decode_image(
     return _decode_bytes(data, mode, target, decoder)[0]
 
 
+def _jpeg_size(data: bytes) -> tuple[int, int] | None:
+    """``(width, height)`` from a JPEG's frame header (its SOF marker), or ``None``."""
+    i, end = 2, len(data)
+    while i + 4 <= end:
+        if data[i] != 0xFF:
+            return None
+        marker = data[i + 1]
+        if marker == 0xFF:  # fill byte
+            i += 1
+            continue
+        if marker == 0x01 or 0xD0 <= marker <= 0xD8:  # markers without a length
+            i += 2
+            continue
+        if 0xC0 <= marker <= 0xCF and marker not in (0xC4, 0xC8, 0xCC):
+            if i + 9 > end:
+                return None
+            height = int.from_bytes(data[i + 5 : i + 7], "big")
+            width = int.from_bytes(data[i + 7 : i + 9], "big")
+            return (width, height) if width and height else None
+        if marker == 0xDA:  # the scan starts: no frame header before it
+            return None
+        i += 2 + int.from_bytes(data[i + 2 : i + 4], "big")
+    return None
+
+
+def _may_draft(target: Target, size: tuple[int, int]) -> bool:
+    """Whether a JPEG of ``size`` can be drafted for ``target`` (in either orientation)."""
+    width, height = size
+    for transposed in (False, True):
+        request = _draft_request(target, width, height, transposed)
+        if request[0] * 2 <= width and request[1] * 2 <= height:
+            return True
+    return False
+
+
 def _decode_bytes(
     data: bytes, mode: str, target: Target | None, decoder: str
 ) -> tuple[torch.Tensor, str]:
-    """Decode ``data``; also say how (``"pil"``, ``"pil draft"`` or ``"torchvision"``)."""
+    """Decode ``data``; also say how (``"pil"``, ``"pil draft"`` or ``"torchvision"``).
+
+    A JPEG too small to draft for ``target`` (read from its frame header, without PIL) is
+    decoded whole, by ``decoder``.
+    """
     from PIL import Image
 
     jpeg = data.startswith(_JPEG_MAGIC)
+    if jpeg and target is not None:
+        size = _jpeg_size(data)
+        if size is not None and not _may_draft(target, size):
+            target = None
     if jpeg and decoder == "torchvision" and mode == "RGB" and target is None:
         return _tv_decode(data), "torchvision"
     with Image.open(io.BytesIO(data)) as image:
-        if jpeg and decoder == "torchvision" and mode == "RGB":  # drafting helps or not?
-            width, height = image.size
-            orientation = image.getexif().get(_ORIENTATION, 1)
-            assert target is not None
-            request = _draft_request(target, width, height, orientation in _TRANSPOSED)
-            if not (request[0] * 2 <= width and request[1] * 2 <= height):
-                return _tv_decode(data), "torchvision"
         tensor, drafted = _pil_decode(image, mode, target)
     return tensor, "pil draft" if drafted else "pil"
 
@@ -563,25 +601,34 @@ class ImageDataset:
 
         prepared = copy.copy(self)
         found = shrink_target(transform) if transform is not None else None
+        sample = self._first_jpeg()
         notes = []
         if found is not None and self.decode_scale == "auto":
             prepared.target = found[0]
-            notes.append(
-                f"JPEGs drafted at 1/2, 1/4 or 1/8 scale where {found[1]} (the transform's "
-                f"first step) still gets at least its size"
+            note = (
+                f"JPEGs at least twice the size {found[1]} (the transform's first step) makes "
+                f"are drafted at 1/2, 1/4 or 1/8 scale, still at least that size"
             )
+            size = None if sample is None else _jpeg_size(sample)
+            if size is not None:
+                fits = _may_draft(found[0], size)
+                note += (
+                    f" (the first JPEG, {size[0]}x{size[1]}, "
+                    f"{'is drafted' if fits else 'is too small: decoded whole'})"
+                )
+            notes.append(note)
         elif found is not None:
             notes.append(f"full size (decode_scale='full'; {found[1]} could use reduced scale)")
         elif transform is None:
             notes.append("full size (no transform)")
         else:
             notes.append("full size (the transform's first step does not shrink the image)")
-        prepared.full_decoder, why = self._choose_decoder()
-        notes.append(f"full-size JPEGs by {why}")
+        prepared.full_decoder, why = self._choose_decoder(sample)
+        notes.append(f"whole JPEGs by {why}")
         prepared.decode_note = f"{self.mode}; " + "; ".join(notes)
         return prepared
 
-    def _choose_decoder(self) -> tuple[Literal["pil", "torchvision"], str]:
+    def _choose_decoder(self, sample: bytes | None) -> tuple[Literal["pil", "torchvision"], str]:
         if self.mode != "RGB":
             return "pil", f"PIL (mode {self.mode!r})"
         if self.decoder == "pil":
@@ -598,19 +645,28 @@ class ImageDataset:
             return "pil", "PIL (torchvision is not installed)"
         if self.decoder == "torchvision":
             return "torchvision", "torchvision.io.decode_jpeg (decoder='torchvision')"
-        sample = self._first_jpeg()
         if sample is None:
-            return "pil", "PIL (no JPEG among the first files)"
-        pil_s = _best_time(lambda: _decode_bytes(sample, "RGB", None, "pil"))
-        tv_s = _best_time(lambda: _decode_bytes(sample, "RGB", None, "torchvision"))
+            return "pil", "PIL (no readable JPEG among the first files to measure on)"
+        import torch
+
+        threads = torch.get_num_threads()
+        torch.set_num_threads(1)  # as in a worker
+        try:
+            pil_s = _best_time(lambda: _decode_bytes(sample, "RGB", None, "pil"))
+            tv_s = _best_time(lambda: _decode_bytes(sample, "RGB", None, "torchvision"))
+        except Exception:  # noqa: BLE001 - torchvision cannot read what PIL reads: use PIL
+            return "pil", "PIL (torchvision failed on the first JPEG)"
+        finally:
+            torch.set_num_threads(threads)
         chosen: Literal["pil", "torchvision"] = "torchvision" if tv_s < pil_s else "pil"
         name = "torchvision.io.decode_jpeg" if chosen == "torchvision" else "PIL"
         return chosen, (
-            f"{name}, measured faster (PIL {pil_s * 1e3:.2f} ms, torchvision "
-            f"{tv_s * 1e3:.2f} ms per image)"
+            f"{name}, measured faster on the first JPEG (PIL {pil_s * 1e3:.2f} ms, "
+            f"torchvision {tv_s * 1e3:.2f} ms, one thread)"
         )
 
     def _first_jpeg(self) -> bytes | None:
+        """The bytes of the first JPEG PIL decodes, among the first 16 files."""
         for path in self.paths[:16]:
             try:
                 data = _read(path)
@@ -619,7 +675,6 @@ class ImageDataset:
             if data.startswith(_JPEG_MAGIC):
                 try:
                     _decode_bytes(data, "RGB", None, "pil")
-                    _decode_bytes(data, "RGB", None, "torchvision")
                 except Exception:  # noqa: BLE001 - a bad file is no sample to measure on
                     continue
                 return data

@@ -488,7 +488,7 @@ def test_explain_names_the_decode_path(modes: Path):
     assert "8 images" in line
     assert "left out: 2 not an image file name, 1 not in a class folder" in line
     assert "RandomResizedCrop((8, 8))" in line
-    assert "full-size JPEGs by" in line
+    assert "whole JPEGs by" in line
 
 
 def test_decode_image_accepts_bytes_pil_and_hf_values(modes: Path):
@@ -502,3 +502,21 @@ def test_decode_image_accepts_bytes_pil_and_hf_values(modes: Path):
     assert torch.equal(decode_image({"bytes": None, "path": str(path)}), want)
     with pytest.raises(TypeError, match="cannot decode a int"):
         decode_image(3)
+
+
+@pytest.mark.parametrize(
+    "options", [{}, {"progressive": True}, {"optimize": True, "quality": 30}, {"exif": True}]
+)
+def test_the_jpeg_frame_header_gives_the_size_pil_reads(options: dict):
+    from loaderkit.datasets.images import _jpeg_size
+
+    if options.pop("exif", False):
+        exif = Image.Exif()
+        exif[0x0112] = 6
+        options["exif"] = exif.tobytes()
+    buffer = io.BytesIO()
+    Image.fromarray(_pixels(37, 53)).save(buffer, "JPEG", **options)
+    data = buffer.getvalue()
+    assert _jpeg_size(data) == Image.open(io.BytesIO(data)).size == (53, 37)
+    assert _jpeg_size(data[:40]) is None  # cut before the frame header
+    assert _jpeg_size(b"\xff\xd8\xff\xda") is None
