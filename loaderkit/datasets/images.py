@@ -464,11 +464,17 @@ def _decode_bytes(
     from PIL import Image
 
     jpeg = data.startswith(_JPEG_MAGIC)
-    if jpeg and target is not None:
-        size = _jpeg_size(data)
-        if size is not None and not _may_draft(target, size):
-            target = None
-    if jpeg and decoder == "torchvision" and mode == "RGB" and target is None:
+    size = _jpeg_size(data) if jpeg else None
+    if target is not None and size is not None and not _may_draft(target, size):
+        target = None
+    limit = Image.MAX_IMAGE_PIXELS
+    if (
+        size is not None
+        and decoder == "torchvision"
+        and mode == "RGB"
+        and target is None
+        and (limit is None or size[0] * size[1] <= limit)  # PIL's bomb check, else PIL's path
+    ):
         return _tv_decode(data), "torchvision"
     with Image.open(io.BytesIO(data)) as image:
         tensor, drafted = _pil_decode(image, mode, target)

@@ -520,3 +520,20 @@ def test_the_jpeg_frame_header_gives_the_size_pil_reads(options: dict):
     assert _jpeg_size(data) == Image.open(io.BytesIO(data)).size == (53, 37)
     assert _jpeg_size(data[:40]) is None  # cut before the frame header
     assert _jpeg_size(b"\xff\xd8\xff\xda") is None
+
+
+@pytest.mark.parametrize("decoder", ["pil", "torchvision"])
+def test_a_decompression_bomb_is_a_data_error_with_either_decoder(tmp_path: Path, decoder: str):
+    from loaderkit.datasets.images import _jpeg_size
+
+    buffer = io.BytesIO()
+    Image.fromarray(_pixels(16, 16)).save(buffer, "JPEG")
+    data = bytearray(buffer.getvalue())
+    sof = data.index(b"\xff\xc0")
+    data[sof + 5 : sof + 9] = (60000).to_bytes(2, "big") * 2  # claims 60000 x 60000 pixels
+    assert _jpeg_size(bytes(data)) == (60000, 60000)
+    (tmp_path / "c").mkdir()
+    (tmp_path / "c" / "bomb.jpg").write_bytes(bytes(data))
+    ds = lkd.image_folder(tmp_path, decoder=decoder).loaderkit_prepare(None)
+    with pytest.raises(DataError, match=r"'c/bomb\.jpg'.*DecompressionBomb"):
+        ds[0]
