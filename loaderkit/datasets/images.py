@@ -611,10 +611,7 @@ class ImageDataset:
         notes = []
         if found is not None and self.decode_scale == "auto":
             prepared.target = found[0]
-            note = (
-                f"JPEGs at least twice the size {found[1]} (the transform's first step) makes "
-                f"are drafted at 1/2, 1/4 or 1/8 scale, still at least that size"
-            )
+            note = f"reduced-scale JPEGs for {found[1]}, the transform's first step"
             size = None if sample is None else _jpeg_size(sample)
             if size is not None:
                 fits = _may_draft(found[0], size)
@@ -624,13 +621,13 @@ class ImageDataset:
                 )
             notes.append(note)
         elif found is not None:
-            notes.append(f"full size (decode_scale='full'; {found[1]} could use reduced scale)")
+            notes.append(f"full size (decode_scale='full', though {found[1]} shrinks)")
         elif transform is None:
             notes.append("full size (no transform)")
         else:
             notes.append("full size (the transform's first step does not shrink the image)")
         prepared.full_decoder, why = self._choose_decoder(sample)
-        notes.append(f"whole JPEGs by {why}")
+        notes.append(f"whole JPEGs: {why}")
         prepared.decode_note = f"{self.mode}; " + "; ".join(notes)
         return prepared
 
@@ -667,8 +664,8 @@ class ImageDataset:
         chosen: Literal["pil", "torchvision"] = "torchvision" if tv_s < pil_s else "pil"
         name = "torchvision.io.decode_jpeg" if chosen == "torchvision" else "PIL"
         return chosen, (
-            f"{name}, measured faster on the first JPEG (PIL {pil_s * 1e3:.2f} ms, "
-            f"torchvision {tv_s * 1e3:.2f} ms, one thread)"
+            f"{name}, measured faster (PIL {pil_s * 1e3:.2f} ms, torchvision "
+            f"{tv_s * 1e3:.2f} ms on the first JPEG)"
         )
 
     def _first_jpeg(self) -> bytes | None:

@@ -452,7 +452,8 @@ def test_reduced_scale_decode_keeps_the_quality_of_a_full_decode(tmp_path: Path)
     ds = lkd.image_folder(tmp_path)
     drafted = ds.loaderkit_prepare(resize)
     full = lkd.image_folder(tmp_path, decode_scale="full").loaderkit_prepare(resize)
-    assert "drafted" in drafted.loaderkit_explain()
+    assert "reduced-scale JPEGs for Resize(100)" in drafted.loaderkit_explain()
+    assert "(the first JPEG, 640x480, is drafted)" in drafted.loaderkit_explain()
     assert "decode_scale='full'" in full.loaderkit_explain()
     small, big = drafted[0][0], full[0][0]
     assert tuple(big.shape) == (3, 480, 640)
@@ -488,7 +489,7 @@ def test_explain_names_the_decode_path(modes: Path):
     assert "8 images" in line
     assert "left out: 2 not an image file name, 1 not in a class folder" in line
     assert "RandomResizedCrop((8, 8))" in line
-    assert "whole JPEGs by" in line
+    assert "whole JPEGs: " in line
 
 
 def test_decode_image_accepts_bytes_pil_and_hf_values(modes: Path):
