@@ -5,7 +5,8 @@ temporary directory (``train/<class>/<image>.jpg``), then reads it the way docs/
 describes: ``loaderkit.datasets.image_folder`` decodes in the workers, torchvision's v2
 augmentations work on the ``uint8`` tensors, and the ``vision`` collator normalizes each
 batch at once. The plan is saved next to the data and loaded back, as a training script
-restarted from its plan file would.
+restarted from its plan file would. It needs Pillow and torchvision (``pip install
+'loaderkit[vision]' torchvision``).
 """
 
 from __future__ import annotations
