@@ -114,31 +114,42 @@ def _in_tree(path: str, tree: str) -> bool:
     return path == tree or path.startswith(tree.rstrip(os.sep) + os.sep)
 
 
-def _refusal(path: str, root_real: str | None, follow_external: bool) -> str | None:
-    """Why ``path`` is not read (a reason for :attr:`ImageDataset.skipped`), or ``None``.
+_OUTSIDE = "a symlink leading outside the folder (follow_external_links=True follows it)"
 
-    ``lstat`` first: a symlink is followed only if its real target lies inside ``root_real``
-    (or ``follow_external``); the file reached must be a regular file outside the system
-    trees (``/proc``, ``/sys``, ``/dev``).
-    """
-    try:
-        info = os.lstat(path)
-    except OSError as exc:
-        return f"cannot be read ({exc.strerror or type(exc).__name__})"
-    real = os.path.realpath(path)
-    if stat.S_ISLNK(info.st_mode):
-        if root_real is not None and not _in_tree(real, root_real) and not follow_external:
-            return "a symlink leading outside the folder (follow_external_links=True follows it)"
-        try:
-            info = os.stat(path)
-        except OSError:
-            return "a broken symlink"
+
+def _system_tree(real: str) -> str | None:
+    """The reason to refuse a real path under ``/proc``, ``/sys`` or ``/dev``, or ``None``."""
     for tree in _SYSTEM_TREES:
         if _in_tree(real, tree):
             return f"under {tree} (system files, not data)"
-    if not stat.S_ISREG(info.st_mode):
-        return "not a regular file (a FIFO, device, socket or folder)"
     return None
+
+
+def _checked(
+    path: str, info: os.stat_result, root_real: str | None, follow_external: bool
+) -> tuple[os.stat_result | None, str]:
+    """The stat of the file ``path`` leads to, or ``None`` and why it is not read.
+
+    ``info`` is the ``lstat`` of ``path``. A symlink is followed only if its real target lies
+    inside ``root_real`` (or ``follow_external``); the file reached must be a regular file
+    outside the system trees. Without ``root_real`` (``image_files``: no folder vouches for
+    the path) every path's real location is checked against the system trees.
+    """
+    if stat.S_ISLNK(info.st_mode) or root_real is None:
+        real = os.path.realpath(path)
+        if stat.S_ISLNK(info.st_mode):
+            if root_real is not None and not _in_tree(real, root_real) and not follow_external:
+                return None, _OUTSIDE
+            try:
+                info = os.stat(path)
+            except OSError:
+                return None, "a broken symlink"
+        refused = _system_tree(real)
+        if refused is not None:
+            return None, refused
+    if not stat.S_ISREG(info.st_mode):
+        return None, "not a regular file (a FIFO, device, socket or folder)"
+    return info, ""
 
 
 def _is_image_name(name: str) -> bool:
@@ -156,21 +167,79 @@ class _Listing:
         self.skipped: list[tuple[str, str]] = []
 
     def add(
-        self, path: str, shown: str, label: int, root_real: str | None, follow_external: bool
+        self,
+        path: str,
+        shown: str,
+        label: int,
+        root_real: str | None,
+        follow_external: bool,
+        info: os.stat_result | None = None,
     ) -> bool:
+        """List ``path`` (``info``: its ``lstat``, if known) or record why it is left out."""
         if not _is_image_name(path):
             self.skipped.append((shown, "not an image file name"))
             return False
-        reason = _refusal(path, root_real, follow_external)
-        if reason is not None:
+        try:
+            found, reason = _checked(
+                path, os.lstat(path) if info is None else info, root_real, follow_external
+            )
+        except OSError as exc:
+            found, reason = None, f"cannot be read ({exc.strerror or type(exc).__name__})"
+        if found is None:
             self.skipped.append((shown, reason))
             return False
-        info = os.stat(path)
         self.paths.append(path)
-        self.sizes.append(int(info.st_size))
-        self.mtimes.append(int(info.st_mtime_ns))
+        self.sizes.append(int(found.st_size))
+        self.mtimes.append(int(found.st_mtime_ns))
         self.labels.append(label)
         return True
+
+
+def _walk(
+    top: str, root: str, root_real: str, follow_external: bool, listing: _Listing
+) -> list[tuple[str, list[os.DirEntry[str]]]]:
+    """The folders below ``top`` (itself included) and their non-folder entries, sorted.
+
+    The order of ``sorted(os.walk(top, followlinks=True))`` (torchvision's). Folder links
+    are followed under the rules of :func:`_checked`; a folder reached again below itself
+    through a link (a cycle, which ``os.walk`` would follow until the path is too long) is
+    left out and recorded, as is a folder that cannot be read.
+    """
+    folders: list[tuple[str, list[os.DirEntry[str]]]] = []
+    seen: set[tuple[int, int]] = set()
+    stack = [top]
+    while stack:
+        folder = stack.pop()
+        shown = os.path.relpath(folder, root)
+        try:
+            info = os.stat(folder)
+            key = (int(info.st_dev), int(info.st_ino))
+            if key in seen:
+                listing.skipped.append((shown, "a folder reached again through a symlink"))
+                continue
+            seen.add(key)
+            with os.scandir(folder) as scan:
+                entries = list(scan)
+        except OSError as exc:
+            listing.skipped.append((shown, f"cannot be read ({exc.strerror or exc})"))
+            continue
+        files = []
+        for entry in entries:
+            if entry.is_symlink() and os.path.isdir(entry.path):
+                real = os.path.realpath(entry.path)
+                if not _in_tree(real, root_real) and not follow_external:
+                    listing.skipped.append((os.path.relpath(entry.path, root), _OUTSIDE))
+                elif (refused := _system_tree(real)) is not None:
+                    listing.skipped.append((os.path.relpath(entry.path, root), refused))
+                else:
+                    stack.append(entry.path)
+            elif entry.is_dir(follow_symlinks=False):
+                stack.append(entry.path)
+            else:
+                files.append(entry)
+        folders.append((folder, files))
+    folders.sort(key=lambda item: item[0])
+    return folders
 
 
 def _folder_listing(
@@ -185,26 +254,26 @@ def _folder_listing(
             f"(relative paths in a plan file resolve against the file's folder)",
         )
     root_real = os.path.realpath(root)
+    refused = _system_tree(root_real)
+    if refused is not None:
+        raise PlanError.single(where, f"{root!r} is {refused}; pass a folder of image files")
     listing = _Listing()
     classes: list[str] = []
-    with os.scandir(root) as entries:
-        for entry in sorted(entries, key=lambda e: e.name):
-            path = os.path.join(root, entry.name)
-            if entry.is_dir(follow_symlinks=False):
-                classes.append(entry.name)
-            elif entry.is_symlink() and os.path.isdir(path):
-                if _in_tree(os.path.realpath(path), root_real) or follow_external:
-                    classes.append(entry.name)
-                else:
-                    listing.skipped.append(
-                        (
-                            entry.name,
-                            "a symlink leading outside the folder "
-                            "(follow_external_links=True follows it)",
-                        )
-                    )
+    with os.scandir(root) as scan:
+        entries = sorted(scan, key=lambda e: e.name)
+    for entry in entries:
+        if entry.is_dir(follow_symlinks=False):
+            classes.append(entry.name)
+        elif entry.is_symlink() and os.path.isdir(entry.path):
+            real = os.path.realpath(entry.path)
+            if not _in_tree(real, root_real) and not follow_external:
+                listing.skipped.append((entry.name, _OUTSIDE))
+            elif (refused := _system_tree(real)) is not None:
+                listing.skipped.append((entry.name, refused))
             else:
-                listing.skipped.append((entry.name, "not in a class folder"))
+                classes.append(entry.name)
+        else:
+            listing.skipped.append((entry.name, "not in a class folder"))
     if not classes:
         raise PlanError.single(
             where,
@@ -213,26 +282,22 @@ def _folder_listing(
         )
     empty = []
     for index, name in enumerate(classes):
-        class_dir = os.path.join(root, name)
         found = False
-        walked = sorted(os.walk(class_dir, followlinks=True))
-        for folder, _dirs, names in walked:
-            if folder != class_dir:
-                folder_real = os.path.realpath(folder)
-                if not _in_tree(folder_real, root_real) and not follow_external:
-                    shown = os.path.relpath(folder, root)
-                    listing.skipped.append(
-                        (
-                            shown,
-                            "a symlink leading outside the folder "
-                            "(follow_external_links=True follows it)",
-                        )
-                    )
+        for _folder, files in _walk(
+            os.path.join(root, name), root, root_real, follow_external, listing
+        ):
+            prefix = len(os.path.join(root, ""))  # entry paths start with root + separator
+            for entry in sorted(files, key=lambda e: e.name):
+                shown = entry.path[prefix:]
+                if not _is_image_name(entry.name):
+                    listing.skipped.append((shown, "not an image file name"))
                     continue
-            for fname in sorted(names):
-                path = os.path.join(folder, fname)
-                shown = os.path.relpath(path, root)
-                found |= listing.add(path, shown, index, root_real, follow_external)
+                try:
+                    info = entry.stat(follow_symlinks=False)
+                except OSError as exc:
+                    listing.skipped.append((shown, f"cannot be read ({exc.strerror or exc})"))
+                    continue
+                found |= listing.add(entry.path, shown, index, root_real, follow_external, info)
         if not found:
             empty.append(name)
     if empty and not allow_empty:

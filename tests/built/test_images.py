@@ -538,3 +538,22 @@ def test_a_decompression_bomb_is_a_data_error_with_either_decoder(tmp_path: Path
     ds = lkd.image_folder(tmp_path, decoder=decoder).loaderkit_prepare(None)
     with pytest.raises(DataError, match=r"'c/bomb\.jpg'.*DecompressionBomb"):
         ds[0]
+
+
+def test_nested_folders_are_listed_in_torchvisions_order(tmp_path: Path):
+    for folder in ("c/x", "c/x-y", "c/x/z", "c/x.y/w", "c/X", "d"):
+        (tmp_path / folder).mkdir(parents=True, exist_ok=True)
+        for name in ("b.png", "a.png", "B.png"):
+            Image.fromarray(_pixels(4, 4)).save(tmp_path / folder / name)
+    ds = lkd.image_folder(tmp_path)
+    assert ds.samples == tv_datasets.ImageFolder(str(tmp_path)).samples
+
+
+@pytest.mark.timeout(60)
+def test_a_symlink_cycle_is_listed_once_and_reported(tmp_path: Path):
+    (tmp_path / "c" / "sub").mkdir(parents=True)
+    Image.fromarray(_pixels(4, 4)).save(tmp_path / "c" / "sub" / "a.png")
+    (tmp_path / "c" / "sub" / "loop").symlink_to(tmp_path / "c", target_is_directory=True)
+    ds = lkd.image_folder(tmp_path)
+    assert [Path(p).name for p in ds.paths] == ["a.png"]
+    assert ("c/sub/loop", "a folder reached again through a symlink") in ds.skipped
