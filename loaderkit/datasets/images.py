@@ -524,7 +524,8 @@ def _decode_bytes(
     """Decode ``data``; also say how (``"pil"``, ``"pil draft"`` or ``"torchvision"``).
 
     A JPEG too small to draft for ``target`` (read from its frame header, without PIL) is
-    decoded whole, by ``decoder``.
+    decoded whole, by ``decoder``. A JPEG torchvision refuses goes to PIL, so the files that
+    fail, and their errors, do not depend on the decoder.
     """
     from PIL import Image
 
@@ -540,7 +541,10 @@ def _decode_bytes(
         and target is None
         and (limit is None or size[0] * size[1] <= limit)  # PIL's bomb check, else PIL's path
     ):
-        return _tv_decode(data), "torchvision"
+        try:
+            return _tv_decode(data), "torchvision"
+        except RuntimeError:  # PIL decides, as with decoder="pil": the same files fail alike
+            pass
     with Image.open(io.BytesIO(data)) as image:
         tensor, drafted = _pil_decode(image, mode, target)
     return tensor, "pil draft" if drafted else "pil"

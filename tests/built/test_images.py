@@ -247,9 +247,9 @@ def make_bad(root: Path) -> list[str]:
 def test_truncated_and_corrupt_files_are_data_errors_naming_the_file(tmp_path, workers, decoder):
     make_bad(tmp_path)
     ds = lkd.image_folder(tmp_path, decoder=decoder)
-    with pytest.raises(DataError, match=r"a/2\.jpg") as error:
+    with pytest.raises(DataError, match=r"a/2\.jpg.*OSError: .*[Tt]runcated") as error:
         ds.loaderkit_prepare(None)[2]
-    assert isinstance(error.value, OSError | RuntimeError)
+    assert isinstance(error.value, OSError)  # PIL's error, whichever decoder ran first
     plan = DataLoaderBuilder().with_dataset(ds).with_batch_size(4).with_workers(workers)
     with pytest.raises(DataError, match=r"sample 2 .*could not be loaded.*'a/2\.jpg'") as error:
         collect(plan.with_collator("vision").compile().build())
