@@ -23,10 +23,11 @@ only paths, sizes and labels, so it pickles cheaply. A file that cannot be read 
 Fast decode: when a plan's transform starts with a step that shrinks the image (torchvision
 ``Resize`` or ``RandomResizedCrop``, v1 or v2, bare or first in a ``Compose``), the loader hands
 it to :meth:`ImageDataset.loaderkit_prepare` and JPEG files are decoded at a reduced scale (PIL's
-``draft``: DCT scaling by 1/2, 1/4 or 1/8), the smallest one whose image is still at least the
-size that step produces. JPEGs decoded at full size use the faster of PIL and
-``torchvision.io.decode_jpeg`` (which give the same pixels), measured once when the loader is
-built on the dataset's first JPEG. ``decode_scale="full"`` turns reduced-scale decoding off,
+``draft``: DCT scaling by 1/2, 1/4 or 1/8), the smallest one at which that step still gets at
+least what it makes (for a random crop: its smallest crop still covers the output). JPEGs
+decoded whole use the faster of PIL and ``torchvision.io.decode_jpeg`` (which give the same
+pixels; a file torchvision refuses goes to PIL), measured once when the loader is built, on
+the dataset's first JPEG. ``decode_scale="full"`` turns reduced-scale decoding off,
 ``decoder="pil"`` or ``"torchvision"`` fixes the decoder; ``loader.explain()`` says which path
 a plan uses.
 
@@ -100,8 +101,16 @@ DECODERS: tuple[str, ...] = get_args(Decoder)
 _SYSTEM_TREES = ("/proc", "/sys", "/dev")
 """Folders whose files are not data (kernel views, devices): never read, even through links."""
 
-Target = tuple[Literal["shorter"], int] | tuple[Literal["box"], int, int]
-"""What the first transform step makes of an image: shorter side ``s``, or ``(h, w)``."""
+Target = (
+    tuple[Literal["shorter"], int]
+    | tuple[Literal["box"], int, int]
+    | tuple[Literal["crop"], int, int, float]
+)
+"""What the first transform step makes of an image: shorter side ``s``; ``(h, w)``; or
+``(h, w)`` from a random crop whose sides are at least ``fraction`` x sqrt(image area)."""
+
+_DCT_SCALES = (8, 4, 2)
+"""The factors JPEG decoding can shrink by (PIL's ``draft``), largest first."""
 
 _JPEG_MAGIC = b"\xff\xd8\xff"
 _OPTION = "dataset.source.options"
@@ -339,9 +348,10 @@ def shrink_target(transform: object) -> tuple[Target, str] | None:
     """What the first step of ``transform`` resizes every image to, and that step's name.
 
     Recognised: torchvision's ``Resize`` (to a shorter side or to ``(h, w)``) and
-    ``RandomResizedCrop`` (to ``(h, w)``), v1 or v2, bare or first in a ``Compose`` (also
-    nested). Anything else: ``None`` (images are decoded at full size). torchvision is not
-    imported: the transform's class is looked at by module and name.
+    ``RandomResizedCrop`` (to ``(h, w)``, from crops of ``scale`` and ``ratio``), v1 or v2,
+    bare or first in a ``Compose`` (also nested). Anything else: ``None`` (images are
+    decoded at full size). torchvision is not imported: the transform's class is looked at
+    by module and name.
     """
     step: object = transform
     while _is_torchvision(step, "Compose"):
@@ -365,19 +375,35 @@ def shrink_target(transform: object) -> tuple[Target, str] | None:
         return None
     if _is_torchvision(step, "RandomResizedCrop"):
         h, w = (size[0], size[0]) if len(size) == 1 else (size[0], size[1])
-        return ("box", int(h), int(w)), f"{name}(({h}, {w}))"
+        scale, ratio = getattr(step, "scale", None), getattr(step, "ratio", None)
+        numbers = (
+            (*scale, *ratio) if isinstance(scale, Sequence) and isinstance(ratio, Sequence) else ()
+        )
+        if len(numbers) != 4 or not all(isinstance(x, int | float) and x > 0 for x in numbers):
+            return None
+        fraction = math.sqrt(numbers[0] * min(numbers[2], 1 / numbers[3]))
+        shown = f"{name}(({h}, {w}), scale=({numbers[0]:g}, {numbers[1]:g}))"
+        return ("crop", int(h), int(w), fraction), shown
     return None
 
 
-def _draft_request(target: Target, width: int, height: int, transposed: bool) -> tuple[int, int]:
-    """The ``(w, h)`` to ask PIL's ``draft`` for, in the file's own (stored) orientation."""
+def _draft_factor(target: Target, width: int, height: int, transposed: bool) -> int:
+    """The DCT factor (8, 4, 2, or 1: none) a ``width`` x ``height`` JPEG may shrink by.
+
+    The largest that still leaves the step at least its size: the shorter side ``s``; both
+    sides of ``(h, w)`` (given upright: ``transposed`` for EXIF orientations 5-8); or, for a
+    random crop, the smallest crop it can draw (``fraction`` x sqrt(area)) at least
+    ``max(h, w)`` on each side, so that the crop is never enlarged more than it would be
+    from the full image.
+    """
     if target[0] == "shorter":
-        side = target[1]
-        shorter = min(width, height)
-        want = (math.ceil(width * side / shorter), math.ceil(height * side / shorter))
-        return want
-    h, w = target[1], target[2]
-    return (h, w) if transposed else (w, h)
+        limit = min(width, height) / target[1]
+    elif target[0] == "box":
+        h, w = (target[2], target[1]) if transposed else (target[1], target[2])
+        limit = min(width / w, height / h)
+    else:
+        limit = math.sqrt(width * height) * target[3] / max(target[1], target[2])
+    return next((k for k in _DCT_SCALES if k <= limit), 1)
 
 
 # -- decoding -----------------------------------------------------------------------------------
@@ -410,9 +436,9 @@ def _pil_decode(image: Image.Image, mode: str, target: Target | None) -> tuple[t
     if target is not None and image.format == "JPEG":
         orientation = image.getexif().get(_ORIENTATION, 1)
         width, height = image.size
-        request = _draft_request(target, width, height, orientation in _TRANSPOSED)
-        if request[0] * 2 <= width and request[1] * 2 <= height:
-            image.draft(image.mode, request)
+        factor = _draft_factor(target, width, height, orientation in _TRANSPOSED)
+        if factor > 1:  # PIL picks the largest factor <= min(width // w, height // h)
+            image.draft(image.mode, (width // factor, height // factor))
             drafted = image.size != (width, height)
     image = ImageOps.exif_transpose(image)
     if image.mode != mode:
@@ -510,12 +536,7 @@ def _jpeg_size(data: bytes) -> tuple[int, int] | None:
 
 def _may_draft(target: Target, size: tuple[int, int]) -> bool:
     """Whether a JPEG of ``size`` can be drafted for ``target`` (in either orientation)."""
-    width, height = size
-    for transposed in (False, True):
-        request = _draft_request(target, width, height, transposed)
-        if request[0] * 2 <= width and request[1] * 2 <= height:
-            return True
-    return False
+    return any(_draft_factor(target, *size, transposed) > 1 for transposed in (False, True))
 
 
 def _decode_bytes(

@@ -424,11 +424,12 @@ def test_vision_batches_equal_imagefolder_and_dataloader(modes: Path, workers: i
 
 
 def test_shrink_target_reads_torchvision_steps():
-    assert shrink_target(v2.Compose([v2.RandomResizedCrop(224), v2.RandomHorizontalFlip()]))[0] == (
-        "box",
-        224,
-        224,
-    )
+    rrc = shrink_target(v2.Compose([v2.RandomResizedCrop(224), v2.RandomHorizontalFlip()]))
+    assert rrc is not None and rrc[0][:3] == ("crop", 224, 224)
+    assert rrc[0][3] == pytest.approx((0.08 * 3 / 4) ** 0.5)  # smallest crop side / sqrt(area)
+    wide = shrink_target(tv_transforms.RandomResizedCrop((32, 48), scale=(0.5, 1.0)))
+    assert wide is not None and wide[0][:3] == ("crop", 32, 48)
+    assert wide[0][3] == pytest.approx((0.5 * 3 / 4) ** 0.5)
     assert shrink_target(tv_transforms.Resize(64))[0] == ("shorter", 64)
     assert shrink_target(v2.Resize((32, 48)))[0] == ("box", 32, 48)
     assert shrink_target(tv_transforms.Compose([tv_transforms.Compose([v2.Resize(8)])]))[0] == (
@@ -467,6 +468,33 @@ def test_reduced_scale_decode_keeps_the_quality_of_a_full_decode(tmp_path: Path)
     assert decode_image(path, target=("box", 100, 100)).shape == (3, 120, 160)
 
 
+def test_a_random_crop_drafts_only_while_its_smallest_crop_keeps_the_output_size(tmp_path):
+    path = _big_jpeg(tmp_path, 1600, 2400)
+    default = v2.RandomResizedCrop(224)  # crops down to 8% of the area, 3:4: sides >= 480
+    assert tuple(decode_image(path, target=shrink_target(default)[0]).shape) == (3, 800, 1200)
+    assert (800 * 1200 * 0.08 * 3 / 4) ** 0.5 >= 224  # at 1/2 the smallest crop still does
+    assert (400 * 600 * 0.08 * 3 / 4) ** 0.5 < 224  # at 1/4 it would not
+    full = decode_image(path)
+    half = decode_image(path, target=shrink_target(default)[0])
+    functional = v2.functional
+
+    for top, left, side in ((400, 600, 480), (0, 0, 1600), (1000, 1800, 600)):
+        a = functional.resized_crop(full, top, left, side, side, [224, 224], antialias=True).float()
+        b = functional.resized_crop(
+            half, top // 2, left // 2, side // 2, side // 2, [224, 224]
+        ).float()
+        assert (a - b).abs().mean() < 1.5, (top, left, side)  # of 255: the same crop
+    wide = v2.RandomResizedCrop(224, scale=(0.5, 1.0))  # smallest crop ~1200 px: 1/4 keeps 300
+    small = decode_image(path, target=shrink_target(wide)[0])
+    assert tuple(small.shape) == (3, 400, 600)
+    assert (400 * 600 * 0.5 * 3 / 4) ** 0.5 >= 224  # the smallest crop still covers the output
+    ds = lkd.image_folder(tmp_path).loaderkit_prepare(wide)
+    assert "(the first JPEG, 2400x1600, is drafted)" in ds.loaderkit_explain()
+    assert tuple(ds[0][0].shape) == (3, 400, 600)
+    whole = lkd.image_folder(tmp_path).loaderkit_prepare(v2.RandomResizedCrop(448))
+    assert "too small: decoded whole" in whole.loaderkit_explain()
+
+
 def test_torchvision_and_pil_decoders_give_the_same_pixels(modes: Path):
     pil = lkd.image_folder(modes, decoder="pil").loaderkit_prepare(None)
     fast = lkd.image_folder(modes, decoder="torchvision").loaderkit_prepare(None)
@@ -488,7 +516,7 @@ def test_explain_names_the_decode_path(modes: Path):
     line = next(x for x in text.splitlines() if x.strip().startswith("images"))
     assert "8 images" in line
     assert "left out: 2 not an image file name, 1 not in a class folder" in line
-    assert "RandomResizedCrop((8, 8))" in line
+    assert "RandomResizedCrop((8, 8), scale=(0.08, 1))" in line
     assert "whole JPEGs: " in line
 
 
