@@ -585,3 +585,15 @@ def test_a_symlink_cycle_is_listed_once_and_reported(tmp_path: Path):
     ds = lkd.image_folder(tmp_path)
     assert [Path(p).name for p in ds.paths] == ["a.png"]
     assert ("c/sub/loop", "a folder reached again through a symlink") in ds.skipped
+
+
+def test_image_files_round_trip_through_a_plan_file(modes: Path, tmp_path: Path):
+    ds = lkd.image_files(str(modes / "a" / "*.png"), labels=["gray", "rgba"])
+    plan = DataLoaderBuilder().with_dataset(ds).with_batch_size(2).with_collator("vision")
+    plan.compile().save(tmp_path / "files.toml")
+    text = (tmp_path / "files.toml").read_text()
+    assert 'files = "modes/a/*.png"' in text
+    loaded = LoaderPlan.load(tmp_path / "files.toml")
+    assert loaded.fingerprint == plan.compile().fingerprint
+    ((images, labels),) = collect(loaded.build())
+    assert labels.tolist() == [0, 1] and images.shape == (2, 3, 12, 16)
