@@ -45,7 +45,9 @@ file list with each file's size and modification time (and label); with
 the folder keep it. The content hashes are computed when the identity is first needed and kept
 for the process (per path, size, time and inode). A file added, removed or changed gives
 another identity, and ``LoaderPlan.load`` of a plan made before refuses it (a ``PlanError``
-saying the data changed and how many files it lists now against then).
+saying the data changed and how many files it lists now against then). Each file is checked
+against its listing when it is read (size and time; size alone with ``hash_contents``): one
+changed after the dataset was made is a ``DataError`` naming it.
 
 PIL and torch are imported when an image is decoded (or the decoder measured), never when this
 module is: the plan layer imports it.
@@ -409,12 +411,26 @@ def _draft_factor(target: Target, width: int, height: int, transposed: bool) -> 
 # -- decoding -----------------------------------------------------------------------------------
 
 
-def _read(path: str) -> bytes:
-    """The bytes of ``path``, refusing (without blocking) anything but a regular file."""
+def _read(path: str, listed: tuple[int, int | None] | None = None) -> bytes:
+    """The bytes of ``path``, refusing (without blocking) anything but a regular file.
+
+    ``listed``: the ``(size, mtime_ns)`` the file had when it was listed (``mtime_ns`` ``None``
+    when only the size counts); a file that no longer has them raises ``OSError``, so a
+    changed file is named rather than read as the sample the plan recorded.
+    """
     fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
     try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
             raise OSError(f"{path!r} is no longer a regular file")
+        if listed is not None:
+            size, mtime = listed
+            if info.st_size != size or (mtime is not None and info.st_mtime_ns != mtime):
+                raise OSError(
+                    f"the file changed after the folder was listed (now {info.st_size:,} "
+                    f"bytes, listed {size:,}{'' if mtime is None else ', or a new time'}); "
+                    f"make the dataset (and its plan) again to read the new contents"
+                )
         with os.fdopen(fd, "rb", closefd=False) as fh:
             return fh.read()
     finally:
@@ -650,12 +666,14 @@ class ImageDataset:
 
     def __getitem__(self, index: int) -> Any:
         path = self.paths[index]
+        listed = (self.sizes[index], None if self.hash_contents else self.mtimes[index])
         try:
-            image, _how = _decode_bytes(_read(path), self.mode, self.target, self.full_decoder)
-        except Exception as exc:  # any decode failure names the file
+            data = _read(path, listed)
+            image, _how = _decode_bytes(data, self.mode, self.target, self.full_decoder)
+        except Exception as exc:  # any read or decode failure names the file
             raise data_error(
                 f"image {os.path.relpath(path, self.root)!r} (in {self.root!r}) cannot be "
-                f"decoded: {type(exc).__name__}: {exc}; replace or remove the file, or skip "
+                f"read: {type(exc).__name__}: {exc}; replace or remove the file, or skip "
                 f"bad samples with with_error_policy('skip')",
                 exc,
             ) from exc

@@ -597,3 +597,20 @@ def test_image_files_round_trip_through_a_plan_file(modes: Path, tmp_path: Path)
     assert loaded.fingerprint == plan.compile().fingerprint
     ((images, labels),) = collect(loaded.build())
     assert labels.tolist() == [0, 1] and images.shape == (2, 3, 12, 16)
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_a_file_changed_after_listing_is_named_not_read(modes: Path, workers: int):
+    ds = lkd.image_folder(modes)
+    Image.fromarray(_pixels(30, 30)).save(modes / "a" / "rgb.jpg")  # new size
+    plan = DataLoaderBuilder().with_dataset(ds).with_batch_size(8).with_workers(workers)
+    loader = plan.with_collator("vision", to_rgb=True).compile().build()
+    with pytest.raises(DataError, match=r"'a/rgb\.jpg'.*changed after the folder was listed"):
+        collect(loader)
+    loader.close()
+    os.utime(modes / "a" / "gray.png", ns=(1, 1))  # a new time alone: changed too
+    with pytest.raises(DataError, match=r"'a/gray\.png'.*or a new time"):
+        ds[ds.paths.index(str(modes / "a" / "gray.png"))]
+    hashed = lkd.image_folder(modes, hash_contents=True)
+    os.utime(modes / "a" / "gray.png", ns=(2, 2))  # content identity: a time alone is fine
+    assert hashed[hashed.paths.index(str(modes / "a" / "gray.png"))][0].shape[0] == 3
