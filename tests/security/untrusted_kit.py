@@ -181,6 +181,7 @@ class SideEffects:
         modules = set(sys.modules)
         files = self._files()
         kids = children()
+        workers = set(multiprocessing.active_children())  # earlier tests' may still be exiting
         self.recorder.events.clear()
         self.recorder.active = True
         try:
@@ -195,7 +196,8 @@ class SideEffects:
         assert not new_modules, f"{what}: imported {new_modules}"
         assert not new_files, f"{what}: created {new_files}"
         assert not new_kids, f"{what}: started processes {new_kids}"
-        assert not multiprocessing.active_children(), f"{what}: started workers"
+        started = set(multiprocessing.active_children()) - workers
+        assert not started, f"{what}: started workers {started}"
         assert CANARY_MODULE not in sys.modules, f"{what}: imported the canary"
         for name in ("imported", "called", "property-ran", "getattr-ran"):
             assert not (self.canary_dir / name).exists(), f"{what}: the canary says {name}"
