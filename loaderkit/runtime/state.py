@@ -97,8 +97,9 @@ nested deeper, and a deeper one would exhaust the stack of whatever reads it."""
 def check_state_bounds(state: Mapping[str, Any], maker: str) -> None:
     """Raise :class:`ResumeError` unless ``state`` is within the bounds of plan data.
 
-    Its ``plan`` is plan data and has a plan's bounds (``LIMITS``: nesting, values, string
-    and integer size; checked as a plan file is, without recursion), its strings (a
+    Its ``plan`` (and its ``skips``) are plain data with a plan's bounds (``LIMITS``:
+    nesting, values, string and integer size; checked as a plan file is, without
+    recursion), its strings (a
     fingerprint, a split) are at most ``LIMITS.string_chars`` characters and its integers at
     most ``LIMITS.integer``, and the state as a
     whole (the sources' saved states included) is nested at most :data:`STATE_DEPTH` deep.
@@ -117,17 +118,25 @@ def check_state_bounds(state: Mapping[str, Any], maker: str) -> None:
                 f"state[{shown(key)}] must be at most {LIMITS.integer:,} (got {shown(value)}); "
                 f"{fix}"
             )
-    try:
-        problems = check_plain_tree(state["plan"], "plan")
-    except PlanError as exc:
-        problems = list(exc.problems)
-    if problems:
-        listed = "; ".join(str(p) for p in problems[:5])
-        more = f" (and {len(problems) - 5} more)" if len(problems) > 5 else ""
-        raise ResumeError(
-            f"state['plan'] is not the plan data a loader saves: {listed}{more}; {fix}"
-        )
+    for key in _PLAIN_KEYS:
+        if key not in state:
+            continue
+        try:
+            problems = check_plain_tree(state[key], key)
+        except PlanError as exc:
+            problems = list(exc.problems)
+        if problems:
+            listed = "; ".join(str(p) for p in problems[:5])
+            more = f" (and {len(problems) - 5} more)" if len(problems) > 5 else ""
+            raise ResumeError(
+                f"state[{key!r}] is not the plain data a loader saves: {listed}{more}; {fix}"
+            )
     _check_depth(state, fix)
+
+
+_PLAIN_KEYS = ("plan", "skips")
+"""The parts of a state that are plain data of a plan's size (the plan, the skip counts):
+checked against a plan's bounds (``LIMITS``)."""
 
 
 def _check_depth(state: Mapping[str, Any], fix: str) -> None:

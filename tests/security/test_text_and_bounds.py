@@ -517,6 +517,9 @@ STATE_CASES: dict[str, Callable[[dict[str, Any]], None]] = {
     "a plan of a million keys": lambda s: s.__setitem__("plan", {f"k{i}": i for i in range(10**6)}),
     "a 50 MB string in the plan": lambda s: s["plan"].__setitem__("x", "a" * 50_000_000),
     "a plan 200,000 levels deep": lambda s: s.__setitem__("plan", _deep(200_000)),
+    "skip counts of a million keys": lambda s: s.__setitem__(
+        "skips", {f"k{i}": i for i in range(10**6)}
+    ),
     "a 5,000-digit hex state version": lambda s: s.__setitem__(
         "loaderkit_state", int("f" * 5000, 16)
     ),
@@ -566,6 +569,18 @@ def test_a_resume_error_shows_50_differences_and_a_count(loaders: tuple[Any, Any
         other.load_state_dict(state)
     assert str(err.value).endswith("  ... and 951 more differences")  # 1,001 in all
     assert len(err.value.diff) == 1001
+
+
+def test_a_data_module_state_of_a_huge_version_is_a_resume_error():
+    from loaderkit import DataModule
+
+    train = DataLoaderBuilder().with_dataset(list(range(8))).with_batch_size(4).compile()
+    module = DataModule(train)
+    for version in (int("f" * 5000, 16), HOSTILE * 10**5):
+        with bounded("datamodule"), pytest.raises(ResumeError) as err:
+            module.load_state_dict({"loaderkit_datamodule": version, "train": {}})
+        assert_inert(str(err.value))
+        assert len(str(err.value)) < 1000
 
 
 def test_a_deep_stream_state_is_a_resume_error_not_a_recursion_error():
