@@ -651,3 +651,29 @@ def test_a_dataset_error_message_reaches_the_terminal_escaped_and_bounded():
     assert isinstance(err.value, ValueError)  # still the data's own type
     assert len(message) <= MESSAGE_CHARS + LINE_CHARS
     assert "\\x1b]0;pwned\\x07" in message
+
+
+class _Mapped:
+    def __getitem__(self, index: int) -> int:
+        return index
+
+    def __len__(self) -> int:
+        return 8
+
+
+def test_a_dataset_class_named_with_control_characters_explains_escaped():
+    import torch.utils.data
+
+    class Streamed(torch.utils.data.IterableDataset[int]):
+        def __iter__(self) -> Iterator[int]:
+            return iter(range(8))
+
+    name = HOSTILE.replace("\x00", "")  # a class name holds no NUL
+    mapped = type(name, (_Mapped,), {})()
+    streamed = type(name, (Streamed,), {})()
+    for dataset in (mapped, streamed):
+        plan = DataLoaderBuilder().with_dataset(dataset).with_batch_size(4).compile()
+        with plan.build() as loader:
+            for text in (plan.explain(), loader.explain(), repr(loader), loader._repr_html_()):
+                assert_inert(text)
+            assert "\\x1b]0;pwned\\x07" in loader.explain()
