@@ -201,3 +201,15 @@ class SideEffects:
         assert CANARY_MODULE not in sys.modules, f"{what}: imported the canary"
         for name in ("imported", "called", "property-ran", "getattr-ran"):
             assert not (self.canary_dir / name).exists(), f"{what}: the canary says {name}"
+
+
+def raw_controls(text: str) -> list[str]:
+    """The characters of ``text`` a terminal would act on: every one ``str.isprintable()``
+    refuses (ESC, CSI, BEL, C1 controls, bidi overrides, ...) except the newline."""
+    return sorted({char for char in text if char != "\n" and not char.isprintable()})
+
+
+def assert_inert(text: str, label: str = "") -> None:
+    """``text`` holds no raw control character (newlines apart): it is safe on a terminal."""
+    found = raw_controls(text)
+    assert not found, f"{label}: raw {[hex(ord(c)) for c in found]} in {text[:300]!r}"
