@@ -35,11 +35,13 @@ process in lock-free shared slots, so :class:`CacheStats` sums them across worke
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import multiprocessing
 import os
 import pickle
+import sqlite3
 from collections.abc import Callable, Sequence
 from ctypes import c_int64
 from pathlib import Path
@@ -187,11 +189,15 @@ class DiskCache:
     object.
     """
 
-    def __init__(self, path: str, max_bytes: int | None, identity: str, code: str) -> None:
+    def __init__(
+        self, path: str, max_bytes: int | None, identity: str, code: str, shared: bool = False
+    ) -> None:
         self.path = os.path.expanduser(path)  # as diskcache does: "~/cache" is in the home
         self.max_bytes = max_bytes
         self.identity = identity
         self.code = code
+        self.shared = shared
+        self.secret: bytes | None = None  # the key of a shared folder, read by prepare()
         self.generation = hashlib.sha256(f"{identity}\n{code}".encode()).hexdigest()[:32]
         self._cache: Any = None
         self._pid: int | None = None
@@ -206,7 +212,7 @@ class DiskCache:
         if self._cache is None or self._pid != os.getpid():
             from loaderkit.runtime.cache_disk import open_folder
 
-            self._cache = open_folder(self.path, self.max_bytes)
+            self._cache = open_folder(self.path, self.max_bytes, private=not self.shared)
             self._pid = os.getpid()
         return self._cache
 
@@ -228,30 +234,58 @@ class DiskCache:
         if entry is _MISSING:
             return False, None
         try:
-            return True, decode(self._key(index), entry)
+            return True, decode(self._key(index), entry, self.secret)
         except CorruptEntryError:
             return False, CORRUPT
 
     def put_many(self, items: Sequence[tuple[int, Any]]) -> int:
-        entries = [(index, encode(self._key(index), sample)) for index, sample in items]
+        """Store what can be stored; a disk that cannot take the samples (full) stores none.
+
+        A sample is not stored (counted, never an error) when the format cannot keep it, or
+        when writing fails for want of room (a full disk or quota, a file size limit) or
+        because a link was planted where a value file goes; the value files of a batch that
+        could not be stored are removed. Any other failure is a :class:`CacheUnusableError`.
+        """
+        entries = [(index, encode(self._key(index), s, self.secret)) for index, s in items]
         kept = [(index, entry) for index, entry in entries if entry is not None]
-        if kept:
-            try:
-                cache = self._open()
-                with cache.transact():
-                    for index, entry in kept:
-                        cache.set(index, entry)
-            except Exception as exc:  # a damaged SQLite file, a full disk
+        if not kept:
+            return len(entries)
+        try:
+            cache = self._open()
+        except Exception as exc:
+            raise self._failed(exc, kept[0][0]) from exc
+        disk = cache.disk
+        disk.written.clear()
+        try:
+            with cache.transact():
+                for index, entry in kept:
+                    cache.set(index, entry)
+        except Exception as exc:  # a full disk, a damaged SQLite file
+            for name in disk.written:
+                disk.remove(name)
+            if not _out_of_room(exc):
                 raise self._failed(exc, kept[0][0]) from exc
+            return len(entries)
+        finally:
+            disk.written.clear()
         return len(entries) - len(kept)
 
     def prepare(self) -> None:
         """Check the folder; record what it holds, or refuse one written for something else.
 
-        A folder whose transform code changed (same dataset, stage and transform name) is
-        emptied: its samples belong to the old code.
+        The folder is created private (mode 0700) if missing. One that another user could
+        change is refused unless ``shared`` (then the caller's key is read, or made). A folder
+        whose transform code changed (same dataset, stage and transform name), or that was
+        written with the other signing (shared or not), is emptied: its samples do not count.
         """
-        from loaderkit.runtime.cache_disk import FolderError, check_folder
+        from loaderkit.runtime.cache_disk import (
+            FolderError,
+            KeyFileError,
+            check_folder,
+            folder_problem,
+            key_path,
+            signing_key,
+        )
 
         if os.path.expandvars(self.path) != self.path:  # diskcache would open another folder
             raise PlanError.single(
@@ -259,18 +293,38 @@ class DiskCache:
                 f"{self.path!r} names an environment variable ($...), which the disk cache "
                 f"would expand; pass the folder's path without it (expand it in your code)",
             )
+        stamp = self.code + ("\nsigned" if self.shared else "")
         try:
-            Path(self.path).mkdir(parents=True, exist_ok=True)
+            folder = Path(self.path)
+            if not folder.is_dir():
+                folder.parent.mkdir(parents=True, exist_ok=True)
+                folder.mkdir(mode=0o700, exist_ok=True)
+            problem = folder_problem(self.path, self.shared)
+            if problem is not None:
+                raise PlanError.single("cache.path", _untrusted(self.path, *problem))
+            if self.shared:
+                try:
+                    self.secret = signing_key(self.path)
+                except KeyFileError as exc:
+                    raise PlanError.single(
+                        "cache.shared",
+                        f"the key that signs the entries of a shared cache cannot be trusted: "
+                        f"{exc}; make {str(key_path())!r} a file only you can read (mode "
+                        f"0600, in a folder only you can change), or delete it to make a new "
+                        f"one",
+                    ) from exc
             check_folder(self.path)
             cache = self._open()
             cache.add(IDENTITY_KEY, self.identity)
             found = cache.get(IDENTITY_KEY)
             if found == self.identity:
                 with cache.transact():
-                    if cache.get(CODE_KEY) != self.code:
+                    if cache.get(CODE_KEY) != stamp:
                         cache.clear()
                         cache.set(IDENTITY_KEY, self.identity)
-                        cache.set(CODE_KEY, self.code)
+                        cache.set(CODE_KEY, stamp)
+        except PlanError:
+            raise
         except OSError as exc:
             raise PlanError.single(
                 "cache.path",
@@ -291,6 +345,30 @@ class DiskCache:
                 f"({_describe(found)}; this plan caches {_describe(self.identity)}); pass "
                 f"another path, or delete the folder to rebuild the cache",
             )
+
+
+def _untrusted(path: str, problem: str, shared_helps: bool) -> str:
+    """The message refusing a cache folder that someone else could change."""
+    if not shared_helps:
+        return f"the disk cache at {path!r} cannot be used: {problem}"
+    return (
+        f"the disk cache at {path!r} is not private: {problem}; a disk cache trusts only what "
+        f"you control, since whoever can change the folder can change the samples it serves. "
+        f"Use a private folder (owned by you, mode 0700, e.g. a new folder that loaderkit "
+        f"creates, under folders no one else can change), or accept this one with "
+        f"with_cache('disk', path=..., shared=True) (shared = true in a plan file): every "
+        f"entry is then signed and checked with your own key, kept outside the folder"
+    )
+
+
+def _out_of_room(exc: BaseException) -> bool:
+    """Whether a write failed for want of room (disk, quota, file size) or at a planted link."""
+    if isinstance(exc, OSError):
+        return exc.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.ELOOP, errno.ENOTDIR)
+    if isinstance(exc, sqlite3.Error):
+        code = getattr(exc, "sqlite_errorcode", None)
+        return code in (sqlite3.SQLITE_FULL, sqlite3.SQLITE_IOERR_WRITE)
+    return False
 
 
 class _Missing:
@@ -382,7 +460,8 @@ def open_cache(plan: LoaderPlan, processes: int, start_method: str | None) -> Ca
     else:
         assert spec.path is not None
         code = code_digest(_transform_of(plan)) if spec.stage == "transformed" else ""
-        store = DiskCache(os.fspath(spec.path), spec.max_bytes, cache_identity(plan), code)
+        path = os.fspath(spec.path)
+        store = DiskCache(path, spec.max_bytes, cache_identity(plan), code, spec.shared)
     store.prepare()
     return Cache(store, _Counters(processes, start_method))
 
