@@ -35,15 +35,16 @@ process in lock-free shared slots, so :class:`CacheStats` sums them across worke
 
 from __future__ import annotations
 
+import ctypes
 import errno
 import hashlib
 import json
-import multiprocessing
 import os
 import pickle
 import sqlite3
 from collections.abc import Callable, Sequence
 from ctypes import c_int64
+from multiprocessing.heap import Arena
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
@@ -97,12 +98,29 @@ class _Counters:
     Each process writes only its own slot, so no lock is needed (a worker killed mid-update
     cannot leave a lock held). Shared memory is inherited by forked workers and passed to
     spawned ones when they start.
+
+    The memory is an arena of its own, not one of ``multiprocessing``'s shared heap: the
+    worker pool keeps an array there too, and a spawned worker that is passed two objects of
+    one arena is passed its file descriptor twice, which starting the process refuses
+    ("bad value(s) in fds_to_keep").
     """
 
-    def __init__(self, processes: int, start_method: str | None) -> None:
-        ctx = multiprocessing.get_context(start_method)
+    def __init__(self, processes: int) -> None:
         self.slots = processes
-        self.values: Any = ctx.RawArray(c_int64, processes * _FIELDS)
+        self._arena = Arena(processes * _FIELDS * ctypes.sizeof(c_int64))
+        self.values: Any = self._view(self._arena, processes)
+
+    @staticmethod
+    def _view(arena: Arena, processes: int) -> Any:
+        return (c_int64 * (processes * _FIELDS)).from_buffer(arena.buffer)
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"slots": self.slots, "arena": self._arena}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.slots = state["slots"]
+        self._arena = state["arena"]
+        self.values = self._view(self._arena, self.slots)
 
     def add(self, hits: int, misses: int, not_stored: int, corrupt: int = 0) -> None:
         info = torch.utils.data.get_worker_info()
@@ -303,6 +321,7 @@ class DiskCache:
         written with the other signing (shared or not), is emptied: its samples do not count.
         """
         from loaderkit.runtime.cache_disk import (
+            SUPPORTED,
             FolderError,
             KeyFileError,
             check_folder,
@@ -311,6 +330,13 @@ class DiskCache:
             signing_key,
         )
 
+        if not SUPPORTED:
+            raise PlanError.single(
+                "cache.storage",
+                "a disk cache needs a POSIX system (it opens the files of its folder without "
+                "following links, through folder descriptors), which this one is not; use "
+                "with_cache('memory')",
+            )
         if os.path.expandvars(self.path) != self.path:  # diskcache would open another folder
             raise PlanError.single(
                 "cache.path",
@@ -472,7 +498,7 @@ class Cache:
         return self.counters.total()
 
 
-def open_cache(plan: LoaderPlan, processes: int, start_method: str | None) -> Cache:
+def open_cache(plan: LoaderPlan, processes: int) -> Cache:
     """The cache of ``plan`` (which has one), checked against its folder when on disk."""
     spec: CacheSpec | None = plan.cache
     assert spec is not None
@@ -485,7 +511,7 @@ def open_cache(plan: LoaderPlan, processes: int, start_method: str | None) -> Ca
         path = os.fspath(spec.path)
         store = DiskCache(path, spec.max_bytes, cache_identity(plan), code, spec.shared)
     store.prepare()
-    return Cache(store, _Counters(processes, start_method))
+    return Cache(store, _Counters(processes))
 
 
 def _transform_of(plan: LoaderPlan) -> Callable[..., Any] | None:

@@ -30,9 +30,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import grp
 import os
-import pwd
 import re
 import secrets
 import sqlite3
@@ -55,6 +53,7 @@ from diskcache.core import (
 
 __all__ = [
     "KEY_BYTES",
+    "SUPPORTED",
     "DataDisk",
     "FolderError",
     "SafeCache",
@@ -87,6 +86,10 @@ KEY_BYTES = 32
 """The length of the key that authenticates the entries of a shared folder."""
 
 _MAX_LINKS = 40
+
+SUPPORTED = hasattr(os, "O_NOFOLLOW") and hasattr(os, "geteuid") and os.open in os.supports_dir_fd
+"""Whether this system can open files below a folder descriptor without following links
+(POSIX): the disk cache needs it."""
 _CHUNK = 500
 """Keys per ``SELECT`` of :meth:`SafeCache.get_many` (SQLite bounds a statement's values)."""
 
@@ -109,6 +112,9 @@ def _mode(st: os.stat_result) -> str:
 @functools.cache
 def _own_group(gid: int) -> bool:
     """A group that holds this user only (a user private group): its write bit is ours."""
+    import grp
+    import pwd
+
     try:
         user = pwd.getpwuid(os.geteuid()).pw_name
         group = grp.getgrgid(gid)

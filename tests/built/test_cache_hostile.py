@@ -567,3 +567,30 @@ def test_a_write_failure_other_than_room_is_a_loaderkit_error(tmp_path):
     con.close()
     with pytest.raises(LoaderkitError, match=r"the disk cache at .* cannot be used"):
         collect(loader)
+
+
+def test_a_system_that_cannot_refuse_links_gets_no_disk_cache(tmp_path, monkeypatch):
+    monkeypatch.setattr("loaderkit.runtime.cache_disk.SUPPORTED", False)
+    with pytest.raises(PlanError, match=r"cache\.storage: a disk cache needs a POSIX system"):
+        _run(tmp_path / "cache", 4)
+    assert not (tmp_path / "cache").exists()
+
+
+def test_spawned_workers_check_signatures_with_the_same_key(tmp_path):
+    folder = tmp_path / "cache"
+    folder.mkdir()
+    folder.chmod(0o777)
+    plan = (
+        _builder(12)
+        .with_workers(2, start_method="spawn")
+        .with_cache("disk", path=str(folder), shared=True)
+    )
+    first = plan.compile().build()
+    collect(first)
+    first.close()
+    forge(folder)
+    loader = plan.compile().build()
+    assert_batches_equal(collect(loader), _reference(12))
+    stats = loader.cache_stats
+    assert stats is not None and (stats.hits, stats.corrupt) == (10, 2)
+    loader.close()
