@@ -322,7 +322,6 @@ class DiskCache:
         """
         from loaderkit.runtime.cache_disk import (
             SUPPORTED,
-            FolderError,
             KeyFileError,
             check_folder,
             folder_problem,
@@ -380,14 +379,17 @@ class DiskCache:
                 "cache.path",
                 f"cannot open the disk cache at {self.path!r}: {exc}; pass a writable folder",
             ) from exc
-        except Exception as exc:  # FolderError, sqlite3, diskcache: ours
-            reason = str(exc) if isinstance(exc, FolderError) else f"{type(exc).__name__}: {exc}"
+        except sqlite3.OperationalError as exc:
+            if getattr(exc, "sqlite_errorcode", None) != sqlite3.SQLITE_READONLY:
+                raise self._damaged(exc) from exc
             raise PlanError.single(
                 "cache.path",
-                f"the disk cache at {self.path!r} is damaged or not a loaderkit cache "
-                f"({reason}); delete the folder to rebuild the cache (it holds nothing but "
-                f"cached samples)",
+                f"cannot write the disk cache at {self.path!r}: its SQLite file is read-only "
+                f"for you (another user made it, or it was made read-only); pass a folder of "
+                f"your own",
             ) from exc
+        except Exception as exc:  # FolderError, sqlite3, diskcache: ours
+            raise self._damaged(exc) from exc
         if found != self.identity:
             raise PlanError.single(
                 "cache.path",
@@ -395,6 +397,18 @@ class DiskCache:
                 f"({_describe(found)}; this plan caches {_describe(self.identity)}); pass "
                 f"another path, or delete the folder to rebuild the cache",
             )
+
+    def _damaged(self, exc: Exception) -> PlanError:
+        """The error for a folder whose SQLite file or layout is not a loaderkit cache's."""
+        from loaderkit.runtime.cache_disk import FolderError
+
+        reason = str(exc) if isinstance(exc, FolderError) else f"{type(exc).__name__}: {exc}"
+        return PlanError.single(
+            "cache.path",
+            f"the disk cache at {self.path!r} is damaged or not a loaderkit cache "
+            f"({reason}); delete the folder to rebuild the cache (it holds nothing but "
+            f"cached samples)",
+        )
 
 
 def _untrusted(path: str, problem: str, shared_helps: bool) -> str:

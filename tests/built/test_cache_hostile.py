@@ -350,6 +350,26 @@ def test_a_folder_another_user_owns_is_refused(reachable):
 
 
 @needs_root
+def test_another_users_index_is_a_clear_error_not_damage(reachable):
+    folder = reachable / "scratch"
+    folder.mkdir()
+    folder.chmod(0o777)
+    _run(folder, 4, shared=True)  # root's index: read-only for the other user
+    said: list[str] = []
+
+    def use() -> None:
+        os.environ["XDG_CONFIG_HOME"] = str(reachable / "nobody-config")
+        try:
+            _run(folder, 4, shared=True)
+        except PlanError as exc:
+            said.append(str(exc))
+        assert said and "its SQLite file is read-only for you" in said[0], said
+        assert "damaged" not in said[0]
+
+    _as_nobody(use)
+
+
+@needs_root
 def test_a_folder_a_group_can_write_is_refused(tmp_path):
     folder = tmp_path / "cache"
     _run(folder, 4)
