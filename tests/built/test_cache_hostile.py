@@ -501,7 +501,8 @@ def test_an_index_truncated_during_a_run_never_kills_the_process(tmp_path, targe
         assert proc.stdout is not None
         line = proc.stdout.readline()  # the first epoch filled the cache
         assert line.startswith("epoch"), line + proc.stderr.read() if proc.stderr else ""
-        deadline = time.monotonic() + 3.0
+        # the index itself: until the run fails (bounded); files it does not use: 3 s
+        deadline = time.monotonic() + (120.0 if target == "cache.db" else 3.0)
         while time.monotonic() < deadline and proc.poll() is None:
             with open(folder / target, "wb"):  # truncated to 0 bytes (made if missing)
                 pass
