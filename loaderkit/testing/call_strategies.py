@@ -504,7 +504,7 @@ def cache_calls(n: int, junk: bool) -> st.SearchStrategy[BuilderCall]:
         st.tuples(st.just("disk")),
         st.tuples(
             st.fixed_dictionaries({"path": _maybe_junk(st.just(CACHE_FOLDER), junk)}),
-            _optional(junk, **common),
+            _optional(junk, **common, shared=st.booleans()),
         ).map(lambda t: {**t[0], **t[1]}),
     )
     return memory | disk
