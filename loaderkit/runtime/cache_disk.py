@@ -82,6 +82,9 @@ PRAGMAS = (
 )
 """What every connection to a cache's SQLite file runs first (never the file's settings)."""
 
+_BUSY_SECONDS = 60.0
+"""How long a connection waits for another process's lock on the SQLite file (at least)."""
+
 KEY_BYTES = 32
 """The length of the key that authenticates the entries of a shared folder."""
 
@@ -483,14 +486,17 @@ def connect(directory: str, timeout: float) -> sqlite3.Connection:
     """
     db = os.path.join(directory, DBNAME)
     before = _index_file(directory)
-    con = sqlite3.connect(db, timeout=60, isolation_level=None)
+    con = sqlite3.connect(db, timeout=_BUSY_SECONDS, isolation_level=None)
     try:
         after = _index_file(directory)
         if before is not None and (after is None or after[:2] != before[:2]):
             raise FolderError(f"{DBNAME} was replaced while it was opened")
         for pragma in PRAGMAS:
             con.execute(pragma).fetchall()
-        con.execute(f"PRAGMA busy_timeout = {int(timeout * 1000)}").fetchall()
+        # the busy timeout stays connect()'s 60 s, also while diskcache opens the folder (it
+        # passes 0 then and retries some statements itself, not all: without the wait, a
+        # worker opening the folder while another writes got "database is locked")
+        con.execute(f"PRAGMA busy_timeout = {int(max(timeout, _BUSY_SECONDS) * 1000)}").fetchall()
     except BaseException:
         con.close()
         raise

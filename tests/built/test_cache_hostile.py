@@ -615,3 +615,25 @@ def test_spawned_workers_check_signatures_with_the_same_key(tmp_path):
     stats = loader.cache_stats
     assert stats is not None and (stats.hits, stats.corrupt) == (10, 2)
     loader.close()
+
+
+# -- another process holding the index's lock ------------------------------------------------
+
+
+def test_every_connection_waits_for_another_writers_lock(tmp_path: Path) -> None:
+    """diskcache opens a folder with a timeout of 0 (it retries some statements itself, not
+    all); the connection still waits for another process's lock.
+
+    Workers open the folder at once while another one writes: without the wait, opening it
+    raised "database is locked" (seen with 2 workers on a loaded machine).
+    """
+    from loaderkit.runtime.cache_disk import connect
+
+    folder = tmp_path / "cache"
+    folder.mkdir(mode=0o700)
+    for timeout in (0, 60):  # during diskcache's __init__, then after it
+        con = connect(str(folder), timeout)
+        try:
+            assert con.execute("PRAGMA busy_timeout").fetchone()[0] >= 60_000
+        finally:
+            con.close()
