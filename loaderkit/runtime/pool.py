@@ -10,6 +10,9 @@ likely cause, with ``restartable=False``: a script without an ``if __name__ == "
 guard (:func:`main_module_unguarded`), or the exception that unpickling raised in the worker
 (:class:`ShippedToWorkers` keeps it and raises it as :class:`WorkerStartError` at first use,
 instead of letting the worker die with only a traceback on stderr).
+
+Each worker leads a process group of its own, so the processes a dataset starts in it end
+with it (:mod:`loaderkit.runtime.groups`); shutting a pool down ends what is left of them.
 """
 
 from __future__ import annotations
@@ -36,6 +39,7 @@ from torch.utils.data._utils import signal_handling
 from loaderkit.errors import DataError, WorkerError
 from loaderkit.order.keys import derive_key
 from loaderkit.plan.workers import ResolvedWorkers
+from loaderkit.runtime.groups import end_groups, lead_process_group
 
 __all__ = [
     "BROKEN_GRACE",
@@ -126,10 +130,17 @@ class StartedWorkers:
     def __init__(self, workers: int, start_method: str | None) -> None:
         context = multiprocessing.get_context(start_method)
         self.pids = context.RawArray("q", max(workers, 1))
+        self.groups = context.RawArray("q", max(workers, 1))
+        """Worker id -> the process group it leads (its pid; 0: none), see groups.py."""
 
     def __call__(self, worker_id: int) -> None:
-        """Record that worker ``worker_id`` (this process) started."""
+        """Record that worker ``worker_id`` (this process) started; make it lead its group."""
+        self.groups[worker_id] = os.getpid() if lead_process_group() else 0
         self.pids[worker_id] = os.getpid()
+
+    def group_ids(self) -> list[int]:
+        """The process groups the pool's workers made (to end once the workers are reaped)."""
+        return [g for g in self.groups if g > 0]
 
     def started(self, worker_id: int, pid: int | None) -> bool:
         """Whether the worker ``worker_id`` with process id ``pid`` got through start-up."""
@@ -269,6 +280,9 @@ def shutdown_pool(iterator: object, grace: float = SHUTDOWN_GRACE) -> None:
             REMOVE_WORKER_PIDS(id(iterator))
             pool._worker_pids_set = False
         end_processes(workers)
+        started = getattr(iterator, "_worker_init_fn", None)  # worker_pool's
+        if isinstance(started, StartedWorkers):
+            end_groups(started.group_ids())  # what the workers started and left behind
         queues = [*getattr(iterator, "_index_queues", ()), results]
         for queue in queues:
             try:
