@@ -18,6 +18,7 @@ with it (:mod:`loaderkit.runtime.groups`); shutting a pool down ends what is lef
 from __future__ import annotations
 
 import ast
+import atexit
 import functools
 import multiprocessing
 import os
@@ -27,7 +28,9 @@ import signal
 import sys
 import time
 import traceback
+import weakref
 from collections.abc import Callable, Sequence
+from multiprocessing import util as _mp_util  # noqa: F401 - its exit hook is registered first
 from multiprocessing.reduction import ForkingPickler
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -182,6 +185,34 @@ def base_seed_generator(seed: int) -> torch.Generator:
     return generator
 
 
+_LIVE: weakref.WeakSet[Any] = weakref.WeakSet()
+"""The multi-process iterators of the pools made here, while they exist (see _shutdown_all)."""
+
+
+class _Pool(DataLoader[Any]):
+    """torch's ``DataLoader``, whose multi-process iterators are shut down at exit.
+
+    At interpreter exit multiprocessing terminates the workers that are still running, and
+    what they started may be left running; this module's exit hook (which runs before
+    multiprocessing's) shuts each live pool down instead, its workers' process groups too.
+    """
+
+    def _get_iterator(self) -> Any:
+        iterator = super()._get_iterator()
+        if self.num_workers > 0:
+            _LIVE.add(iterator)
+        return iterator
+
+
+def _shutdown_all() -> None:
+    """Shut down every pool still running (registered with ``atexit``)."""
+    for iterator in list(_LIVE):
+        shutdown_pool(iterator)
+
+
+atexit.register(_shutdown_all)  # after multiprocessing's own hook: so it runs first
+
+
 def worker_pool(
     dataset: Dataset[Any],
     workers: ResolvedWorkers,
@@ -197,7 +228,7 @@ def worker_pool(
     (:func:`base_seed_generator`), no collation of its own (:func:`identity`), and a
     ``worker_init_fn`` recording which workers started (:class:`StartedWorkers`).
     """
-    return DataLoader(
+    return _Pool(
         dataset,
         sampler=sampler,
         batch_size=None,

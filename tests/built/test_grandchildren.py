@@ -141,6 +141,6 @@ def test_grandchildren_end_when_the_loader_closes(tmp_path):
     assert run_and_end(tmp_path, "map", "close") == []
 
 
-@pytest.mark.parametrize("ending", ["close", "SIGKILL"])
+@pytest.mark.parametrize("ending", ["close", "SIGINT", "SIGTERM", "SIGKILL"])
 def test_a_grandchild_ignoring_sigterm_is_killed(tmp_path, ending):
     assert run_and_end(tmp_path, "map", ending, stubborn=True) == []
