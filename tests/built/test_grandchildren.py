@@ -35,6 +35,7 @@ import torch
 from loaderkit import DataLoaderBuilder
 
 FOLDER, KIND, STUBBORN, ENDING = sys.argv[1], sys.argv[2], sys.argv[3] == "1", sys.argv[4]
+START = sys.argv[5] if sys.argv[5] != "default" else None
 COMMAND = ["sh", "-c", "trap '' TERM; sleep 60 & wait"] if STUBBORN else ["sleep", "60"]
 
 
@@ -70,7 +71,8 @@ class SpawningStream(torch.utils.data.IterableDataset):
 
 if __name__ == "__main__":
     data = SpawningStream() if KIND == "stream" else Spawning()
-    plan = DataLoaderBuilder().with_dataset(data).with_batch_size(4).with_workers(2).compile()
+    builder = DataLoaderBuilder().with_dataset(data).with_batch_size(4)
+    plan = builder.with_workers(2, start_method=START).compile()
     loader = plan.build()
     for n, batch in enumerate(loader):
         if len([p for p in os.listdir(FOLDER) if not p.endswith(".tmp")]) >= 2:
@@ -98,14 +100,16 @@ def alive(pid: int) -> bool:
     return state != "Z"
 
 
-def run_and_end(tmp_path: Path, kind: str, ending: str, *, stubborn: bool = False) -> list[int]:
+def run_and_end(
+    tmp_path: Path, kind: str, ending: str, *, stubborn: bool = False, start: str = "default"
+) -> list[int]:
     """Start the script, end it by ``ending``; the grandchildren still alive after WAIT s."""
     folder = tmp_path / "pids"
     folder.mkdir()
     script = tmp_path / "script.py"
     script.write_text(SCRIPT)
     process = subprocess.Popen(
-        [sys.executable, str(script), str(folder), kind, "1" if stubborn else "0", ending],
+        [sys.executable, str(script), str(folder), kind, "1" if stubborn else "0", ending, start],
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
         text=True,
@@ -144,3 +148,8 @@ def test_grandchildren_end_when_the_loader_closes(tmp_path):
 @pytest.mark.parametrize("ending", ["close", "SIGINT", "SIGTERM", "SIGKILL"])
 def test_a_grandchild_ignoring_sigterm_is_killed(tmp_path, ending):
     assert run_and_end(tmp_path, "map", ending, stubborn=True) == []
+
+
+@pytest.mark.parametrize("ending", ["SIGINT", "SIGKILL"])
+def test_grandchildren_of_spawned_workers_end_too(tmp_path, ending):
+    assert run_and_end(tmp_path, "map", ending, stubborn=True, start="spawn") == []
