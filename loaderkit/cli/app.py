@@ -356,7 +356,8 @@ def explain(plan: Path, allow_external_paths: bool) -> int:
     is_flag=True,
     default=False,
     help="Also make the dataset from its registered factory, build the loader and run the "
-    "plan's batch checks on the first batch (plan.check()). Reads the data; writes nothing.",
+    "plan's batch checks on the first batch (plan.check()). Reads the data; writes only what "
+    "its factory writes (hf_files: HF's Arrow cache, docs/security.md).",
 )
 @_external_paths_option
 @_debug_option
@@ -364,10 +365,10 @@ def validate(plan: Path, data: bool, allow_external_paths: bool) -> int:
     """Check every field, bound and rule of PLAN (the file only); --data checks a batch too.
 
     Without --data nothing but the file is read: no dataset is made, no module imported,
-    nothing written. With --data the dataset is made again (registered factories only), the
-    loader is built without its cache (so no cache folder is created) and the first batch
-    is checked against the plan's with_checks contract. Exit 0 when everything passes, 1
-    otherwise.
+    nothing written. With --data the dataset is made again (registered factories only: an
+    ``hf_files`` source writes HF's Arrow cache), the loader is built without its cache (so
+    no cache folder is created) and the first batch is checked against the plan's
+    with_checks contract. Exit 0 when everything passes, 1 otherwise.
     """
     if not data:
         inspected = inspect_plan(plan, allow_external_paths=allow_external_paths)

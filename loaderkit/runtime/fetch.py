@@ -20,12 +20,15 @@ from loaderkit.collators.base import BatchContext
 from loaderkit.errors import DataError, data_error, portable_exception, portable_type
 from loaderkit.order.keys import sample_rng, worker_seed
 from loaderkit.runtime.cache import Cache, CachedSource, CacheUnusableError
+from loaderkit.runtime.crossing import type_name, unpicklable, unsendable_message
+from loaderkit.runtime.outcomes import resource_error
 from loaderkit.runtime.sources import MixtureSource, Source, make_source
 
 if TYPE_CHECKING:
     from loaderkit.plan.plan import LoaderPlan
 
 __all__ = [
+    "NOT_SKIPPED",
     "BatchFetcher",
     "BatchRequest",
     "Failure",
@@ -99,6 +102,13 @@ class Failure(NamedTuple):
             collator=self.collator,
             batch_index=self.batch_index,
         ) from self.cause
+
+
+NOT_SKIPPED = (
+    "out of a resource, not bad data: the skip policy does not drop it; free memory, file "
+    "descriptors or disk space, or lower num_workers"
+)
+"""Why the ``skip`` policy raised: said in the message of a resource error."""
 
 
 def _worker_id() -> int | None:
@@ -223,7 +233,11 @@ class BatchFetcher:
                     kept.append(index)
                 except CacheUnusableError:  # the cache folder, not the sample: never skipped
                     raise
-                except Exception as exc:  # noqa: BLE001 - every failure is recorded
+                except Exception as exc:
+                    if resource_error(exc):
+                        raise self._sample_error(
+                            request, index, exc, f"could not be loaded ({NOT_SKIPPED})"
+                        ) from exc
                     skipped.append(self._skipped(request, index, exc, "could not be loaded"))
         if self.transform is not None:
             good, out = [], []
@@ -231,10 +245,59 @@ class BatchFetcher:
                 try:
                     out.append(self._transform_one(request, index, sample))
                     good.append(index)
-                except Exception as exc:  # noqa: BLE001 - every failure is recorded
+                except Exception as exc:
+                    if resource_error(exc):
+                        raise self._sample_error(
+                            request, index, exc, f"failed in the transform ({NOT_SKIPPED})"
+                        ) from exc
                     skipped.append(self._skipped(request, index, exc, "failed in the transform"))
             kept, samples = good, out
         return kept, samples, skipped
+
+    def unsendable(self, request: BatchRequest, result: Any, exc: BaseException) -> DataError:
+        """The :class:`DataError` for ``result``, the batch of ``request``, that does not pickle.
+
+        Names the first sample of the request that does not pickle (read again: a batch is
+        a function of its request) and the part of it that cannot be sent; if every sample
+        pickles, the collator's output is named instead.
+        """
+        worker = _worker_id()
+        for index in request.indices.tolist():
+            try:
+                sample = self.source.sample(index)
+                if self.transform is not None:
+                    sample = self._transform_one(request, index, sample)
+            except Exception:  # noqa: BLE001 - read again only to find the culprit
+                continue
+            found = unpicklable(sample)
+            if found is not None:
+                what = (
+                    f"sample {index}{self.source.locate(index)} (batch {request.batch_index} of "
+                    f"epoch {request.epoch})"
+                )
+                return data_error(
+                    unsendable_message(what, "sample", found, exc, worker),
+                    exc,
+                    sample_index=index,
+                    worker_id=worker,
+                    collator=self.collator_name,
+                    batch_index=request.batch_index,
+                )
+        batch = result.batch if isinstance(result, Fetched) else result
+        found = unpicklable(batch) or ("", type_name(batch))
+        shown = request.indices[:8].tolist()
+        more = ", ..." if len(request.indices) > 8 else ""
+        what = (
+            f"batch {request.batch_index} of epoch {request.epoch} (samples "
+            f"{str(shown)[1:-1]}{more}), as collator {self.collator_name!r} made it,"
+        )
+        return data_error(
+            unsendable_message(what, "batch", found, exc, worker),
+            exc,
+            worker_id=worker,
+            collator=self.collator_name,
+            batch_index=request.batch_index,
+        )
 
     def _cached(self, request: BatchRequest) -> Any:
         """The batch from transformed samples kept in the cache (the ``"transformed"`` stage).
