@@ -22,6 +22,7 @@ from loaderkit.errors import (
 )
 from loaderkit.order.keys import derive_key, sample_rng
 from loaderkit.runtime.fetch import Skipped, WorkerSeeder
+from loaderkit.runtime.global_rngs import seed_globals
 from loaderkit.runtime.pool import ShippedToWorkers
 from loaderkit.runtime.stream_read import (
     SHARD_HOOK,
@@ -30,7 +31,6 @@ from loaderkit.runtime.stream_read import (
     StreamItem,
     StreamProbe,
     buffer_shuffle,
-    seed_globals,
     seeded_elements,
 )
 
