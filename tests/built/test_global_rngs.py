@@ -195,3 +195,65 @@ def test_a_wrong_mode_and_per_worker_streams_are_refused() -> None:
     with pytest.raises(PlanError, match="a stream is always seeded per element"):
         builder.with_global_rngs("per_worker").compile()
     assert builder.compile().global_rngs == "per_sample"
+
+
+# -- torchvision's random transforms (they draw from torch's global RNG) ----------------------
+
+
+class _Images(torch.utils.data.Dataset):  # type: ignore[type-arg]
+    """Small uint8 CHW images, each a pure function of its index."""
+
+    def __len__(self) -> int:
+        return 16
+
+    def __getitem__(self, i: int) -> dict[str, Any]:
+        g = torch.Generator().manual_seed(i)
+        return {"image": torch.randint(0, 256, (3, 24, 32), generator=g, dtype=torch.uint8), "i": i}
+
+
+def _augment() -> Any:
+    v2 = pytest.importorskip("torchvision.transforms.v2")
+    return v2.Compose(
+        [
+            v2.RandomResizedCrop(16, antialias=True),
+            v2.RandomHorizontalFlip(),
+            v2.ColorJitter(brightness=0.4, hue=0.1),
+        ]
+    )
+
+
+class Augment:
+    """A torchvision v2 pipeline on a sample's image (a picklable callable)."""
+
+    def __init__(self) -> None:
+        self.pipeline = _augment()
+
+    def __call__(self, sample: dict[str, Any]) -> dict[str, Any]:
+        return {**sample, "image": self.pipeline(sample["image"])}
+
+
+def _vision_plan(mode: str = "per_sample") -> LoaderPlan:
+    builder = (
+        DataLoaderBuilder()
+        .with_dataset(_Images())
+        .with_batch_size(4)
+        .with_shuffle()
+        .with_seed(3)
+        .with_transform(Augment())
+    )
+    return builder.with_global_rngs(mode).compile()  # type: ignore[arg-type]
+
+
+def test_torchvision_v2_random_transforms_are_worker_invariant_and_resume() -> None:
+    plan = _vision_plan()
+    assert_worker_invariant(plan, workers=(0, 2))
+    assert_resumable(plan, at=[0, 1, 2, 4])
+    (epoch,) = _epochs(plan, 0, epochs=1)
+    plain = [_Images()[i]["image"] for batch in epoch for i in batch["i"].tolist()]
+    images = [image for batch in epoch for image in batch["image"]]
+    assert any(not torch.equal(a[:, :16, :16], b) for a, b in zip(plain, images, strict=True))
+
+
+def test_torchvision_v2_random_transforms_per_worker_depend_on_the_workers() -> None:
+    plan = _vision_plan("per_worker")
+    assert not _same(_epochs(plan, 0), _epochs(plan, 2))
