@@ -257,3 +257,16 @@ def test_torchvision_v2_random_transforms_are_worker_invariant_and_resume() -> N
 def test_torchvision_v2_random_transforms_per_worker_depend_on_the_workers() -> None:
     plan = _vision_plan("per_worker")
     assert not _same(_epochs(plan, 0), _epochs(plan, 2))
+
+
+def test_seeding_random_is_random_seed_gauss_included() -> None:
+    """``seed_all`` seeds ``random`` as ``random.seed`` does, the cached gauss value too."""
+    from loaderkit.runtime.global_rngs import seed_all
+
+    for value in (0, 5, 2**63 + 7, 123456789012345):
+        random.seed(value)
+        expected = [random.random(), random.gauss(0, 1), random.gauss(0, 1), random.random()]
+        random.gauss(0, 1)  # leaves the second value of a pair cached
+        seed_all(value)
+        got = [random.random(), random.gauss(0, 1), random.gauss(0, 1), random.random()]
+        assert got == expected
