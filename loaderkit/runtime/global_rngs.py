@@ -37,6 +37,8 @@ _PY_RANDOM: Any = getattr(random, "_inst", None)
 """The instance behind ``random``'s module functions (CPython's ``random._inst``)."""
 _MT_SEED = random.Random.__mro__[1].seed  # type: ignore[attr-defined]
 """The Mersenne Twister's own ``seed`` (``_random.Random.seed``), under ``random.seed``."""
+_DIRECT = type(_PY_RANDOM) is random.Random
+"""Whether ``random`` is CPython's (its state and ``gauss_next`` are seeded directly)."""
 
 
 def seed_all(value: int) -> None:
@@ -48,7 +50,7 @@ def seed_all(value: int) -> None:
     """
     torch.default_generator.manual_seed(value)
     np.random.seed(value % 2**32)
-    if _PY_RANDOM is not None and type(_PY_RANDOM) is random.Random:
+    if _DIRECT:
         _MT_SEED(_PY_RANDOM, value)
         _PY_RANDOM.gauss_next = None
     else:  # another Python: its own way
