@@ -20,6 +20,7 @@ from loaderkit.plan.sections.collator import DEFAULT_COLLATOR
 from loaderkit.plan.sections.curriculum import CurriculumSpec
 from loaderkit.plan.sections.distributed import DistributedSpec
 from loaderkit.plan.sections.error_policy import ErrorPolicySpec
+from loaderkit.plan.sections.global_rngs import DEFAULT_GLOBAL_RNGS, GlobalRngs
 from loaderkit.plan.sections.max_length import MaxLengthSpec
 from loaderkit.plan.sections.mixture import MixtureSpec
 from loaderkit.plan.sections.order import OrderSpec
@@ -71,6 +72,7 @@ class LoaderPlan:
     order: OrderSpec = OrderSpec()
     collator: CallableSpec = DEFAULT_COLLATOR
     transform: CallableSpec | None = None
+    global_rngs: GlobalRngs = DEFAULT_GLOBAL_RNGS
     workers: WorkersSpec = WorkersSpec()
     device: str = "cpu"
     distributed: DistributedSpec = DistributedSpec()
@@ -309,6 +311,8 @@ Setting = Literal[
     "order",
     "collator",
     "transform",
+    "global_rngs",
+    "global_rngs",
     "workers",
     "device",
     "distributed",

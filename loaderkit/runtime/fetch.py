@@ -2,12 +2,12 @@
 
 A :class:`BatchRequest` carries everything a batch depends on (epoch, batch index, sample
 indices), so a batch is a pure function of its request: which worker makes it does not matter.
-Per-sample randomness (transforms taking ``rng``) is keyed by (seed, epoch, sample index).
+Per-sample randomness (transforms taking ``rng``) is keyed by (seed, epoch, sample index), and
+so are the global RNGs around the user's code under ``with_global_rngs("per_sample")``.
 """
 
 from __future__ import annotations
 
-import random
 import traceback
 from collections.abc import Callable, MutableMapping
 from typing import TYPE_CHECKING, Any, NamedTuple, NoReturn
@@ -21,6 +21,13 @@ from loaderkit.errors import DataError, data_error, portable_exception, portable
 from loaderkit.order.keys import sample_rng, worker_seed
 from loaderkit.runtime.cache import Cache, CachedSource, CacheUnusableError
 from loaderkit.runtime.crossing import type_name, unpicklable, unsendable_message
+from loaderkit.runtime.global_rngs import (
+    SampleSeeding,
+    restore_rngs,
+    sample_seeding,
+    seed_all,
+    user_rngs,
+)
 from loaderkit.runtime.outcomes import resource_error
 from loaderkit.runtime.sources import MixtureSource, Source, make_source
 
@@ -143,8 +150,16 @@ class BatchFetcher:
         skip: bool = False,
         cache: Cache | None = None,
         batched: bool = True,
+        seeding: SampleSeeding | None = None,
     ) -> None:
         self.source = source
+        self.seeding = seeding
+        """Where the global RNGs are seeded around the user's code (``"per_sample"``)."""
+        self.batched_reads = (
+            seeding is not None
+            and not isinstance(source, MixtureSource)
+            and callable(getattr(source.data, "__getitems__", None))
+        )
         self.batched = batched
         self.skip = skip
         self.cache = cache
@@ -172,6 +187,15 @@ class BatchFetcher:
             for hook in self.epoch_hooks:
                 hook(request.epoch)
             self.seen_epoch = request.epoch
+        if self.seeding is not None and _worker_id() is None:
+            states = user_rngs()  # the main process: the user's draws go on undisturbed
+            try:
+                return self._fetch(request)
+            finally:
+                restore_rngs(states)
+        return self._fetch(request)
+
+    def _fetch(self, request: BatchRequest) -> Any:
         if self.cache is not None:
             return self._cached(request)
         if self.skip:
@@ -210,7 +234,7 @@ class BatchFetcher:
     def _all_or_none(self, request: BatchRequest) -> list[Any] | None:
         """The samples of ``request`` read in one go, or ``None`` if any of them fails."""
         try:
-            return self.source.samples(request.indices)
+            return self._read(request)
         except Exception:  # noqa: BLE001 - the caller reads them one by one to drop the bad ones
             return None
 
@@ -229,7 +253,7 @@ class BatchFetcher:
         else:
             for index in request.indices.tolist():
                 try:
-                    samples.append(self.source.sample(index))
+                    samples.append(self._read_one(request, index))
                     kept.append(index)
                 except CacheUnusableError:  # the cache folder, not the sample: never skipped
                     raise
@@ -264,7 +288,7 @@ class BatchFetcher:
         worker = _worker_id()
         for index in request.indices.tolist():
             try:
-                sample = self.source.sample(index)
+                sample = self._read_one(request, index)
                 if self.transform is not None:
                     sample = self._transform_one(request, index, sample)
             except Exception:  # noqa: BLE001 - read again only to find the culprit
@@ -389,6 +413,8 @@ class BatchFetcher:
         collate = self.collate
         if request.max_length is not None:
             collate = self._limited(request.max_length)
+        if self.seeding is not None and self.seeding.collator:
+            self.seeding.before_collate(request.epoch, request.batch_index)
         try:
             if self.uses_context:
                 context = BatchContext(
@@ -452,13 +478,30 @@ class BatchFetcher:
             batch_index=request.batch_index,
         )
 
+    def _read(self, request: BatchRequest) -> list[Any]:
+        """The samples of ``request`` (the global RNGs seeded per sample, if the plan says)."""
+        seeding = self.seeding
+        if seeding is None or not seeding.getitem:
+            return self.source.samples(request.indices)
+        if self.batched_reads:  # the dataset's __getitems__: one call, seeded once
+            if len(request.indices):
+                seeding.before_samples(request.epoch, int(request.indices[0]))
+            return self.source.samples(request.indices)
+        return [self._read_one(request, index) for index in request.indices.tolist()]
+
+    def _read_one(self, request: BatchRequest, index: int) -> Any:
+        """Sample ``index`` (the global RNGs seeded for it, if the plan says)."""
+        if self.seeding is not None and self.seeding.getitem:
+            self.seeding.before_sample(request.epoch, index)
+        return self.source.sample(index)
+
     def _samples(self, request: BatchRequest) -> list[Any]:
         try:
-            return self.source.samples(request.indices)
+            return self._read(request)
         except Exception as batch_exc:
             for index in request.indices.tolist():
                 try:
-                    self.source.sample(index)
+                    self._read_one(request, index)
                 except Exception as exc:
                     raise self._sample_error(request, index, exc, "could not be loaded") from exc
             raise self._batch_error(request, batch_exc, "could not be loaded") from batch_exc
@@ -477,6 +520,8 @@ class BatchFetcher:
     def _transform_one(self, request: BatchRequest, index: int, sample: Any) -> Any:
         transform = self.transform
         assert transform is not None
+        if self.seeding is not None and self.seeding.transform:
+            self.seeding.before_transform(request.epoch, index)
         if self.transform_rng:
             rng = sample_rng(self.seed, "transform", request.epoch, index)
             return transform(sample, rng=rng)
@@ -522,10 +567,7 @@ class WorkerSeeder:
         self.epoch = epoch
         info = torch.utils.data.get_worker_info()
         worker = 0 if info is None else int(info.id)
-        value = worker_seed(self.seed, epoch, self.rank, worker)
-        torch.manual_seed(value)
-        np.random.seed(value % 2**32)
-        random.seed(value)
+        seed_all(worker_seed(self.seed, epoch, self.rank, worker))
 
 
 def plan_fetcher(
@@ -561,4 +603,5 @@ def plan_fetcher(
         skip=plan.error_policy.policy == "skip",
         cache=cache if plan.cache is not None and plan.cache.stage == "transformed" else None,
         batched=plan.batch.batched,
+        seeding=sample_seeding(plan),
     )

@@ -24,6 +24,7 @@ from loaderkit.order.keys import derive_key, sample_rng
 from loaderkit.runtime.crossing import pickled, type_name, unpicklable, unsendable_message
 from loaderkit.runtime.fetch import NOT_SKIPPED as _NOT_SKIPPED
 from loaderkit.runtime.fetch import Skipped, WorkerSeeder
+from loaderkit.runtime.global_rngs import seed_globals
 from loaderkit.runtime.outcomes import resource_error
 from loaderkit.runtime.pool import ShippedToWorkers
 from loaderkit.runtime.stream_read import (
@@ -33,7 +34,6 @@ from loaderkit.runtime.stream_read import (
     StreamItem,
     StreamProbe,
     buffer_shuffle,
-    seed_globals,
     seeded_elements,
 )
 

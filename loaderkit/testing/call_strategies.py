@@ -32,6 +32,7 @@ __all__ = [
     "device_calls",
     "distributed_calls",
     "error_policy_calls",
+    "global_rngs_calls",
     "max_length_calls",
     "mixture_calls",
     "sampling_weights_calls",
@@ -524,6 +525,12 @@ def workers_calls(n: int, junk: bool) -> st.SearchStrategy[BuilderCall]:
             timeout=st.none() | st.floats(0, 30),
         ),
     )
+
+
+def global_rngs_calls(n: int, junk: bool) -> st.SearchStrategy[BuilderCall]:
+    """``with_global_rngs(mode)``: ``"per_sample"`` or ``"per_worker"``."""
+    modes = st.sampled_from(["per_sample", "per_worker"])
+    return _call("with_global_rngs", st.tuples(_maybe_junk(modes, junk)))
 
 
 def device_calls(n: int, junk: bool) -> st.SearchStrategy[BuilderCall]:
