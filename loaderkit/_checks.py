@@ -14,6 +14,7 @@ from typing import Any, Final
 
 import attrs
 
+from loaderkit._text import shown
 from loaderkit.errors import PlanError, PlanTypeError, Problem
 
 __all__ = [
@@ -49,7 +50,7 @@ class Limits:
     reader; none of them is near what a real plan needs.
     """
 
-    file_bytes: int = _limit("size of a plan file, in bytes", 16 * 2**20)
+    file_bytes: int = _limit("size of a plan file, in bytes (the default: see below)", 2**20)
     depth: int = _limit("nesting of tables and arrays in a plan", 32)
     values: int = _limit("values (numbers, strings, tables, array items) in a plan", 100_000)
     string_chars: int = _limit("characters of one string or key", 4096)
@@ -81,13 +82,7 @@ LIMITS: Final = Limits()
 
 
 def _show(value: object) -> str:
-    if isinstance(value, int) and not isinstance(value, bool):
-        return _show_int(value)
-    try:
-        text = repr(value)
-    except (ValueError, RecursionError):  # an int too long to print, a self-nested list
-        text = f"<{type(value).__name__}>"
-    return text if len(text) <= 60 else text[:57] + "..."
+    return shown(value, 60)
 
 
 def did_you_mean(name: str, choices: Iterable[str]) -> str:
@@ -122,9 +117,7 @@ def check_int(
 
 def _show_int(value: int) -> str:
     """An int for a message: huge ones by their size (str() of 5,000 digits is refused)."""
-    if abs(value) < 10**30:
-        return str(value)
-    return f"an integer of {value.bit_length()} bits"
+    return shown(value)
 
 
 def check_number(
@@ -194,7 +187,7 @@ def check_choice(path: str, value: object, choices: Iterable[str]) -> str:
     if text not in options:
         listed = ", ".join(repr(c) for c in options)
         raise PlanError.single(
-            path, f"must be one of {listed} (got {text!r}){did_you_mean(text, options)}"
+            path, f"must be one of {listed} (got {shown(text)}){did_you_mean(text, options)}"
         )
     return text
 
@@ -209,7 +202,7 @@ def unknown_keys(path: str, given: Iterable[str], known: Iterable[str]) -> list[
             hint = did_you_mean(key, allowed)
             if not hint:
                 hint = "; known keys: " + ", ".join(sorted(allowed))
-            problems.append(Problem(where, f"unknown key {key!r}{hint}"))
+            problems.append(Problem(where, f"unknown key {shown(key)}{hint}"))
     return problems
 
 
@@ -311,7 +304,7 @@ def freeze_value(path: str, value: object) -> object:
         out = {}
         for key, item in value.items():
             if not isinstance(key, str):
-                raise PlanTypeError.single(path, f"mapping keys must be strings (got {key!r})")
+                raise PlanTypeError.single(path, f"mapping keys must be strings (got {_show(key)})")
             out[key] = freeze_value(f"{path}.{key}", item)
         return FrozenMap(out)
     raise PlanTypeError.single(
@@ -329,6 +322,27 @@ def thaw_value(value: object) -> object:
     if isinstance(value, FrozenMap):
         return {k: thaw_value(v) for k, v in value.items()}
     return value
+
+
+_PATH_CHARS = 400
+"""Characters of a path :func:`check_plain_tree` keeps for a value (longer ones are cut: a
+path of 32 keys of 4,096 characters, made for each of 100,000 values, would take 13 GB)."""
+
+
+def _child(path: str, step: str) -> str:
+    """The path of a child value: ``path`` and ``step``, cut to :data:`_PATH_CHARS`."""
+    if len(path) >= _PATH_CHARS:
+        return path  # cut already: its children share the string
+    joined = path + step[: _PATH_CHARS + 1]
+    return joined if len(joined) <= _PATH_CHARS else joined[:_PATH_CHARS] + "..."
+
+
+def _too_many(values: int) -> Problem:
+    return Problem(
+        "plan",
+        f"holds more than {values:,} values; a plan file is settings, not data: pass large "
+        f"arrays in bindings",
+    )
 
 
 def check_plain_tree(data: object, path: str = "") -> list[Problem]:
@@ -350,16 +364,10 @@ def check_plain_tree(data: object, path: str = "") -> list[Problem]:
     count = 0
     while stack and len(problems) < 20:
         where, value, depth = stack.pop()
-        shown = where or "plan"
+        at = where or "plan"
         count += 1
         if count > limits.values:
-            problems.append(
-                Problem(
-                    "plan",
-                    f"holds more than {limits.values:,} values; a plan file is settings, not "
-                    f"data: pass large arrays in bindings",
-                )
-            )
+            problems.append(_too_many(limits.values))
             fatal = True
             break
         if isinstance(value, bool) or value is None:
@@ -367,16 +375,16 @@ def check_plain_tree(data: object, path: str = "") -> list[Problem]:
         if isinstance(value, int):
             if abs(value) > limits.integer:
                 problems.append(
-                    Problem(shown, f"must be <= {limits.integer:,} (got {_show_int(value)})")
+                    Problem(at, f"must be <= {limits.integer:,} (got {_show_int(value)})")
                 )
         elif isinstance(value, float):
             if not math.isfinite(value):
-                problems.append(Problem(shown, f"must be a finite number (got {value})"))
+                problems.append(Problem(at, f"must be a finite number (got {value})"))
         elif isinstance(value, str):
             if len(value) > limits.string_chars:
                 problems.append(
                     Problem(
-                        shown,
+                        at,
                         f"is a string of {len(value):,} characters; at most "
                         f"{limits.string_chars:,} are allowed",
                     )
@@ -384,33 +392,39 @@ def check_plain_tree(data: object, path: str = "") -> list[Problem]:
         elif isinstance(value, Mapping | list | tuple):
             if depth >= limits.depth:
                 problems.append(
-                    Problem(shown, f"is nested more than {limits.depth} levels deep; flatten it")
+                    Problem(at, f"is nested more than {limits.depth} levels deep; flatten it")
                 )
                 fatal = True
                 continue
+            if count + len(stack) + len(value) > limits.values:  # refused before it is walked
+                problems.append(_too_many(limits.values))
+                fatal = True
+                break
             if isinstance(value, Mapping):
                 for key, item in value.items():
                     if not isinstance(key, str):
-                        problems.append(Problem(shown, f"keys must be strings (got {_show(key)})"))
+                        problems.append(Problem(at, f"keys must be strings (got {_show(key)})"))
                         fatal = True
                         continue
                     if len(key) > limits.string_chars:
                         problems.append(
                             Problem(
-                                shown,
+                                at,
                                 f"has a key of {len(key):,} characters; at most "
                                 f"{limits.string_chars:,} are allowed",
                             )
                         )
                         fatal = True
                         continue
-                    stack.append((f"{where}.{key}" if where else key, item, depth + 1))
+                    stack.append((_child(where, f".{key}" if where else key), item, depth + 1))
             else:
-                stack.extend((f"{shown}[{i}]", item, depth + 1) for i, item in enumerate(value))
+                stack.extend(
+                    (_child(at, f"[{i}]"), item, depth + 1) for i, item in enumerate(value)
+                )
         else:
             problems.append(
                 Problem(
-                    shown,
+                    at,
                     f"must be plain data (str, int, float, bool, None, lists and tables of "
                     f"them) (got {type(value).__name__})",
                 )

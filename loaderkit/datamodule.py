@@ -16,6 +16,7 @@ import importlib
 from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
+from loaderkit._text import shown
 from loaderkit.errors import PlanError, PlanTypeError, ResumeError
 from loaderkit.order.split import SplitName, split_sizes
 from loaderkit.plan.plan import LoaderPlan
@@ -221,7 +222,7 @@ class DataModule:
         version = state.get("loaderkit_datamodule")
         if version != DATAMODULE_STATE_VERSION:
             raise ResumeError(
-                f"DataModule state format {version!r} is not the one this loaderkit reads "
+                f"DataModule state format {shown(version)} is not the one this loaderkit reads "
                 f"({DATAMODULE_STATE_VERSION})"
             )
         self.train_dataloader().load_state_dict(state["train"])

@@ -1,4 +1,4 @@
-"""The exceptions loaderkit raises, as one documented tree.
+r"""The exceptions loaderkit raises, as one documented tree.
 
 ::
 
@@ -18,6 +18,10 @@
 Every message has the same shape: what is wrong, where (a dotted *path* into the plan such as
 ``workers.prefetch_factor``), the value received, and the fix. ``PlanError`` carries *all* the
 problems found at once in ``.problems``; each :class:`Problem` has a ``.path`` and a ``.message``.
+
+A message can hold text from a plan file, a saved state or a dataset, all untrusted: every
+message is made inert here (``loaderkit._text``): control characters are escaped (``\x1b``),
+each line is bounded, and a message lists at most 50 problems or differences, then a count.
 """
 
 from __future__ import annotations
@@ -27,6 +31,8 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 import attrs
+
+from loaderkit._text import LINE_CHARS, inert, inert_lines, listed
 
 __all__ = [
     "DataError",
@@ -45,20 +51,37 @@ __all__ = [
 
 
 class LoaderkitError(Exception):
-    """Base class of every error loaderkit raises on purpose."""
+    """Base class of every error loaderkit raises on purpose.
+
+    A message given as the first argument is made inert (``loaderkit._text.inert_lines``):
+    whatever untrusted text it holds reaches a terminal escaped and bounded.
+    """
+
+    def __init__(self, *args: object) -> None:
+        if args and isinstance(args[0], str):
+            args = (inert_lines(args[0]), *args[1:])
+        super().__init__(*args)
+
+
+def _lines(text: str) -> str:
+    return inert_lines(text, LINE_CHARS)
 
 
 @attrs.frozen
 class Problem:
-    """One thing wrong with a plan: where (``path``) and what, with the value and the fix.
+    r"""One thing wrong with a plan: where (``path``) and what, with the value and the fix.
 
     ``related`` names the other plan sections a conflict involves (``("bucketing",)`` for a
     fixed batch size under a token budget), so that the error can say who set them (a preset:
     see ``loaderkit.presets``); it is not compared.
+
+    Both texts are made inert as the problem is made (``loaderkit._text``): a key or a value
+    of an untrusted plan in them is escaped (``\x1b``) and bounded (a path at 200
+    characters, each line of a message at 2,000; a path keeps no newline).
     """
 
-    path: str
-    message: str
+    path: str = attrs.field(converter=inert)
+    message: str = attrs.field(converter=_lines)
     related: tuple[str, ...] = attrs.field(default=(), eq=False, kw_only=True)
 
     def __str__(self) -> str:
@@ -112,14 +135,21 @@ class PlanError(LoaderkitError, ValueError):
         """The paths of all problems, in the order they were found."""
         return tuple(p.path for p in self.problems)
 
+    @property
+    def where(self) -> str:
+        """``"<file>: "`` for an error found in a plan file (escaped and bounded), else ``""``."""
+        return "" if self.file is None else f"{inert(self.file, LINE_CHARS)}: "
+
+    def listed(self) -> list[str]:
+        """The problems as the message lists them: the first 50, then a count of the rest."""
+        return listed([str(p) for p in self.problems[:51]], "problems", total=len(self.problems))
+
     def _render(self) -> str:
-        file = self.file
-        # a path with control characters (a planted name) is shown escaped, never raw
-        where = "" if file is None else f"{file}: " if file.isprintable() else f"{file!r}: "
+        # the file's path may hold control characters (a planted name): escaped by `where`
         if len(self.problems) == 1:
-            return f"{where}{self.problems[0]}"
-        lines = [f"{where}{len(self.problems)} problems in the plan:"]
-        lines.extend(f"  - {p}" for p in self.problems)
+            return f"{self.where}{self.problems[0]}"
+        lines = [f"{self.where}{len(self.problems):,} problems in the plan:"]
+        lines.extend(f"  - {line}" for line in self.listed())
         return "\n".join(lines)
 
     def __reduce__(
@@ -163,10 +193,10 @@ class DataError(LoaderkitError):
         self.worker_id = worker_id
         self.collator = collator
         self.batch_index = batch_index
-        self.message = message
+        self.message = inert_lines(message)  # a sample's repr, a dataset's text: untrusted
         # not super().__init__: in a typed DataError the original type's __init__ comes next
         # in the MRO, and it may need other arguments (UnicodeDecodeError needs five)
-        BaseException.__init__(self, message)
+        BaseException.__init__(self, self.message)
 
     def __str__(self) -> str:
         # the message as given: some original types print otherwise (KeyError quotes it)
@@ -334,13 +364,18 @@ def _rebuild_data_error(
 
 
 class ResumeError(LoaderkitError, ValueError):
-    """A loader state does not fit the plan it is loaded into; ``.diff`` lists the differences."""
+    """A loader state does not fit the plan it is loaded into; ``.diff`` lists the differences.
+
+    Each difference is escaped and bounded (``loaderkit._text.inert``); the message lists the
+    first 50, then a count of the rest (``.diff`` holds them all).
+    """
 
     def __init__(self, message: str, diff: Sequence[str] = ()) -> None:
-        self.diff = tuple(diff)
+        self.diff = tuple(inert(line, LINE_CHARS) for line in diff)
         text = message
         if self.diff:
-            text += "\n" + "\n".join(f"  {line}" for line in self.diff)
+            shown = listed(self.diff[:51], "differences", total=len(self.diff))
+            text += "\n" + "\n".join(f"  {line}" for line in shown)
         super().__init__(text)
 
 

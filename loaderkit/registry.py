@@ -29,6 +29,7 @@ from typing import Any, Generic, TypeVar, overload
 import attrs
 
 from loaderkit._checks import did_you_mean
+from loaderkit._text import shown
 from loaderkit.errors import LoaderkitError
 
 __all__ = [
@@ -411,8 +412,7 @@ def parse_ref(ref: object) -> tuple[str, str]:
 
 
 def _short(value: object) -> str:
-    text = repr(value)
-    return text if len(text) <= 80 else text[:77] + "..."
+    return shown(value, 80)
 
 
 def _registered(target: object) -> bool:

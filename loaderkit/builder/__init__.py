@@ -31,6 +31,7 @@ from loaderkit.plan.sections.collator import (
     resolve_auto,
 )
 from loaderkit.plan.sections.dataset import dataset_spec
+from loaderkit.plan.sections.global_rngs import GlobalRngs, global_rngs_spec
 from loaderkit.plan.sections.mixture import MixtureMode, mixture_spec
 from loaderkit.plan.sections.order import OrderSpec, order_spec
 from loaderkit.plan.sections.preset import preset_chain, preset_notes, with_notes
@@ -213,6 +214,21 @@ class DataLoaderBuilder(SamplingCalls, ExecutionCalls):
         """
         spec, live = transform_spec(fn)
         return self._with(bind_one(spec, live), transform=spec)
+
+    @keywords_checked
+    def with_global_rngs(self, mode: GlobalRngs) -> DataLoaderBuilder:
+        """Return a new builder seeding the global RNGs (torch, numpy, ``random``) by ``mode``.
+
+        ``"per_sample"`` (the default): seeded from (seed, epoch, sample index) before your
+        dataset's ``__getitem__`` and before the transform of each sample (from the batch's
+        index before a collator of your own), and put back afterwards in the main process;
+        torchvision's random transforms and datasets that draw from the global RNGs then
+        give the same batches for any number of workers and after a resume.
+        ``"per_worker"``: torch's habit, seeded once per worker and epoch; cheaper for a
+        cheap ``__getitem__``, but the batches depend on ``num_workers``. Replaces any
+        earlier mode.
+        """
+        return self._with(global_rngs=global_rngs_spec(mode))
 
     def without(self, *settings: Setting) -> DataLoaderBuilder:
         """Return a new builder with the named settings put back to their defaults.

@@ -117,6 +117,7 @@ class ExecutionCalls(BuilderState):
         stage: CacheStage = "fetched",
         path: str | os.PathLike[str] | None = None,
         max_bytes: int | None = None,
+        shared: bool = False,
     ) -> Self:
         """Return a new builder keeping loaded samples in a cache, so later epochs skip loading.
 
@@ -130,8 +131,13 @@ class ExecutionCalls(BuilderState):
         (memory: new samples stop being stored; disk: the oldest are evicted). Samples that
         fail are never cached. A cache never changes a batch (not in the fingerprint).
         ``loader.cache_stats`` counts hits and misses. Replaces any earlier cache.
+
+        A disk folder must be private (owned by you, and no other user can change it or a
+        folder on the way to it): ``build()`` refuses one that is not. ``shared=True`` accepts
+        such a folder and signs every entry with your own key (kept outside the folder, in
+        ``~/.config/loaderkit/cache.key``), so entries that others write are never served.
         """
-        spec = cache_spec(storage, stage=stage, path=path, max_bytes=max_bytes)
+        spec = cache_spec(storage, stage=stage, path=path, max_bytes=max_bytes, shared=shared)
         return self._with(cache=spec)
 
     @keywords_checked

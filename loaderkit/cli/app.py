@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 import click
 
+from loaderkit._text import LINE_CHARS, MESSAGE_CHARS, inert_lines
 from loaderkit.errors import DataError, LoaderkitError, PlanError, ResumeError, WorkerError
 
 if TYPE_CHECKING:
@@ -62,12 +63,14 @@ def one_line(text: str) -> str:
 
 
 def _plan_error_line(exc: PlanError) -> str:
-    """The error on one line, starting with the plan file it was found in (when it was)."""
-    where = "" if exc.file is None else f"{exc.file}: "
+    """The error on one line, starting with the plan file it was found in (when it was).
+
+    At most 50 problems, then a count of the rest (``PlanError.listed``).
+    """
     if len(exc.problems) == 1:
-        return where + one_line(str(exc.problems[0]))
-    problems = "; ".join(one_line(str(p)) for p in exc.problems)
-    return f"{where}{len(exc.problems)} problems in the plan: {problems}"
+        return exc.where + one_line(str(exc.problems[0]))
+    problems = "; ".join(one_line(line) for line in exc.listed())
+    return f"{exc.where}{len(exc.problems):,} problems in the plan: {problems}"
 
 
 def describe_failure(exc: BaseException) -> tuple[str, str]:
@@ -103,9 +106,20 @@ def describe_failure(exc: BaseException) -> tuple[str, str]:
     )
 
 
+def echo(text: str = "", *, err: bool = False, limit: int = LINE_CHARS) -> None:
+    """Print ``text`` as every command prints: made inert (``loaderkit._text.inert_lines``).
+
+    A command's output can hold text from a plan file or a dataset (a key, a name, a label,
+    a sample's repr): control characters are escaped and each line is bounded (``limit``
+    characters), whatever the code that made the text did.
+    """
+    click.echo(inert_lines(text, limit), err=err)
+
+
 def _report(message: str, hint: str) -> None:
-    click.echo(f"error: {message}", err=True)
-    click.echo(f"hint: {hint}", err=True)
+    # one line: up to 50 problems of a plan, each bounded, then a count of the rest
+    echo(f"error: {message}", err=True, limit=MESSAGE_CHARS)
+    echo(f"hint: {hint}", err=True)
 
 
 def _usage_hint(exc: click.UsageError) -> str:
@@ -139,7 +153,7 @@ class _LoaderkitGroup(click.Group):
             )
             code = result if isinstance(result, int) else EXIT_OK
         except click.exceptions.NoArgsIsHelpError as exc:
-            click.echo(exc.format_message(), err=True)
+            echo(exc.format_message(), err=True)
             code = EXIT_USAGE
         except click.UsageError as exc:
             _report(one_line(exc.format_message()), _usage_hint(exc))
@@ -152,7 +166,7 @@ class _LoaderkitGroup(click.Group):
             code = 130
         except Exception as exc:  # noqa: BLE001 - every failure becomes one line and a code
             if debug:
-                traceback.print_exception(exc, file=sys.stderr)
+                echo("".join(traceback.format_exception(exc)).rstrip("\n"), err=True)
             message, hint = describe_failure(exc)
             _report(message, hint)
             code = exc.code if isinstance(exc, CliError) else EXIT_FAILED
@@ -331,7 +345,7 @@ def explain(plan: Path, allow_external_paths: bool) -> int:
     Reads the plan file and nothing else: no dataset is made, no module imported, no data
     read, nothing written. Plans whose dataset is a live binding explain too.
     """
-    click.echo(inspect_plan(plan, allow_external_paths=allow_external_paths).explain())
+    echo(inspect_plan(plan, allow_external_paths=allow_external_paths).explain())
     return EXIT_OK
 
 
@@ -342,7 +356,8 @@ def explain(plan: Path, allow_external_paths: bool) -> int:
     is_flag=True,
     default=False,
     help="Also make the dataset from its registered factory, build the loader and run the "
-    "plan's batch checks on the first batch (plan.check()). Reads the data; writes nothing.",
+    "plan's batch checks on the first batch (plan.check()). Reads the data; writes only what "
+    "its factory writes (hf_files: HF's Arrow cache, docs/security.md).",
 )
 @_external_paths_option
 @_debug_option
@@ -350,14 +365,14 @@ def validate(plan: Path, data: bool, allow_external_paths: bool) -> int:
     """Check every field, bound and rule of PLAN (the file only); --data checks a batch too.
 
     Without --data nothing but the file is read: no dataset is made, no module imported,
-    nothing written. With --data the dataset is made again (registered factories only), the
-    loader is built without its cache (so no cache folder is created) and the first batch
-    is checked against the plan's with_checks contract. Exit 0 when everything passes, 1
-    otherwise.
+    nothing written. With --data the dataset is made again (registered factories only: an
+    ``hf_files`` source writes HF's Arrow cache), the loader is built without its cache (so
+    no cache folder is created) and the first batch is checked against the plan's
+    with_checks contract. Exit 0 when everything passes, 1 otherwise.
     """
     if not data:
         inspected = inspect_plan(plan, allow_external_paths=allow_external_paths)
-        click.echo(
+        echo(
             f"{plan.name}: valid (fields, bounds and rules; fingerprint "
             f"{inspected.fingerprint[:16]}); `loaderkit validate --data` also checks its "
             f"first batch"
@@ -367,8 +382,8 @@ def validate(plan: Path, data: bool, allow_external_paths: bool) -> int:
 
     loaded = load_plan(plan, allow_external_paths=allow_external_paths)
     report = attrs.evolve(loaded, cache=None).check()  # the cache changes no batch
-    click.echo(str(report))
-    click.echo(f"{plan.name}: valid (fingerprint {loaded.fingerprint[:16]})")
+    echo(str(report))
+    echo(f"{plan.name}: valid (fingerprint {loaded.fingerprint[:16]})")
     return EXIT_OK
 
 
@@ -389,16 +404,16 @@ def diff(a: Path, b: Path, allow_external_paths: bool) -> int:
     )
     lines = first.diff(second)
     if not lines:
-        click.echo(f"{a.name} and {b.name} are equal (fingerprint {first.fingerprint[:16]})")
+        echo(f"{a.name} and {b.name} are equal (fingerprint {first.fingerprint[:16]})")
         return EXIT_OK
     for line in lines:
-        click.echo(line)
+        echo(line)
     noun = "field differs" if len(lines) == 1 else "fields differ"
     if first.fingerprint == second.fingerprint:
         stream = "the same batches (equal stream fingerprints)"
     else:
         stream = "different batches (the stream fingerprints differ)"
-    click.echo(f"{len(lines)} {noun}; the plans give {stream}")
+    echo(f"{len(lines):,} {noun}; the plans give {stream}")
     return EXIT_FAILED
 
 

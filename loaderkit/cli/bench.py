@@ -25,13 +25,13 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import attrs
-import click
 import numpy as np
 import torch
 from rich.console import Console
 from rich.progress import Progress
 from rich.table import Table
 
+from loaderkit.cli.app import echo
 from loaderkit.cli.demo import progress_bar
 from loaderkit.cli.digest import batch_samples
 from loaderkit.plan.workers import usable_cpus
@@ -321,7 +321,7 @@ def run_bench(plan: LoaderPlan, *, batches: int, worker_counts: tuple[int, ...])
     cpus = usable_cpus()[0]
     over = [n for n in worker_counts if n > cpus]
     if over:  # said once here, instead of torch's warning twice per loader
-        click.echo(
+        echo(
             f"note: {', '.join(map(str, over))} workers is more than the {cpus} "
             f"CPU{'' if cpus == 1 else 's'} this process may use; those rows measure contention",
             err=True,
@@ -336,7 +336,7 @@ def run_bench(plan: LoaderPlan, *, batches: int, worker_counts: tuple[int, ...])
             results.append(measure_workers(plan, workers, batches, _advance(progress, task)))
         task = progress.add_task("fetch/collate split", total=batches, status="")
         split = measure_split(plan, batches, _advance(progress, task))
-    click.echo(
+    echo(
         f"bench: {plan.dataset.binding!r}, {batches} batches per worker count, device "
         f"{split.device}, fingerprint {plan.fingerprint[:12]}"
     )
@@ -348,7 +348,7 @@ def run_bench(plan: LoaderPlan, *, batches: int, worker_counts: tuple[int, ...])
     baseline = next((r for r in results if r.workers == 0), None)
     if baseline is not None and best is not baseline and baseline.samples_per_second > 0:
         line += f" ({best.samples_per_second / baseline.samples_per_second:.1f}x 0 workers)"
-    click.echo(line)
+    echo(line)
 
 
 def _advance(progress: Progress, task: Any) -> Callable[[], None]:

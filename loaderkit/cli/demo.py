@@ -19,7 +19,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import attrs
-import click
 from rich.console import Console
 from rich.progress import (
     BarColumn,
@@ -29,7 +28,7 @@ from rich.progress import (
     TimeElapsedColumn,
 )
 
-from loaderkit.cli.app import EXIT_OK, CliError
+from loaderkit.cli.app import EXIT_OK, CliError, echo
 from loaderkit.cli.digest import batch_digest, batch_samples, batch_tokens, stream_digest
 
 if TYPE_CHECKING:
@@ -163,9 +162,9 @@ def run_demo(
     plan = demo_plan(workers=workers, batch_size=batch_size, seed=seed)
     if save_plan is not None:
         plan.save(save_plan)
-        click.echo(f"plan saved to {save_plan}: try `loaderkit explain {save_plan}`")
-    click.echo(plan.explain())
-    click.echo()
+        echo(f"plan saved to {save_plan}: try `loaderkit explain {save_plan}`")
+    echo(plan.explain())
+    echo()
     console = Console(stderr=True)
     with progress_bar(console) as progress:
         with plan.build() as loader:
@@ -184,7 +183,7 @@ def run_demo(
         if workers == 0
         else f"{workers} worker{'s' if workers > 1 else ''}, start-up included"
     )
-    click.echo(f"throughput: {stats.summary()} ({how})")
+    echo(f"throughput: {stats.summary()} ({how})")
     skipped = at[1]
     expected = reference[skipped:]
     where = f"epoch {at[0]}, batch {at[1]}"
@@ -202,7 +201,7 @@ def run_demo(
             "the loader state did not restore the position; report this with the plan "
             "(--save-plan) and the loaderkit version",
         )
-    click.echo(
+    echo(
         f"resume: OK, the {len(after)} batches after the checkpoint ({where}) equal the "
         f"uninterrupted run's, bit for bit (stream sha256 {stream_digest(after)[:16]})"
     )

@@ -23,7 +23,8 @@ The API:
   source. ``name`` is a registered name or a ``"module:qualname"`` reference to a factory.
   Options must be plain data (str, int, float, bool, None, lists and dicts of them); the
   factory receives them as given (lists stay lists).
-- ``from_files(path_or_paths, format=None, *, split="train")``: ``load("hf_files", ...)`` with
+- ``from_files(path_or_paths, format=None, *, split="train", cache_dir=None)``:
+  ``load("hf_files", ...)`` with
   the format guessed from the suffix (``.json``/``.jsonl`` json, ``.csv``, ``.parquet``,
   ``.txt`` text; ``.gz``/``.bz2``/``.xz``/``.zst`` compression is looked through).
 - ``source_of(dataset)``: the :class:`DatasetSource` the dataset remembers, or ``None``.
@@ -33,11 +34,15 @@ The API:
 
 Built-in factories:
 
-- ``hf_files(data_files, format=None, split="train")``: HF
-  ``datasets.load_dataset(format, data_files=..., split=...)`` of local files (glob patterns
-  allowed). The dataset's identity is a sha256 of the files' bytes (with format and split), so
-  moving or copying the files keeps it, and a changed file is noticed when a plan is loaded
-  (each call reads the files once more to hash them, about a second per GB).
+- ``hf_files(data_files, format=None, split="train", cache_dir=None)``: HF
+  ``datasets.load_dataset(format, data_files=..., split=..., cache_dir=...)`` of local files
+  (glob patterns allowed; each must be a regular file: devices, FIFOs, sockets, directories
+  and ``/proc`` or ``/sys`` entries, or links to them, are refused). The dataset's identity is
+  a sha256 of the files' bytes (with format and split), so moving or copying the files keeps
+  it, and a changed file is noticed when a plan is loaded (each call reads the files once more
+  to hash them, about a second per GB). HF writes an Arrow copy of the data (and lock files)
+  into ``cache_dir``, or its own cache (``HF_DATASETS_CACHE``) when unset; ``cache_dir`` is a
+  path option, not part of the stream fingerprint.
 - ``image_folder(root, mode="RGB", allow_empty=False, follow_external_links=False,
   hash_contents=False, decode_scale="auto", decoder="auto")``: images in class folders
   (torchvision's ``ImageFolder`` layout), samples ``(uint8 CHW tensor, class index)``; and
@@ -485,18 +490,22 @@ def from_files(
     format: str | None = None,
     *,
     split: str = "train",
+    cache_dir: str | os.PathLike[str] | None = None,
 ) -> Any:
     """Local files as an HF dataset that remembers them: ``load("hf_files", ...)``.
 
     ``format`` defaults to the one the suffix says (see :data:`FORMATS`). Relative paths are
     made absolute against the working directory; a plan file stores them relative to its own
-    folder when they lie inside it.
+    folder when they lie inside it. ``cache_dir`` is the folder HF ``datasets`` writes its
+    Arrow copy of the files to (``None``: HF's cache, ``HF_DATASETS_CACHE``).
     """
     paths = path_list("dataset.source.options.data_files", path_or_paths)
     files: str | list[str] = paths[0] if len(paths) == 1 else paths
     options: dict[str, Any] = {"data_files": files, "split": split}
     if format is not None:
         options["format"] = format
+    if cache_dir is not None:
+        options["cache_dir"] = os.fspath(cache_dir)
     return load("hf_files", **options)
 
 
@@ -598,7 +607,7 @@ def tokens(
 
 
 factories.register("hf_files", hf_files, origin="builtin")
-_PATH_OPTIONS["hf_files"] = ("data_files",)
+_PATH_OPTIONS["hf_files"] = ("data_files", "cache_dir")
 factories.register("tokens", tokens, origin="builtin")
 factories.register("image_folder", _images.image_folder, origin="builtin")
 _PATH_OPTIONS["image_folder"] = ("root",)

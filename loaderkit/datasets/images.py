@@ -66,6 +66,7 @@ import warnings
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, Literal, get_args
 
+from loaderkit.datasets.files import PSEUDO_FILESYSTEMS
 from loaderkit.errors import PlanError, PlanTypeError, data_error
 
 if TYPE_CHECKING:
@@ -100,7 +101,7 @@ Decoder = Literal["auto", "pil", "torchvision"]
 """Who decodes full-size JPEGs: the faster one measured (``"auto"``), or the one named."""
 DECODERS: tuple[str, ...] = get_args(Decoder)
 
-_SYSTEM_TREES = ("/proc", "/sys", "/dev")
+_SYSTEM_TREES = (*PSEUDO_FILESYSTEMS, "/dev")
 """Folders whose files are not data (kernel views, devices): never read, even through links."""
 
 Target = (
@@ -418,7 +419,8 @@ def _read(path: str, listed: tuple[int, int | None] | None = None) -> bytes:
     when only the size counts); a file that no longer has them raises ``OSError``, so a
     changed file is named rather than read as the sample the plan recorded.
     """
-    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
+    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0)
+    fd = os.open(path, flags | getattr(os, "O_CLOEXEC", 0))
     try:
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode):

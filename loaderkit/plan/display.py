@@ -8,6 +8,7 @@ import re
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
+from loaderkit._text import LINE_CHARS, inert, shown
 from loaderkit.errors import PlanError
 from loaderkit.order.shard import ShardLayout
 from loaderkit.order.split import split_sizes
@@ -46,14 +47,22 @@ def flatten(data: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
 
 
 def diff_dicts(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[str]:
-    """``path: old -> new`` for each flattened path that differs (``<unset>`` when absent)."""
+    """``path: old -> new`` for each flattened path that differs (``<unset>`` when absent).
+
+    Paths and values are shown escaped and bounded (``loaderkit._text``): a plan's keys and
+    strings are untrusted text.
+    """
     a, b = flatten(old), flatten(new)
     lines = []
     for path in sorted(set(a) | set(b)):
         left, right = a.get(path, _UNSET), b.get(path, _UNSET)
         if left != right or type(left) is not type(right):
-            lines.append(f"{path}: {left!r} -> {right!r}")
+            lines.append(f"{inert(path)}: {_value(left)} -> {_value(right)}")
     return lines
+
+
+def _value(value: object) -> str:
+    return "<unset>" if value is _UNSET else shown(value, LINE_CHARS // 2)
 
 
 class _Unset:
@@ -279,7 +288,8 @@ def explain_plan(plan: LoaderPlan) -> str:
     for section in EXPLAIN_ORDER:
         explain = _COMBINED.get(section.name, section.explain)
         assert explain is not None
-        lines.extend(f"  {label:<11} {text}" for label, text in explain(plan))
+        # a row may show a plan's names, labels and reasons: untrusted text, made inert here
+        lines.extend(f"  {label:<11} {inert(text, LINE_CHARS)}" for label, text in explain(plan))
     lines.append(f"  fingerprint {plan.fingerprint}")
     return "\n".join(lines)
 
@@ -333,7 +343,7 @@ def settings_rows(plan: LoaderPlan) -> list[tuple[str, str, str, bool]]:
         section, _, field = path.partition(".")
         default = path in defaults and defaults[path] == value
         default = default and type(defaults[path]) is type(value)
-        rows.append((section, field, repr(value), default))
+        rows.append((section, inert(field), shown(value, LINE_CHARS), default))
     return rows
 
 

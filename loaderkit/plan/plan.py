@@ -20,6 +20,7 @@ from loaderkit.plan.sections.collator import DEFAULT_COLLATOR
 from loaderkit.plan.sections.curriculum import CurriculumSpec
 from loaderkit.plan.sections.distributed import DistributedSpec
 from loaderkit.plan.sections.error_policy import ErrorPolicySpec
+from loaderkit.plan.sections.global_rngs import DEFAULT_GLOBAL_RNGS, GlobalRngs
 from loaderkit.plan.sections.max_length import MaxLengthSpec
 from loaderkit.plan.sections.mixture import MixtureSpec
 from loaderkit.plan.sections.order import OrderSpec
@@ -71,6 +72,7 @@ class LoaderPlan:
     order: OrderSpec = OrderSpec()
     collator: CallableSpec = DEFAULT_COLLATOR
     transform: CallableSpec | None = None
+    global_rngs: GlobalRngs = DEFAULT_GLOBAL_RNGS
     workers: WorkersSpec = WorkersSpec()
     device: str = "cpu"
     distributed: DistributedSpec = DistributedSpec()
@@ -164,18 +166,21 @@ class LoaderPlan:
         allow_imports: bool = False,
         require_bindings: bool = True,
         allow_external_paths: bool = False,
+        max_file_bytes: int | None = None,
     ) -> LoaderPlan:
         """Read a ``.json`` or ``.toml`` plan file; see :meth:`from_dict` for the options.
 
         A plan file is untrusted input (``docs/security.md``): relative paths resolve
         against the file's folder and paths leaving it are refused unless
         ``allow_external_paths=True``; ``require_bindings=False`` inspects the file without
-        calling, importing, reading or writing anything else.
+        calling, importing, reading or writing anything else. A file larger than
+        ``max_file_bytes`` is refused before it is parsed (default: the environment variable
+        ``LOADERKIT_MAX_PLAN_BYTES``, else 1 MiB).
         """
         from loaderkit.plan.serde import ReadOptions, load_plan
 
         options = ReadOptions(bindings, allow_imports, require_bindings, None, allow_external_paths)
-        return load_plan(path, options)
+        return load_plan(path, options, max_file_bytes)
 
     # -- display ----------------------------------------------------------------------------
 
@@ -306,6 +311,8 @@ Setting = Literal[
     "order",
     "collator",
     "transform",
+    "global_rngs",
+    "global_rngs",
     "workers",
     "device",
     "distributed",

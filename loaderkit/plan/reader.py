@@ -17,11 +17,12 @@ from typing import Any, TypeVar
 import attrs
 
 from loaderkit._checks import check_bool, check_str, freeze_value, unknown_keys
+from loaderkit._text import shown
 from loaderkit.errors import PlanError, PlanTypeError, Problem
 from loaderkit.plan.specs import CallableSpec, LengthSource
 from loaderkit.registry import PluginNotImportedError, resolve_ref
 
-__all__ = ["Reader", "short", "value_fn"]
+__all__ = ["Reader", "value_fn"]
 
 S = TypeVar("S")
 
@@ -70,7 +71,7 @@ class Reader:
         value = data.get(name, {})
         if not isinstance(value, Mapping):
             self.problems.append(
-                Problem(name, f"must be a table/object (got {type(value).__name__} {value!r})")
+                Problem(name, f"must be a table/object (got {type(value).__name__} {shown(value)})")
             )
             return {}
         self.problems.extend(unknown_keys(name, value, known))
@@ -144,8 +145,9 @@ class Reader:
             self.problems.append(
                 Problem(
                     f"{path}.name",
-                    f"{short(value)} is a 'module:qualname' reference, not a registry name; "
-                    f"write it as ref = {short(value)} (resolved only under the trust rules)",
+                    f"{shown(value, 60)} is a 'module:qualname' reference, not a registry "
+                    f"name; write it as ref = {shown(value, 60)} (resolved only under the trust "
+                    f"rules)",
                 )
             )
             return None
@@ -271,9 +273,3 @@ def value_fn(fn: object) -> tuple[CallableSpec, object | None]:
             "plan", f"a per-sample function must be callable (got {type(fn).__name__})"
         )
     return CallableSpec("binding", "value"), fn
-
-
-def short(value: str) -> str:
-    """``value`` quoted for a message, cut to 60 characters."""
-    text = repr(value)
-    return text if len(text) <= 60 else text[:57] + "..."

@@ -20,10 +20,12 @@ import attrs
 
 from loaderkit._checks import (
     LIMITS,
+    check_int,
     check_plain_tree,
     did_you_mean,
     unknown_keys,
 )
+from loaderkit._text import shown
 from loaderkit.datasets import (
     absolute_path,
     relative_path,
@@ -43,8 +45,10 @@ else:  # pragma: no cover - exercised on Python 3.10 only
     import tomli as tomllib
 
 __all__ = [
+    "PLAN_BYTES_VARIABLE",
     "ReadOptions",
     "load_plan",
+    "plan_file_limit",
     "plan_from_dict",
     "plan_to_dict",
     "read_plan_file",
@@ -115,14 +119,14 @@ def _plan_from_dict(data: Mapping[str, Any], options: ReadOptions) -> LoaderPlan
         )
     elif isinstance(version, bool) or not isinstance(version, int) or version < 1:
         reader.problems.append(
-            Problem("schema_version", f"must be a positive int (got {version!r})")
+            Problem("schema_version", f"must be a positive int (got {shown(version)})")
         )
     elif version > SCHEMA_VERSION:
         reader.problems.append(
             Problem(
                 "schema_version",
-                f"the plan was written by a newer loaderkit (schema {version}; this one reads "
-                f"up to {SCHEMA_VERSION}); upgrade loaderkit",
+                f"the plan was written by a newer loaderkit (schema {shown(version)}; this one "
+                f"reads up to {SCHEMA_VERSION}); upgrade loaderkit",
             )
         )
 
@@ -263,24 +267,63 @@ so such a key is refused before parsing. Linear: a match starts only at the firs
 chain. A string value of that many dotted parts is refused too (no plan holds one).
 """
 
+_RUN_CHARS = "0-9A-Za-z_\\-"
+_LONG_RUN = re.compile(rf"(?<![{_RUN_CHARS}])[{_RUN_CHARS}]{{{LIMITS.string_chars + 1}}}")
+"""An unbroken run of more than ``LIMITS.string_chars`` digits, letters, ``_`` or ``-`` (what
+the digits of a number, hex or not, and its exponent are made of), anywhere in the text.
 
-def read_plan_file(path: str | os.PathLike[str]) -> dict[str, Any]:
+Python's TOML reader converts a number of 16 million digits with 1.9 GB of memory before
+anything can refuse it, and ``int()`` refuses more than 4,300 decimal digits with a raw
+``ValueError``: such a run is refused before parsing. No plan holds one: its integers have at
+most 19 digits and its strings and keys at most ``LIMITS.string_chars`` characters (a
+comment of that long a word is refused too). Linear: a match starts only where a run does.
+"""
+
+PLAN_BYTES_VARIABLE = "LOADERKIT_MAX_PLAN_BYTES"
+"""The environment variable that raises (or lowers) the bound on a plan file's size."""
+
+
+def plan_file_limit(given: int | None = None) -> int:
+    """The bound on a plan file's size, in bytes: ``given``, else the environment's, else 1 MiB.
+
+    ``given`` is ``LoaderPlan.load(max_file_bytes=...)``; the environment variable
+    :data:`PLAN_BYTES_VARIABLE` (``LOADERKIT_MAX_PLAN_BYTES``) holds a number of bytes; the
+    default is ``LIMITS.file_bytes``. A bound that is not an int >= 1 is a ``PlanError``.
+    """
+    if given is not None:
+        return check_int("max_file_bytes", given, minimum=1)
+    text = os.environ.get(PLAN_BYTES_VARIABLE)
+    if text is None:
+        return LIMITS.file_bytes
+    value = text.strip().replace("_", "")
+    if not value.isdigit() or len(value) > 18 or int(value) < 1:
+        raise PlanError.single(
+            PLAN_BYTES_VARIABLE,
+            f"must be a number of bytes >= 1 (got {shown(text)}); set it to e.g. "
+            f"{4 * LIMITS.file_bytes} or unset it for the default ({LIMITS.file_bytes:,})",
+        )
+    return int(value)
+
+
+def read_plan_file(
+    path: str | os.PathLike[str], max_file_bytes: int | None = None
+) -> dict[str, Any]:
     """The data of a plan file, parsed, and nothing else: no check, no import, no write.
 
     Refuses (``PlanError`` at ``file``, its ``file`` the path) a file over
-    ``LIMITS.file_bytes``, one that is not UTF-8, not valid JSON/TOML, or nested too deeply or
-    holding integers too long for the parser; :func:`plan_from_dict` checks the rest.
+    :func:`plan_file_limit` bytes (read no further), one that is not UTF-8, not valid
+    JSON/TOML, or nested too deeply or holding numbers too long for the parser, all before
+    parsing; :func:`plan_from_dict` checks the rest.
     """
     try:
-        return _parsed(Path(path))
+        return _parsed(Path(path), plan_file_limit(max_file_bytes))
     except PlanError as exc:
         raise exc.in_file(str(path)) from None
 
 
-def _parsed(source: Path) -> dict[str, Any]:
+def _parsed(source: Path, limit: int) -> dict[str, Any]:
     """:func:`read_plan_file`'s work; its errors do not name the file yet."""
     suffix = _suffix(source)
-    limit = LIMITS.file_bytes
     try:  # non-blocking: opening a FIFO must not wait for a writer
         with os.fdopen(os.open(source, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0)), "rb") as handle:
             if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
@@ -300,7 +343,8 @@ def _parsed(source: Path) -> dict[str, Any]:
         raise PlanError.single(
             "file",
             f"is larger than {limit:,} bytes, the bound on a plan file; a plan "
-            f"holds settings, not data: pass large arrays in bindings",
+            f"holds settings, not data: pass large arrays in bindings (or raise the bound: "
+            f"LoaderPlan.load(path, max_file_bytes=...) or {PLAN_BYTES_VARIABLE}=...)",
         )
     kind = suffix[1:].upper()
     try:
@@ -310,6 +354,15 @@ def _parsed(source: Path) -> dict[str, Any]:
                 "file",
                 f"holds more than {LIMITS.values:,} values (by its commas and "
                 f"lines); a plan file is settings, not data: pass large arrays in bindings",
+            )
+        run = _LONG_RUN.search(text)
+        if run is not None:
+            line = text.count("\n", 0, run.start()) + 1
+            raise PlanError.single(
+                "file",
+                f"line {line}: holds an unbroken run of more than {LIMITS.string_chars:,} "
+                f"digits or letters (a number that long, or a longer string or key than a "
+                f"plan allows); a plan's integers have at most 19 digits: shorten it",
             )
         if suffix == ".toml" and _DEEP_TOML_KEY.search(text.replace(" ", "").replace("\t", "")):
             raise PlanError.single(
@@ -339,16 +392,22 @@ def _parsed(source: Path) -> dict[str, Any]:
     return _toml_nones_read(data) if suffix == ".toml" else data
 
 
-def load_plan(path: str | os.PathLike[str], options: ReadOptions = ReadOptions()) -> LoaderPlan:
+def load_plan(
+    path: str | os.PathLike[str],
+    options: ReadOptions = ReadOptions(),
+    max_file_bytes: int | None = None,
+) -> LoaderPlan:
     """Read a plan file (``.json`` or ``.toml``); its errors name the file (and line).
 
     A :class:`PlanError` has the path as given in its ``file`` and at the start of its message.
+    ``max_file_bytes`` bounds the file's size (:func:`plan_file_limit`).
 
     Relative paths resolve against the file's folder (``options.base_dir`` is replaced by it);
     paths leaving it are refused unless ``allow_external_paths`` (``docs/security.md``).
     """
     source = Path(path)
     try:
-        return plan_from_dict(read_plan_file(source), attrs.evolve(options, base_dir=source.parent))
+        data = read_plan_file(source, max_file_bytes)
+        return plan_from_dict(data, attrs.evolve(options, base_dir=source.parent))
     except PlanError as exc:  # every problem of a file names the file
         raise exc.in_file(str(path)) from None

@@ -19,6 +19,7 @@ from typing import Literal, get_args
 import attrs
 
 from loaderkit._checks import FrozenMap
+from loaderkit._text import LISTED, inert, listed, shown
 from loaderkit.datasets import DatasetSource
 from loaderkit.errors import PlanError, PlanTypeError
 
@@ -103,12 +104,12 @@ class CallableSpec:
         """How ``explain()`` and reprs show it: ``text(pad_token_id=0)``, ``<binding 'x'>``."""
         if self.source == "binding":  # reason is shown by explain(), not here
             return (
-                f"<binding {self.name!r}: {self.label}>"
+                f"<binding {shown(self.name)}: {inert(self.label)}>"
                 if self.label
-                else f"<binding {self.name!r}>"
+                else f"<binding {shown(self.name)}>"
             )
-        opts = ", ".join(f"{k}={v!r}" for k, v in self.options.items())
-        return f"{self.name}({opts})" if opts else self.name
+        opts = ", ".join(f"{inert(k)}={shown(v)}" for k, v in self.options.items())
+        return f"{inert(self.name)}({opts})" if opts else inert(self.name)
 
     def bound_names(self) -> tuple[str, ...]:
         """The binding the object lives under (none for a registry name)."""
@@ -312,8 +313,10 @@ def dataset_summary(spec: DatasetSpec) -> str:
     """One line: kind, type and size, for ``explain()``."""
     kind = DATASET_KINDS.get(spec.kind, spec.kind)
     size = "unknown length (streamed)" if spec.length is None else f"{spec.length:,} samples"
-    short = spec.type_name.rsplit(".", 1)[-1]
-    cols = f", columns {', '.join(spec.columns)}" if spec.columns else ""
+    short = inert(spec.type_name.rsplit(".", 1)[-1])
+    names = [inert(c) for c in spec.columns[: LISTED + 1]]
+    cols = f", columns {', '.join(listed(names, 'columns', total=len(spec.columns)))}"
+    cols = cols if spec.columns else ""
     made = ""
     if spec.source is not None and spec.source.is_ref:  # code: a file may not call it
         made = (

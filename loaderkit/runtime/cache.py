@@ -35,13 +35,16 @@ process in lock-free shared slots, so :class:`CacheStats` sums them across worke
 
 from __future__ import annotations
 
+import ctypes
+import errno
 import hashlib
 import json
-import multiprocessing
 import os
 import pickle
+import sqlite3
 from collections.abc import Callable, Sequence
 from ctypes import c_int64
+from multiprocessing.heap import Arena
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
@@ -95,12 +98,29 @@ class _Counters:
     Each process writes only its own slot, so no lock is needed (a worker killed mid-update
     cannot leave a lock held). Shared memory is inherited by forked workers and passed to
     spawned ones when they start.
+
+    The memory is an arena of its own, not one of ``multiprocessing``'s shared heap: the
+    worker pool keeps an array there too, and a spawned worker that is passed two objects of
+    one arena is passed its file descriptor twice, which starting the process refuses
+    ("bad value(s) in fds_to_keep").
     """
 
-    def __init__(self, processes: int, start_method: str | None) -> None:
-        ctx = multiprocessing.get_context(start_method)
+    def __init__(self, processes: int) -> None:
         self.slots = processes
-        self.values: Any = ctx.RawArray(c_int64, processes * _FIELDS)
+        self._arena = Arena(processes * _FIELDS * ctypes.sizeof(c_int64))
+        self.values: Any = self._view(self._arena, processes)
+
+    @staticmethod
+    def _view(arena: Arena, processes: int) -> Any:
+        return (c_int64 * (processes * _FIELDS)).from_buffer(arena.buffer)
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"slots": self.slots, "arena": self._arena}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.slots = state["slots"]
+        self._arena = state["arena"]
+        self.values = self._view(self._arena, self.slots)
 
     def add(self, hits: int, misses: int, not_stored: int, corrupt: int = 0) -> None:
         info = torch.utils.data.get_worker_info()
@@ -138,6 +158,9 @@ class SampleCache(Protocol):
     def get(self, index: int) -> tuple[bool, Any]:
         """The cached sample at ``index``, if there is one."""
 
+    def get_many(self, indices: Sequence[int]) -> list[tuple[bool, Any]]:
+        """``get`` of each of ``indices``, at once (one read of a disk cache's index)."""
+
     def put_many(self, items: Sequence[tuple[int, Any]]) -> int:
         """Store these samples; returns how many were *not* stored (the cache was full)."""
 
@@ -158,6 +181,9 @@ class MemoryCache:
         if blob is None:
             return False, None
         return True, pickle.loads(blob)
+
+    def get_many(self, indices: Sequence[int]) -> list[tuple[bool, Any]]:
+        return [self.get(index) for index in indices]
 
     def put_many(self, items: Sequence[tuple[int, Any]]) -> int:
         refused = 0
@@ -187,11 +213,15 @@ class DiskCache:
     object.
     """
 
-    def __init__(self, path: str, max_bytes: int | None, identity: str, code: str) -> None:
+    def __init__(
+        self, path: str, max_bytes: int | None, identity: str, code: str, shared: bool = False
+    ) -> None:
         self.path = os.path.expanduser(path)  # as diskcache does: "~/cache" is in the home
         self.max_bytes = max_bytes
         self.identity = identity
         self.code = code
+        self.shared = shared
+        self.secret: bytes | None = None  # the key of a shared folder, read by prepare()
         self.generation = hashlib.sha256(f"{identity}\n{code}".encode()).hexdigest()[:32]
         self._cache: Any = None
         self._pid: int | None = None
@@ -206,7 +236,7 @@ class DiskCache:
         if self._cache is None or self._pid != os.getpid():
             from loaderkit.runtime.cache_disk import open_folder
 
-            self._cache = open_folder(self.path, self.max_bytes)
+            self._cache = open_folder(self.path, self.max_bytes, private=not self.shared)
             self._pid = os.getpid()
         return self._cache
 
@@ -228,62 +258,138 @@ class DiskCache:
         if entry is _MISSING:
             return False, None
         try:
-            return True, decode(self._key(index), entry)
+            return True, decode(self._key(index), entry, self.secret)
         except CorruptEntryError:
             return False, CORRUPT
 
-    def put_many(self, items: Sequence[tuple[int, Any]]) -> int:
-        entries = [(index, encode(self._key(index), sample)) for index, sample in items]
-        kept = [(index, entry) for index, entry in entries if entry is not None]
-        if kept:
+    def get_many(self, indices: Sequence[int]) -> list[tuple[bool, Any]]:
+        """``get`` of each of ``indices``, read from the SQLite file by one statement."""
+        try:
+            entries = self._open().get_many(indices)
+        except Exception as exc:  # a damaged SQLite file, a lock held too long
+            raise self._failed(exc, indices[0] if indices else None) from exc
+        out: list[tuple[bool, Any]] = []
+        for index in indices:
+            entry = entries.get(index, _MISSING)
+            if entry is _MISSING:
+                out.append((False, None))
+                continue
             try:
-                cache = self._open()
-                with cache.transact():
-                    for index, entry in kept:
-                        cache.set(index, entry)
-            except Exception as exc:  # a damaged SQLite file, a full disk
+                out.append((True, decode(self._key(index), entry, self.secret)))
+            except CorruptEntryError:
+                out.append((False, CORRUPT))
+        return out
+
+    def put_many(self, items: Sequence[tuple[int, Any]]) -> int:
+        """Store what can be stored; a disk that cannot take the samples (full) stores none.
+
+        A sample is not stored (counted, never an error) when the format cannot keep it, or
+        when writing fails for want of room (a full disk or quota, a file size limit) or
+        because a link was planted where a value file goes; the value files of a batch that
+        could not be stored are removed. Any other failure is a :class:`CacheUnusableError`.
+        """
+        entries = [(index, encode(self._key(index), s, self.secret)) for index, s in items]
+        kept = [(index, entry) for index, entry in entries if entry is not None]
+        if not kept:
+            return len(entries)
+        try:
+            cache = self._open()
+        except Exception as exc:
+            raise self._failed(exc, kept[0][0]) from exc
+        disk = cache.disk
+        disk.written.clear()
+        try:
+            with cache.transact():
+                for index, entry in kept:
+                    cache.set(index, entry)
+        except Exception as exc:  # a full disk, a damaged SQLite file
+            for name in disk.written:
+                disk.remove(name)
+            if not _out_of_room(exc):
                 raise self._failed(exc, kept[0][0]) from exc
+            return len(entries)
+        finally:
+            disk.written.clear()
         return len(entries) - len(kept)
 
     def prepare(self) -> None:
         """Check the folder; record what it holds, or refuse one written for something else.
 
-        A folder whose transform code changed (same dataset, stage and transform name) is
-        emptied: its samples belong to the old code.
+        The folder is created private (mode 0700) if missing. One that another user could
+        change is refused unless ``shared`` (then the caller's key is read, or made). A folder
+        whose transform code changed (same dataset, stage and transform name), or that was
+        written with the other signing (shared or not), is emptied: its samples do not count.
         """
-        from loaderkit.runtime.cache_disk import FolderError, check_folder
+        from loaderkit.runtime.cache_disk import (
+            SUPPORTED,
+            KeyFileError,
+            check_folder,
+            folder_problem,
+            key_path,
+            signing_key,
+        )
 
+        if not SUPPORTED:
+            raise PlanError.single(
+                "cache.storage",
+                "a disk cache needs a POSIX system (it opens the files of its folder without "
+                "following links, through folder descriptors), which this one is not; use "
+                "with_cache('memory')",
+            )
         if os.path.expandvars(self.path) != self.path:  # diskcache would open another folder
             raise PlanError.single(
                 "cache.path",
                 f"{self.path!r} names an environment variable ($...), which the disk cache "
                 f"would expand; pass the folder's path without it (expand it in your code)",
             )
+        stamp = self.code + ("\nsigned" if self.shared else "")
         try:
-            Path(self.path).mkdir(parents=True, exist_ok=True)
+            folder = Path(self.path)
+            if not folder.is_dir():
+                folder.parent.mkdir(parents=True, exist_ok=True)
+                folder.mkdir(mode=0o700, exist_ok=True)
+            problem = folder_problem(self.path, self.shared)
+            if problem is not None:
+                raise PlanError.single("cache.path", _untrusted(self.path, *problem))
+            if self.shared:
+                try:
+                    self.secret = signing_key(self.path)
+                except KeyFileError as exc:
+                    raise PlanError.single(
+                        "cache.shared",
+                        f"the key that signs the entries of a shared cache cannot be trusted: "
+                        f"{exc}; make {str(key_path())!r} a file only you can read (mode "
+                        f"0600, in a folder only you can change), or delete it to make a new "
+                        f"one",
+                    ) from exc
             check_folder(self.path)
             cache = self._open()
             cache.add(IDENTITY_KEY, self.identity)
             found = cache.get(IDENTITY_KEY)
             if found == self.identity:
                 with cache.transact():
-                    if cache.get(CODE_KEY) != self.code:
+                    if cache.get(CODE_KEY) != stamp:
                         cache.clear()
                         cache.set(IDENTITY_KEY, self.identity)
-                        cache.set(CODE_KEY, self.code)
+                        cache.set(CODE_KEY, stamp)
+        except PlanError:
+            raise
         except OSError as exc:
             raise PlanError.single(
                 "cache.path",
                 f"cannot open the disk cache at {self.path!r}: {exc}; pass a writable folder",
             ) from exc
-        except Exception as exc:  # FolderError, sqlite3, diskcache: ours
-            reason = str(exc) if isinstance(exc, FolderError) else f"{type(exc).__name__}: {exc}"
+        except sqlite3.OperationalError as exc:
+            if getattr(exc, "sqlite_errorcode", None) != sqlite3.SQLITE_READONLY:
+                raise self._damaged(exc) from exc
             raise PlanError.single(
                 "cache.path",
-                f"the disk cache at {self.path!r} is damaged or not a loaderkit cache "
-                f"({reason}); delete the folder to rebuild the cache (it holds nothing but "
-                f"cached samples)",
+                f"cannot write the disk cache at {self.path!r}: its SQLite file is read-only "
+                f"for you (another user made it, or it was made read-only); pass a folder of "
+                f"your own",
             ) from exc
+        except Exception as exc:  # FolderError, sqlite3, diskcache: ours
+            raise self._damaged(exc) from exc
         if found != self.identity:
             raise PlanError.single(
                 "cache.path",
@@ -291,6 +397,42 @@ class DiskCache:
                 f"({_describe(found)}; this plan caches {_describe(self.identity)}); pass "
                 f"another path, or delete the folder to rebuild the cache",
             )
+
+    def _damaged(self, exc: Exception) -> PlanError:
+        """The error for a folder whose SQLite file or layout is not a loaderkit cache's."""
+        from loaderkit.runtime.cache_disk import FolderError
+
+        reason = str(exc) if isinstance(exc, FolderError) else f"{type(exc).__name__}: {exc}"
+        return PlanError.single(
+            "cache.path",
+            f"the disk cache at {self.path!r} is damaged or not a loaderkit cache "
+            f"({reason}); delete the folder to rebuild the cache (it holds nothing but "
+            f"cached samples)",
+        )
+
+
+def _untrusted(path: str, problem: str, shared_helps: bool) -> str:
+    """The message refusing a cache folder that someone else could change."""
+    if not shared_helps:
+        return f"the disk cache at {path!r} cannot be used: {problem}"
+    return (
+        f"the disk cache at {path!r} is not private: {problem}; a disk cache trusts only what "
+        f"you control, since whoever can change the folder can change the samples it serves. "
+        f"Use a private folder (owned by you, mode 0700, e.g. a new folder that loaderkit "
+        f"creates, under folders no one else can change), or accept this one with "
+        f"with_cache('disk', path=..., shared=True) (shared = true in a plan file): every "
+        f"entry is then signed and checked with your own key, kept outside the folder"
+    )
+
+
+def _out_of_room(exc: BaseException) -> bool:
+    """Whether a write failed for want of room (disk, quota, file size) or at a planted link."""
+    if isinstance(exc, OSError):
+        return exc.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.ELOOP, errno.ENOTDIR)
+    if isinstance(exc, sqlite3.Error):
+        code = getattr(exc, "sqlite_errorcode", None)
+        return code in (sqlite3.SQLITE_FULL, sqlite3.SQLITE_IOERR_WRITE)
+    return False
 
 
 class _Missing:
@@ -349,10 +491,8 @@ class Cache:
         found: dict[int, Any] = {}
         missing: dict[int, None] = {}
         corrupt = 0
-        for index in indices:
-            if index in found or index in missing:
-                continue
-            hit, value = self.store.get(index)
+        unique = list(dict.fromkeys(indices))
+        for index, (hit, value) in zip(unique, self.store.get_many(unique), strict=True):
             if hit:
                 found[index] = value
             else:
@@ -372,7 +512,7 @@ class Cache:
         return self.counters.total()
 
 
-def open_cache(plan: LoaderPlan, processes: int, start_method: str | None) -> Cache:
+def open_cache(plan: LoaderPlan, processes: int) -> Cache:
     """The cache of ``plan`` (which has one), checked against its folder when on disk."""
     spec: CacheSpec | None = plan.cache
     assert spec is not None
@@ -382,9 +522,10 @@ def open_cache(plan: LoaderPlan, processes: int, start_method: str | None) -> Ca
     else:
         assert spec.path is not None
         code = code_digest(_transform_of(plan)) if spec.stage == "transformed" else ""
-        store = DiskCache(os.fspath(spec.path), spec.max_bytes, cache_identity(plan), code)
+        path = os.fspath(spec.path)
+        store = DiskCache(path, spec.max_bytes, cache_identity(plan), code, spec.shared)
     store.prepare()
-    return Cache(store, _Counters(processes, start_method))
+    return Cache(store, _Counters(processes))
 
 
 def _transform_of(plan: LoaderPlan) -> Callable[..., Any] | None:

@@ -1,41 +1,341 @@
 """The ``diskcache`` folder of a disk cache, opened as untrusted input.
 
-``diskcache`` trusts its folder: it unpickles values (and keys) whose row says so, opens and
-deletes files at whatever relative path a row names, and applies the settings table of the
-SQLite file as SQLite pragmas and attributes. A cache folder may come from anywhere (a copy,
-another user, a damaged disk), so loaderkit opens it through :class:`DataDisk`, which never
-unpickles, reads and removes only value files named the way ``diskcache`` names them (regular
-files, no symbolic link on the way), and hands back anything else as an empty value (a
-corrupt entry for :mod:`loaderkit.runtime.cache_format`). Before the first use in a run,
-:func:`check_folder` refuses a SQLite file that cannot be read, holds other tables, triggers
-or views than ``diskcache`` creates, or settings it does not know.
+``diskcache`` trusts its folder: it unpickles values (and keys) whose row says so, opens,
+writes and deletes files at whatever path a row names (following symbolic links), applies the
+settings table of the SQLite file as SQLite pragmas, and lets SQLite memory-map the index
+(``mmap_size``, and the ``-shm`` file of WAL mode), which kills the process with ``SIGBUS``
+when another process truncates the file. A cache folder may come from anywhere (a copy,
+another user, a damaged disk), so loaderkit opens it through :class:`SafeCache` and
+:class:`DataDisk`:
+
+- every file inside the folder is reached from a descriptor of the folder, one name at a
+  time, with ``O_NOFOLLOW``: no symbolic link inside the folder is followed, for reading or
+  writing, so no entry is read from or written outside it; only value files named the way
+  ``diskcache`` names them are read or removed, and only regular files are read;
+- nothing is unpickled (a pickled row reads as an empty value: a corrupt entry for
+  :mod:`loaderkit.runtime.cache_format`);
+- the SQLite file is opened with loaderkit's own pragmas only (never the file's settings
+  table): rollback journal (``journal_mode=DELETE``, no ``-shm`` shared memory) and no memory
+  mapping (``mmap_size=0``), so a truncated or damaged index is an SQLite error, never a
+  signal; the file itself must be a regular file, not a link.
+
+Who may write the folder is checked before it is used (:func:`folder_problem`): a folder that
+another user can change (it, a folder in it, or a folder on the way to it that lets others
+rename what it holds) is refused unless the caller opts in with ``shared=True``; then every
+entry is authenticated with a key that only the caller can read, kept outside the folder
+(:func:`signing_key`).
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import re
+import secrets
 import sqlite3
 import stat
 import tempfile
+from collections import deque
+from collections.abc import Iterable, Sequence
+from pathlib import Path
 from typing import Any
 
 import diskcache
-from diskcache.core import DEFAULT_SETTINGS, EVICTION_POLICY, METADATA, MODE_BINARY, MODE_RAW
+from diskcache.core import (
+    DBNAME,
+    DEFAULT_SETTINGS,
+    EVICTION_POLICY,
+    METADATA,
+    MODE_BINARY,
+    MODE_RAW,
+)
 
-__all__ = ["DataDisk", "FolderError", "check_folder", "open_folder"]
+__all__ = [
+    "KEY_BYTES",
+    "SUPPORTED",
+    "DataDisk",
+    "FolderError",
+    "SafeCache",
+    "check_folder",
+    "folder_problem",
+    "key_path",
+    "open_folder",
+    "signing_key",
+]
 
-_VALUE_FILE = re.compile(r"[0-9a-f]{2}[/\\][0-9a-f]{2}[/\\][0-9a-f]{28}\.val")
+_VALUE_FILE = re.compile(r"([0-9a-f]{2})[/\\]([0-9a-f]{2})[/\\]([0-9a-f]{28}\.val)")
 """How ``diskcache.Disk.filename`` names a value file, relative to the folder."""
+
+_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
+_DIRECTORY = getattr(os, "O_DIRECTORY", 0)
+_OPEN_DIR = os.O_RDONLY | _DIRECTORY | _NOFOLLOW | _CLOEXEC
+_INDEX_FILES = (DBNAME, f"{DBNAME}-wal", f"{DBNAME}-shm", f"{DBNAME}-journal")
+"""The SQLite file of the folder and the files SQLite keeps beside it."""
+
+PRAGMAS = (
+    "PRAGMA mmap_size = 0",  # read with read(): a truncated file is an error, not SIGBUS
+    "PRAGMA journal_mode = DELETE",  # no WAL, so no -shm file mapped into memory
+    "PRAGMA synchronous = 1",
+    "PRAGMA cache_size = 8192",
+)
+"""What every connection to a cache's SQLite file runs first (never the file's settings)."""
+
+_BUSY_SECONDS = 60.0
+"""How long a connection waits for another process's lock on the SQLite file (at least)."""
+
+KEY_BYTES = 32
+"""The length of the key that authenticates the entries of a shared folder."""
+
+_MAX_LINKS = 40
+
+SUPPORTED = hasattr(os, "O_NOFOLLOW") and hasattr(os, "geteuid") and os.open in os.supports_dir_fd
+"""Whether this system can open files below a folder descriptor without following links
+(POSIX): the disk cache needs it."""
+_CHUNK = 500
+"""Keys per ``SELECT`` of :meth:`SafeCache.get_many` (SQLite bounds a statement's values)."""
 
 
 class FolderError(Exception):
     """A cache folder that cannot be used as it is: the reason, for a loaderkit error."""
 
 
+class KeyFileError(Exception):
+    """A key file that cannot be trusted or read: the reason, for a loaderkit error."""
+
+
+# -- who may change the folder --------------------------------------------------------------
+
+
+def _mode(st: os.stat_result) -> str:
+    return f"mode {stat.S_IMODE(st.st_mode):04o}"
+
+
+@functools.cache
+def _own_group(gid: int) -> bool:
+    """A group that holds this user only (a user private group): its write bit is ours."""
+    import grp
+    import pwd
+
+    try:
+        user = pwd.getpwuid(os.geteuid()).pw_name
+        group = grp.getgrgid(gid)
+    except KeyError:
+        return False
+    return group.gr_name == user and set(group.gr_mem) <= {user}
+
+
+def _others_can_write(st: os.stat_result) -> bool:
+    """Whether users other than the owner can write this file or folder."""
+    mode = st.st_mode
+    return bool(mode & stat.S_IWOTH) or (bool(mode & stat.S_IWGRP) and not _own_group(st.st_gid))
+
+
+def _owner_problem(where: str, st: os.stat_result, *, root_ok: bool) -> str | None:
+    owner = st.st_uid
+    if owner == os.geteuid() or (root_ok and owner == 0):
+        return None
+    return f"{where!r} is owned by another user (uid {owner})"
+
+
+def _chain_problem(path: str) -> str | None:
+    """Why someone else could change ``path`` or replace it by renaming; ``None`` if no one can.
+
+    Walks the path from ``/``, resolving links as the system does: every folder on the way
+    must be owned by this user or root and let no one else write it, unless its sticky bit
+    keeps others from renaming what they do not own (``/tmp``); a link on the way must be
+    owned by this user or root. ``path`` itself must be owned by this user and let no one
+    else write it.
+    """
+    todo = deque(Path(os.path.abspath(path)).parts[1:])
+    current = os.path.sep
+    links = 0
+    st = os.lstat(current)
+    while True:
+        last = not todo
+        if last:
+            problem = _owner_problem(current, st, root_ok=False)
+            if problem is None and _others_can_write(st):
+                problem = f"other users can write {current!r} ({_mode(st)})"
+            return problem
+        problem = _owner_problem(current, st, root_ok=True)
+        if problem is None and _others_can_write(st) and not st.st_mode & stat.S_ISVTX:
+            problem = (
+                f"other users can write {current!r} ({_mode(st)}, no sticky bit), so they "
+                f"can rename what it holds and put a folder of theirs in its place"
+            )
+        if problem is not None:
+            return problem
+        name = todo.popleft()
+        if name in ("", "."):
+            continue
+        if name == "..":
+            current = os.path.dirname(current)
+            st = os.lstat(current)
+            continue
+        candidate = os.path.join(current, name)
+        st = os.lstat(candidate)
+        if stat.S_ISLNK(st.st_mode):
+            problem = _owner_problem(candidate, st, root_ok=True)
+            if problem is not None:
+                return f"{problem}, and is a link on the way"
+            links += 1
+            if links > _MAX_LINKS:
+                return f"{path!r} goes through more than {_MAX_LINKS} links"
+            target = os.readlink(candidate)
+            if os.path.isabs(target):
+                current = os.path.sep
+            todo.extendleft(reversed(Path(target).parts[1 if os.path.isabs(target) else 0 :]))
+            st = os.lstat(current)
+            continue
+        if not stat.S_ISDIR(st.st_mode):
+            return f"{candidate!r} is not a folder"
+        current = candidate
+
+
+def _inside_problem(path: str, private: bool) -> str | None:
+    """A link planted in the folder, or (``private``) a part of it another user can change.
+
+    Looks at the folder's own entries and at the folders in its folders (``diskcache`` keeps
+    value files two levels down); value files themselves are checked as they are read.
+    """
+    with os.scandir(path) as top:
+        entries = list(top)
+    for entry in entries:
+        st = entry.stat(follow_symlinks=False)
+        where = os.path.join(path, entry.name)
+        if stat.S_ISLNK(st.st_mode):
+            return f"{where!r} is a symbolic link (a cache folder holds none); delete it"
+        if private:
+            problem = _owner_problem(where, st, root_ok=False)
+            if problem is None and _others_can_write(st):
+                problem = f"other users can write {where!r} ({_mode(st)})"
+            if problem is not None:
+                return problem
+        if stat.S_ISDIR(st.st_mode) and len(entry.name) == 2:
+            problem = _inside_problem_below(where, private)
+            if problem is not None:
+                return problem
+    return None
+
+
+def _inside_problem_below(path: str, private: bool) -> str | None:
+    with os.scandir(path) as below:
+        for entry in below:
+            st = entry.stat(follow_symlinks=False)
+            where = os.path.join(path, entry.name)
+            if stat.S_ISLNK(st.st_mode):
+                return f"{where!r} is a symbolic link (a cache folder holds none); delete it"
+            if private and stat.S_ISDIR(st.st_mode):
+                problem = _owner_problem(where, st, root_ok=False)
+                if problem is None and _others_can_write(st):
+                    problem = f"other users can write {where!r} ({_mode(st)})"
+                if problem is not None:
+                    return problem
+    return None
+
+
+def folder_problem(path: str, shared: bool) -> tuple[str, bool] | None:
+    """Why the cache folder ``path`` cannot be trusted: ``(reason, fixed by shared=True)``.
+
+    ``None`` when it can. Without ``shared``, the folder, the folders in it, its SQLite files
+    and every folder on the way to it must be out of other users' reach
+    (:func:`_chain_problem`). A symbolic link in the folder is refused either way.
+    """
+    if not shared:
+        problem = _chain_problem(path)
+        if problem is not None:
+            return problem, True
+    problem = _inside_problem(path, private=not shared)
+    if problem is None:
+        return None
+    return problem, "symbolic link" not in problem
+
+
+# -- the key of a shared folder -------------------------------------------------------------
+
+
+def key_path() -> Path:
+    """Where the key that signs the entries of shared cache folders is kept.
+
+    ``$XDG_CONFIG_HOME/loaderkit/cache.key``, or ``~/.config/loaderkit/cache.key``.
+    """
+    config = os.environ.get("XDG_CONFIG_HOME") or os.path.join(os.path.expanduser("~"), ".config")
+    return Path(config) / "loaderkit" / "cache.key"
+
+
+def signing_key(folder: str) -> bytes:
+    """The caller's key for shared cache folders, created on first use (:func:`key_path`).
+
+    Raises :class:`KeyFileError` when the key file or its folder can be read or changed by
+    another user, is a link, is not :data:`KEY_BYTES` bytes, or lies inside ``folder``.
+    """
+    path = key_path()
+    home = path.parent
+    home.mkdir(mode=0o700, parents=True, exist_ok=True)
+    problem = _chain_problem(str(home))
+    if problem is not None:
+        raise KeyFileError(f"the folder of the key file {str(path)!r} is not private: {problem}")
+    real, cache = os.path.realpath(path), os.path.realpath(folder)
+    if os.path.commonpath([real, cache]) == cache:
+        raise KeyFileError(f"the key file {str(path)!r} lies inside the cache folder")
+    try:
+        fd = os.open(path, os.O_RDONLY | _NOFOLLOW | _CLOEXEC)
+    except FileNotFoundError:
+        _create_key(path)
+        fd = os.open(path, os.O_RDONLY | _NOFOLLOW | _CLOEXEC)
+    except OSError as exc:  # ELOOP: a link
+        raise KeyFileError(f"the key file {str(path)!r} cannot be opened safely ({exc})") from exc
+    with os.fdopen(fd, "rb") as reader:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise KeyFileError(f"the key file {str(path)!r} is not a regular file")
+        problem = _owner_problem(str(path), st, root_ok=False)
+        if problem is not None:
+            raise KeyFileError(problem)
+        if st.st_mode & 0o077:
+            raise KeyFileError(
+                f"other users can read or write the key file {str(path)!r} ({_mode(st)})"
+            )
+        key = reader.read(KEY_BYTES + 1)
+    if len(key) != KEY_BYTES:
+        raise KeyFileError(f"the key file {str(path)!r} does not hold {KEY_BYTES} bytes")
+    return key
+
+
+def _create_key(path: Path) -> None:
+    """Write a new random key at ``path``, whole or not at all (another process may race)."""
+    fd, draft = tempfile.mkstemp(dir=path.parent, prefix=".cache.key.")  # mode 0600
+    try:
+        with os.fdopen(fd, "wb") as out:
+            out.write(secrets.token_bytes(KEY_BYTES))
+            out.flush()
+            os.fsync(out.fileno())
+        with contextlib.suppress(FileExistsError):  # another process made it first: theirs
+            os.link(draft, path)
+    finally:
+        os.unlink(draft)
+
+
+# -- the files of the folder ----------------------------------------------------------------
+
+
 class DataDisk(diskcache.Disk):  # type: ignore[misc]  # diskcache has no type hints
-    """A ``diskcache.Disk`` that stores only ``bytes``/``str``/``int`` and never unpickles."""
+    """A ``diskcache.Disk`` storing ``bytes``/``str``/``int`` only, reached through descriptors.
+
+    It never unpickles, and reaches the files of the folder only through descriptors of the
+    folder, never through a link.
+    ``private`` (set by :func:`open_folder`): value files must also be owned by this user and
+    not writable by others to be read. ``written`` lists the value files written since it
+    was last emptied, so that a failed transaction can remove them.
+    """
+
+    private = True
+
+    def __init__(self, directory: str, **kwargs: Any) -> None:
+        super().__init__(directory, **kwargs)
+        self.written: list[str] = []
 
     def put(self, key: Any) -> tuple[Any, bool]:
         """The database key of ``key``: ints and strings only, never pickled."""
@@ -53,6 +353,8 @@ class DataDisk(diskcache.Disk):  # type: ignore[misc]  # diskcache has no type h
         """The row fields of ``value``: bytes, str or int only, never pickled."""
         if read or type(value) not in (bytes, str, int):
             raise TypeError(f"a disk cache stores bytes or str (got {type(value).__name__})")
+        if type(value) is str and len(value) >= self.min_file_size:
+            raise TypeError("a disk cache keeps no text files")
         return super().store(value, read, key)
 
     def fetch(self, mode: int, filename: Any, value: Any, read: bool) -> Any:
@@ -61,35 +363,201 @@ class DataDisk(diskcache.Disk):  # type: ignore[misc]  # diskcache has no type h
             raise TypeError("a disk cache does not hand out open files")
         if mode == MODE_RAW:
             return bytes(value) if type(value) is sqlite3.Binary else value
-        if mode == MODE_BINARY and self._ours(filename):
+        if mode == MODE_BINARY and type(filename) is str:
             return self._read(filename)
         return b""  # pickled, text, or a file elsewhere: fails the entry's check
 
-    def remove(self, file_path: Any) -> None:
-        """Remove a value file of the folder; a path named otherwise is left alone."""
-        if self._ours(file_path):
-            super().remove(file_path)
+    def _write(
+        self, full_path: str, iterator: Iterable[Any], mode: str, encoding: Any = None
+    ) -> int:
+        """Write a new value file, created in the folder through descriptors (never a link)."""
+        if mode != "xb":
+            raise TypeError("a disk cache writes binary value files only")
+        relative = os.path.relpath(full_path, self._directory)
+        parts = _parts(relative)
+        if parts is None:
+            raise OSError(f"not a value file of the folder: {relative!r}")
+        for attempt in range(10):  # another process may remove an emptied folder meanwhile
+            try:
+                with self._folder(parts[:2], create=True) as fd:
+                    out = os.open(
+                        parts[2],
+                        os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW | _CLOEXEC,
+                        0o600,
+                        dir_fd=fd,
+                    )
+                self.written.append(relative)
+                with os.fdopen(out, "wb") as writer:
+                    size = 0
+                    for chunk in iterator:
+                        size += len(chunk)
+                        writer.write(chunk)
+                    return size
+            except FileNotFoundError:
+                if attempt == 9:
+                    raise
+        raise AssertionError("unreachable")
 
-    def _ours(self, filename: Any) -> bool:
-        """A value file named as ``diskcache`` names them, below no symbolic link."""
-        if type(filename) is not str or _VALUE_FILE.fullmatch(filename) is None:
-            return False
-        top = os.path.join(self._directory, filename[:2])
-        return not os.path.islink(top) and not os.path.islink(os.path.join(top, filename[3:5]))
+    def remove(self, file_path: Any) -> None:
+        """Remove a value file of the folder (and its emptied folders); others are left alone."""
+        parts = _parts(file_path)
+        if parts is None:
+            return
+        try:
+            with self._folder(parts[:2]) as fd:
+                os.unlink(parts[2], dir_fd=fd)
+                try:
+                    with self._folder(parts[:1]) as top:
+                        os.rmdir(parts[1], dir_fd=top)
+                    with self._folder(()) as root:
+                        os.rmdir(parts[0], dir_fd=root)
+                except OSError:  # not empty, or removed by another process
+                    pass
+        except OSError:  # already removed by another process, or a link: left alone
+            pass
 
     def _read(self, filename: str) -> bytes:
-        flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
-        fd = os.open(os.path.join(self._directory, filename), flags)  # OSError: a miss
+        parts = _parts(filename)
+        if parts is None:
+            return b""
+        try:
+            with self._folder(parts[:2]) as folder:
+                flags = os.O_RDONLY | _NOFOLLOW | _CLOEXEC | getattr(os, "O_NONBLOCK", 0)
+                fd = os.open(parts[2], flags, dir_fd=folder)
+        except OSError:  # missing, or a link: a miss
+            return b""
         with os.fdopen(fd, "rb") as reader:
-            if not stat.S_ISREG(os.fstat(fd).st_mode):
+            st = os.fstat(fd)
+            if not stat.S_ISREG(st.st_mode):
                 return b""  # a pipe, a device: never read
+            if self.private and (st.st_uid != os.geteuid() or _others_can_write(st)):
+                return b""  # a file someone else could have written
             return reader.read()
+
+    def _folder(self, names: tuple[str, ...], create: bool = False) -> _Descriptor:
+        """A descriptor of the folder ``names`` below the cache folder, never through a link."""
+        fd = os.open(self._directory, os.O_RDONLY | _DIRECTORY | _CLOEXEC)
+        try:
+            for name in names:
+                if create:
+                    with contextlib.suppress(FileExistsError):
+                        os.mkdir(name, 0o700, dir_fd=fd)
+                below = os.open(name, _OPEN_DIR, dir_fd=fd)
+                os.close(fd)
+                fd = below
+        except BaseException:
+            os.close(fd)
+            raise
+        return _Descriptor(fd)
+
+
+class _Descriptor:
+    """An open folder descriptor, closed at the end of a ``with`` block."""
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+
+    def __enter__(self) -> int:
+        return self.fd
+
+    def __exit__(self, *exc: object) -> None:
+        os.close(self.fd)
+
+
+def _parts(filename: Any) -> tuple[str, str, str] | None:
+    """The two folders and the name of a value file, as ``diskcache`` names them; else None."""
+    if type(filename) is not str:
+        return None
+    match = _VALUE_FILE.fullmatch(filename)
+    if match is None:
+        return None
+    first, second, name = match.groups()
+    return first, second, name
+
+
+# -- the SQLite file -------------------------------------------------------------------------
+
+
+def connect(directory: str, timeout: float) -> sqlite3.Connection:
+    """A connection to the folder's SQLite file, with :data:`PRAGMAS` run first.
+
+    The file (when it exists) and the files SQLite keeps beside it must not be links, and the
+    file must be a regular file, before and after it is opened (:class:`FolderError`).
+    """
+    db = os.path.join(directory, DBNAME)
+    before = _index_file(directory)
+    con = sqlite3.connect(db, timeout=_BUSY_SECONDS, isolation_level=None)
+    try:
+        after = _index_file(directory)
+        if before is not None and (after is None or after[:2] != before[:2]):
+            raise FolderError(f"{DBNAME} was replaced while it was opened")
+        for pragma in PRAGMAS:
+            con.execute(pragma).fetchall()
+        # the busy timeout stays connect()'s 60 s, also while diskcache opens the folder (it
+        # passes 0 then and retries some statements itself, not all: without the wait, a
+        # worker opening the folder while another writes got "database is locked")
+        con.execute(f"PRAGMA busy_timeout = {int(max(timeout, _BUSY_SECONDS) * 1000)}").fetchall()
+    except BaseException:
+        con.close()
+        raise
+    return con
+
+
+def _index_file(directory: str) -> tuple[int, int] | None:
+    """``(device, inode)`` of the SQLite file, ``None`` if missing; refuses links."""
+    found = None
+    for name in _INDEX_FILES:
+        try:
+            st = os.lstat(os.path.join(directory, name))
+        except FileNotFoundError:
+            continue
+        if not stat.S_ISREG(st.st_mode):
+            raise FolderError(f"{name} is not a regular file (a link, a folder, a device)")
+        if name == DBNAME:
+            found = (st.st_dev, st.st_ino)
+    return found
+
+
+class SafeCache(diskcache.Cache):  # type: ignore[misc]  # diskcache has no type hints
+    """A ``diskcache.Cache`` whose SQLite connections are made by :func:`connect`."""
+
+    def get_many(self, keys: Sequence[int]) -> dict[int, Any]:
+        """The values stored under the integer ``keys`` that are present, in one statement.
+
+        The rows ``get`` would read (an integer key is stored raw), read by one ``SELECT`` per
+        :data:`_CHUNK` keys: one lock of the SQLite file and one statement for a batch, where
+        ``get`` takes both for every key. Values are fetched as ``get`` fetches them.
+        """
+        found: dict[int, Any] = {}
+        disk = self._disk
+        for start in range(0, len(keys), _CHUNK):
+            chunk = keys[start : start + _CHUNK]
+            marks = ",".join("?" * len(chunk))
+            rows = self._sql(
+                f"SELECT key, mode, filename, value FROM Cache WHERE raw = 1 AND key IN ({marks})",
+                list(chunk),
+            ).fetchall()
+            for key, mode, filename, value in rows:
+                if type(key) is int:
+                    found[key] = disk.fetch(mode, filename, value, False)
+        return found
+
+    @property
+    def _con(self) -> sqlite3.Connection:
+        pid = os.getpid()
+        if getattr(self._local, "pid", None) != pid:  # as diskcache: a fork closes it
+            self.close()
+            self._local.pid = pid
+        con: sqlite3.Connection | None = getattr(self._local, "con", None)
+        if con is None:
+            con = self._local.con = connect(self._directory, self._timeout)
+        return con
 
 
 def _settings(max_bytes: int | None) -> dict[str, Any]:
     """Every ``diskcache`` setting, given: none is taken from the folder's SQLite file."""
     settings: dict[str, Any] = dict(DEFAULT_SETTINGS)
-    settings.update(statistics=0, tag_index=0)
+    settings.update(statistics=0, tag_index=0, sqlite_journal_mode="delete", sqlite_mmap_size=0)
     if max_bytes is None:
         settings.update(eviction_policy="none")
     else:
@@ -97,9 +565,11 @@ def _settings(max_bytes: int | None) -> dict[str, Any]:
     return settings
 
 
-def open_folder(path: str, max_bytes: int | None) -> Any:
-    """A ``diskcache.Cache`` at ``path`` read and written through :class:`DataDisk`."""
-    return diskcache.Cache(path, disk=DataDisk, **_settings(max_bytes))
+def open_folder(path: str, max_bytes: int | None, *, private: bool = True) -> Any:
+    """A :class:`SafeCache` at ``path`` read and written through :class:`DataDisk`."""
+    cache = SafeCache(path, disk=DataDisk, **_settings(max_bytes))
+    cache.disk.private = private
+    return cache
 
 
 @functools.cache
@@ -110,7 +580,7 @@ def _expected_schema() -> frozenset[tuple[str, str, str]]:
         with tempfile.TemporaryDirectory() as folder:
             cache = diskcache.Cache(folder, eviction_policy=policy)
             cache.close()
-            with sqlite3.connect(os.path.join(folder, diskcache.core.DBNAME)) as con:
+            with sqlite3.connect(os.path.join(folder, DBNAME)) as con:
                 rows.update(con.execute("SELECT type, name, sql FROM sqlite_master").fetchall())
             con.close()
     return frozenset(rows)
@@ -121,13 +591,10 @@ def check_folder(path: str) -> None:
 
     Raises :class:`FolderError` with the reason. A folder without a SQLite file yet is fine.
     """
-    db = os.path.join(path, diskcache.core.DBNAME)
-    if not os.path.lexists(db):
+    if _index_file(path) is None:
         return
-    if not os.path.isfile(db) or os.path.islink(db):
-        raise FolderError(f"{diskcache.core.DBNAME} is not a regular file")
     try:
-        con = sqlite3.connect(db, timeout=60)
+        con = connect(path, 60)
         try:
             schema = con.execute("SELECT type, name, sql FROM sqlite_master").fetchall()
             settings = con.execute("SELECT key, value FROM Settings").fetchall()

@@ -4,14 +4,18 @@ A disk cache folder is untrusted input (another user, a copied or damaged folder
 swapped by hand): reading it must never execute code and never deliver another sample. So a
 sample is not pickled. An *entry* is::
 
-    MAGIC (8 bytes) | sha256(key | body) (32 bytes) | body
+    MAGIC (8 bytes) | digest (32 bytes) | body
     body = header length (4 bytes, little endian) | header (JSON, ASCII) | padding | buffers
 
-The header describes the sample as a tree of JSON values; the buffers hold the raw bytes of
-its tensors, arrays and ``bytes``, each at a 64-byte aligned offset. Reading an entry checks
-the magic and the checksum (over the entry's *key*, so a value stored under another key fails
-too), then rebuilds the tree from JSON and the buffers: only the types listed below can come
-out of it, whatever the file holds.
+The digest is ``sha256(key | body)``, or, for a folder others may write (``shared=True``),
+``HMAC-SHA256(secret, key | body)`` with a secret key kept outside the folder: a plain
+checksum can be recomputed by anyone who can write the folder, the keyed one only by the key's
+owner. The header describes the sample as a tree of JSON values; the buffers hold the raw
+bytes of its tensors, arrays and ``bytes``, each at a 64-byte aligned offset. Reading an
+entry checks the magic and the checksum (over the entry's *key*, so a value stored under
+another key fails too, and so does one signed without the secret), then rebuilds the tree
+from JSON and the buffers: only the types listed below can come out of it, whatever the file
+holds.
 
 What can be stored (exactly, types included): ``None``, ``bool``, ``int``, ``float``, ``str``,
 ``bytes``; ``list``, ``tuple`` and ``dict`` (any of these as keys) of them; CPU
@@ -31,6 +35,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import hmac
 import json
 import struct
 import types
@@ -145,8 +150,18 @@ def _plain_dtype(dtype: np.dtype[Any]) -> bool:
     return dtype.kind in _NUMPY_KINDS and dtype.fields is None and dtype.subdtype is None
 
 
-def encode(key: bytes, sample: Any) -> bytes | None:
-    """The entry storing ``sample`` under ``key``; ``None`` if it holds a value not kept exactly."""
+def _digest(key: bytes, body: bytes | memoryview, secret: bytes | None) -> bytes:
+    """What authenticates ``body`` under ``key``: a keyed HMAC with ``secret``, else a sha256."""
+    mac = hashlib.sha256(key) if secret is None else hmac.new(secret, key, "sha256")
+    mac.update(body)
+    return mac.digest()
+
+
+def encode(key: bytes, sample: Any, secret: bytes | None = None) -> bytes | None:
+    """The entry storing ``sample`` under ``key``; ``None`` if it holds a value not kept exactly.
+
+    With ``secret``, the entry is signed with it (see the module docstring).
+    """
     out = _Writer()
     try:
         tree = _tree(sample, out, 0)
@@ -156,22 +171,20 @@ def encode(key: bytes, sample: Any) -> bytes | None:
     start = 4 + len(header)
     pad = -(_HEAD + start) % _ALIGN
     body = b"".join([struct.pack("<I", len(header)), header, b"\0" * pad, *out.parts])
-    return MAGIC + hashlib.sha256(key + body).digest() + body
+    return MAGIC + _digest(key, body, secret) + body
 
 
-def decode(key: bytes, entry: bytes) -> Any:
+def decode(key: bytes, entry: bytes, secret: bytes | None = None) -> Any:
     """The sample of ``entry`` stored under ``key``; :class:`CorruptEntryError` if it is not one.
 
-    Checks the magic and the checksum first, then rebuilds only the types :func:`encode`
-    writes; every inconsistency (a size, an offset, a dtype, the JSON itself) is a
-    :class:`CorruptEntryError`, never another exception and never code run.
+    Checks the magic and the checksum (the signature, with ``secret``) first, then rebuilds
+    only the types :func:`encode` writes; every inconsistency (a size, an offset, a dtype, the
+    JSON itself) is a :class:`CorruptEntryError`, never another exception and never code run.
     """
     if type(entry) is not bytes or entry[: len(MAGIC)] != MAGIC:
         raise CorruptEntryError("not an entry of this format")
     body = memoryview(entry)[_HEAD:]
-    digest = hashlib.sha256(key)
-    digest.update(body)
-    if digest.digest() != entry[len(MAGIC) : _HEAD]:
+    if not hmac.compare_digest(_digest(key, body, secret), entry[len(MAGIC) : _HEAD]):
         raise CorruptEntryError("the checksum does not match the key and the bytes")
     try:
         (size,) = struct.unpack_from("<I", body)

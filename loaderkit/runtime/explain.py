@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import numpy.typing as npt
 
+from loaderkit._text import inert_lines
 from loaderkit.order.token_budget import padding_stats
 from loaderkit.plan.sections.bucketing import budget_split
 from loaderkit.runtime.planners import (
@@ -95,7 +96,7 @@ def explain_loader(loader: Loader, planner: Planner, part: npt.NDArray[Any] | No
         if isinstance(loader.sampler_planner, WeightedPlanner):
             line += f"; weights: {loader.sampler_cost}"
         lines.append(line)
-    return "\n".join(lines)
+    return inert_lines("\n".join(lines))  # names of the data: untrusted text
 
 
 def decode_lines(loader: Loader) -> list[tuple[str, str]]:
@@ -194,21 +195,23 @@ def explain_stream(loader: StreamLoader) -> str:
         ranks = [
             f"  ranks       even_batches is NOT enforced for this stream: {loader.uneven_because}"
         ]
-    return "\n".join(
-        [
-            loader.plan.explain(),
-            f"  resolved    rank {loader.rank} of {loader.world_size} "
-            f"({loader.distributed_source}); device {loader.device}; pin memory "
-            f"{'on' if loader.pin_memory else 'off'}",
-            f"  stream      streamed (iterable source: no length, no random access); "
-            f"{shards} shard(s) = {loader.world_size} rank(s) x {loader.producers} producer(s)",
-            f"  sharding    {how}",
-            f"  shuffle     {shuffle}",
-            f"  order       depends on num_workers ({loader.num_workers}) and the world size "
-            f"({loader.world_size}): batches come round-robin from the producers; change "
-            f"either and the order changes",
-            f"  resume      {resume}; now at epoch {epoch}, {delivered} batch(es) delivered",
-            *ranks,
-            *errors,
-        ]
+    return inert_lines(  # names of the data and its source: untrusted text
+        "\n".join(
+            [
+                loader.plan.explain(),
+                f"  resolved    rank {loader.rank} of {loader.world_size} "
+                f"({loader.distributed_source}); device {loader.device}; pin memory "
+                f"{'on' if loader.pin_memory else 'off'}",
+                f"  stream      streamed (iterable source: no length, no random access); "
+                f"{shards} shard(s) = {loader.world_size} rank(s) x {loader.producers} producer(s)",
+                f"  sharding    {how}",
+                f"  shuffle     {shuffle}",
+                f"  order       depends on num_workers ({loader.num_workers}) and the world size "
+                f"({loader.world_size}): batches come round-robin from the producers; change "
+                f"either and the order changes",
+                f"  resume      {resume}; now at epoch {epoch}, {delivered} batch(es) delivered",
+                *ranks,
+                *errors,
+            ]
+        )
     )

@@ -2,12 +2,12 @@
 
 A :class:`BatchRequest` carries everything a batch depends on (epoch, batch index, sample
 indices), so a batch is a pure function of its request: which worker makes it does not matter.
-Per-sample randomness (transforms taking ``rng``) is keyed by (seed, epoch, sample index).
+Per-sample randomness (transforms taking ``rng``) is keyed by (seed, epoch, sample index), and
+so are the global RNGs around the user's code under ``with_global_rngs("per_sample")``.
 """
 
 from __future__ import annotations
 
-import random
 import traceback
 from collections.abc import Callable, MutableMapping
 from typing import TYPE_CHECKING, Any, NamedTuple, NoReturn
@@ -20,12 +20,22 @@ from loaderkit.collators.base import BatchContext
 from loaderkit.errors import DataError, data_error, portable_exception, portable_type
 from loaderkit.order.keys import sample_rng, worker_seed
 from loaderkit.runtime.cache import Cache, CachedSource, CacheUnusableError
+from loaderkit.runtime.crossing import type_name, unpicklable, unsendable_message
+from loaderkit.runtime.global_rngs import (
+    SampleSeeding,
+    restore_rngs,
+    sample_seeding,
+    seed_all,
+    user_rngs,
+)
+from loaderkit.runtime.outcomes import resource_error
 from loaderkit.runtime.sources import MixtureSource, Source, make_source
 
 if TYPE_CHECKING:
     from loaderkit.plan.plan import LoaderPlan
 
 __all__ = [
+    "NOT_SKIPPED",
     "BatchFetcher",
     "BatchRequest",
     "Failure",
@@ -102,6 +112,13 @@ class Failure(NamedTuple):
         ) from self.cause
 
 
+NOT_SKIPPED = (
+    "out of a resource, not bad data: the skip policy does not drop it; free memory, file "
+    "descriptors or disk space, or lower num_workers"
+)
+"""Why the ``skip`` policy raised: said in the message of a resource error."""
+
+
 def _worker_id() -> int | None:
     info = torch.utils.data.get_worker_info()
     return None if info is None else int(info.id)
@@ -134,8 +151,16 @@ class BatchFetcher:
         skip: bool = False,
         cache: Cache | None = None,
         batched: bool = True,
+        seeding: SampleSeeding | None = None,
     ) -> None:
         self.source = source
+        self.seeding = seeding
+        """Where the global RNGs are seeded around the user's code (``"per_sample"``)."""
+        self.batched_reads = (
+            seeding is not None
+            and not isinstance(source, MixtureSource)
+            and callable(getattr(source.data, "__getitems__", None))
+        )
         self.batched = batched
         self.skip = skip
         self.cache = cache
@@ -163,6 +188,15 @@ class BatchFetcher:
             for hook in self.epoch_hooks:
                 hook(request.epoch)
             self.seen_epoch = request.epoch
+        if self.seeding is not None and _worker_id() is None:
+            states = user_rngs()  # the main process: the user's draws go on undisturbed
+            try:
+                return self._fetch(request)
+            finally:
+                restore_rngs(states)
+        return self._fetch(request)
+
+    def _fetch(self, request: BatchRequest) -> Any:
         if self.cache is not None:
             return self._cached(request)
         if self.skip:
@@ -201,7 +235,7 @@ class BatchFetcher:
     def _all_or_none(self, request: BatchRequest) -> list[Any] | None:
         """The samples of ``request`` read in one go, or ``None`` if any of them fails."""
         try:
-            return self.source.samples(request.indices)
+            return self._read(request)
         except Exception:  # noqa: BLE001 - the caller reads them one by one to drop the bad ones
             return None
 
@@ -220,11 +254,15 @@ class BatchFetcher:
         else:
             for index in request.indices.tolist():
                 try:
-                    samples.append(self.source.sample(index))
+                    samples.append(self._read_one(request, index))
                     kept.append(index)
                 except CacheUnusableError:  # the cache folder, not the sample: never skipped
                     raise
-                except Exception as exc:  # noqa: BLE001 - every failure is recorded
+                except Exception as exc:
+                    if resource_error(exc):
+                        raise self._sample_error(
+                            request, index, exc, f"could not be loaded ({NOT_SKIPPED})"
+                        ) from exc
                     skipped.append(self._skipped(request, index, exc, "could not be loaded"))
         if self.transform is not None:
             good, out = [], []
@@ -232,10 +270,59 @@ class BatchFetcher:
                 try:
                     out.append(self._transform_one(request, index, sample))
                     good.append(index)
-                except Exception as exc:  # noqa: BLE001 - every failure is recorded
+                except Exception as exc:
+                    if resource_error(exc):
+                        raise self._sample_error(
+                            request, index, exc, f"failed in the transform ({NOT_SKIPPED})"
+                        ) from exc
                     skipped.append(self._skipped(request, index, exc, "failed in the transform"))
             kept, samples = good, out
         return kept, samples, skipped
+
+    def unsendable(self, request: BatchRequest, result: Any, exc: BaseException) -> DataError:
+        """The :class:`DataError` for ``result``, the batch of ``request``, that does not pickle.
+
+        Names the first sample of the request that does not pickle (read again: a batch is
+        a function of its request) and the part of it that cannot be sent; if every sample
+        pickles, the collator's output is named instead.
+        """
+        worker = _worker_id()
+        for index in request.indices.tolist():
+            try:
+                sample = self._read_one(request, index)
+                if self.transform is not None:
+                    sample = self._transform_one(request, index, sample)
+            except Exception:  # noqa: BLE001 - read again only to find the culprit
+                continue
+            found = unpicklable(sample)
+            if found is not None:
+                what = (
+                    f"sample {index}{self.source.locate(index)} (batch {request.batch_index} of "
+                    f"epoch {request.epoch})"
+                )
+                return data_error(
+                    unsendable_message(what, "sample", found, exc, worker),
+                    exc,
+                    sample_index=index,
+                    worker_id=worker,
+                    collator=self.collator_name,
+                    batch_index=request.batch_index,
+                )
+        batch = result.batch if isinstance(result, Fetched) else result
+        found = unpicklable(batch) or ("", type_name(batch))
+        shown = request.indices[:8].tolist()
+        more = ", ..." if len(request.indices) > 8 else ""
+        what = (
+            f"batch {request.batch_index} of epoch {request.epoch} (samples "
+            f"{str(shown)[1:-1]}{more}), as collator {self.collator_name!r} made it,"
+        )
+        return data_error(
+            unsendable_message(what, "batch", found, exc, worker),
+            exc,
+            worker_id=worker,
+            collator=self.collator_name,
+            batch_index=request.batch_index,
+        )
 
     def _cached(self, request: BatchRequest) -> Any:
         """The batch from transformed samples kept in the cache (the ``"transformed"`` stage).
@@ -327,6 +414,8 @@ class BatchFetcher:
         collate = self.collate
         if request.max_length is not None:
             collate = self._limited(request.max_length)
+        if self.seeding is not None and self.seeding.collator:
+            self.seeding.before_collate(request.epoch, request.batch_index)
         try:
             if self.uses_context:
                 context = BatchContext(
@@ -390,13 +479,30 @@ class BatchFetcher:
             batch_index=request.batch_index,
         )
 
+    def _read(self, request: BatchRequest) -> list[Any]:
+        """The samples of ``request`` (the global RNGs seeded per sample, if the plan says)."""
+        seeding = self.seeding
+        if seeding is None or not seeding.getitem:
+            return self.source.samples(request.indices)
+        if self.batched_reads:  # the dataset's __getitems__: one call, seeded once
+            if len(request.indices):
+                seeding.before_samples(request.epoch, int(request.indices[0]))
+            return self.source.samples(request.indices)
+        return [self._read_one(request, index) for index in request.indices.tolist()]
+
+    def _read_one(self, request: BatchRequest, index: int) -> Any:
+        """Sample ``index`` (the global RNGs seeded for it, if the plan says)."""
+        if self.seeding is not None and self.seeding.getitem:
+            self.seeding.before_sample(request.epoch, index)
+        return self.source.sample(index)
+
     def _samples(self, request: BatchRequest) -> list[Any]:
         try:
-            return self.source.samples(request.indices)
+            return self._read(request)
         except Exception as batch_exc:
             for index in request.indices.tolist():
                 try:
-                    self.source.sample(index)
+                    self._read_one(request, index)
                 except Exception as exc:
                     raise self._sample_error(request, index, exc, "could not be loaded") from exc
             raise self._batch_error(request, batch_exc, "could not be loaded") from batch_exc
@@ -415,6 +521,8 @@ class BatchFetcher:
     def _transform_one(self, request: BatchRequest, index: int, sample: Any) -> Any:
         transform = self.transform
         assert transform is not None
+        if self.seeding is not None and self.seeding.transform:
+            self.seeding.before_transform(request.epoch, index)
         if self.transform_rng:
             rng = sample_rng(self.seed, "transform", request.epoch, index)
             return transform(sample, rng=rng)
@@ -460,10 +568,7 @@ class WorkerSeeder:
         self.epoch = epoch
         info = torch.utils.data.get_worker_info()
         worker = 0 if info is None else int(info.id)
-        value = worker_seed(self.seed, epoch, self.rank, worker)
-        torch.manual_seed(value)
-        np.random.seed(value % 2**32)
-        random.seed(value)
+        seed_all(worker_seed(self.seed, epoch, self.rank, worker))
 
 
 def prepared(dataset: Any, transform: Callable[..., Any] | None) -> Any:
@@ -511,4 +616,5 @@ def plan_fetcher(
         skip=plan.error_policy.policy == "skip",
         cache=cache if plan.cache is not None and plan.cache.stage == "transformed" else None,
         batched=plan.batch.batched,
+        seeding=sample_seeding(plan),
     )

@@ -164,11 +164,7 @@ class Loader:
         transform = (
             None if plan.transform is None else resolve_callable(plan, plan.transform, "transform")
         )
-        self._cache = (
-            None
-            if plan.cache is None
-            else open_cache(plan, self.workers.num_workers + 1, self.workers.start_method)
-        )
+        self._cache = None if plan.cache is None else open_cache(plan, self.workers.num_workers + 1)
         self._fetcher = plan_fetcher(plan, collate, transform, self._cache)
         self.skipped: list[Skipped] = []
         """The last :data:`~loaderkit.runtime.skips.SKIPPED_RECORDS_KEPT` samples the ``skip``

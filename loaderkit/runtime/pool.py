@@ -10,11 +10,15 @@ likely cause, with ``restartable=False``: a script without an ``if __name__ == "
 guard (:func:`main_module_unguarded`), or the exception that unpickling raised in the worker
 (:class:`ShippedToWorkers` keeps it and raises it as :class:`WorkerStartError` at first use,
 instead of letting the worker die with only a traceback on stderr).
+
+Each worker leads a process group of its own, so the processes a dataset starts in it end
+with it (:mod:`loaderkit.runtime.groups`); shutting a pool down ends what is left of them.
 """
 
 from __future__ import annotations
 
 import ast
+import atexit
 import functools
 import multiprocessing
 import os
@@ -24,7 +28,9 @@ import signal
 import sys
 import time
 import traceback
+import weakref
 from collections.abc import Callable, Sequence
+from multiprocessing import util as _mp_util  # noqa: F401 - its exit hook is registered first
 from multiprocessing.reduction import ForkingPickler
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -36,6 +42,7 @@ from torch.utils.data._utils import signal_handling
 from loaderkit.errors import DataError, WorkerError
 from loaderkit.order.keys import derive_key
 from loaderkit.plan.workers import ResolvedWorkers
+from loaderkit.runtime.groups import end_groups, lead_process_group
 
 __all__ = [
     "BROKEN_GRACE",
@@ -126,10 +133,17 @@ class StartedWorkers:
     def __init__(self, workers: int, start_method: str | None) -> None:
         context = multiprocessing.get_context(start_method)
         self.pids = context.RawArray("q", max(workers, 1))
+        self.groups = context.RawArray("q", max(workers, 1))
+        """Worker id -> the process group it leads (its pid; 0: none), see groups.py."""
 
     def __call__(self, worker_id: int) -> None:
-        """Record that worker ``worker_id`` (this process) started."""
+        """Record that worker ``worker_id`` (this process) started; make it lead its group."""
+        self.groups[worker_id] = os.getpid() if lead_process_group() else 0
         self.pids[worker_id] = os.getpid()
+
+    def group_ids(self) -> list[int]:
+        """The process groups the pool's workers made (to end once the workers are reaped)."""
+        return [g for g in self.groups if g > 0]
 
     def started(self, worker_id: int, pid: int | None) -> bool:
         """Whether the worker ``worker_id`` with process id ``pid`` got through start-up."""
@@ -171,6 +185,34 @@ def base_seed_generator(seed: int) -> torch.Generator:
     return generator
 
 
+_LIVE: weakref.WeakSet[Any] = weakref.WeakSet()
+"""The multi-process iterators of the pools made here, while they exist (see _shutdown_all)."""
+
+
+class _Pool(DataLoader[Any]):
+    """torch's ``DataLoader``, whose multi-process iterators are shut down at exit.
+
+    At interpreter exit multiprocessing terminates the workers that are still running, and
+    what they started may be left running; this module's exit hook (which runs before
+    multiprocessing's) shuts each live pool down instead, its workers' process groups too.
+    """
+
+    def _get_iterator(self) -> Any:
+        iterator = super()._get_iterator()
+        if self.num_workers > 0:
+            _LIVE.add(iterator)
+        return iterator
+
+
+def _shutdown_all() -> None:
+    """Shut down every pool still running (registered with ``atexit``)."""
+    for iterator in list(_LIVE):
+        shutdown_pool(iterator)
+
+
+atexit.register(_shutdown_all)  # after multiprocessing's own hook: so it runs first
+
+
 def worker_pool(
     dataset: Dataset[Any],
     workers: ResolvedWorkers,
@@ -186,7 +228,7 @@ def worker_pool(
     (:func:`base_seed_generator`), no collation of its own (:func:`identity`), and a
     ``worker_init_fn`` recording which workers started (:class:`StartedWorkers`).
     """
-    return DataLoader(
+    return _Pool(
         dataset,
         sampler=sampler,
         batch_size=None,
@@ -269,6 +311,9 @@ def shutdown_pool(iterator: object, grace: float = SHUTDOWN_GRACE) -> None:
             REMOVE_WORKER_PIDS(id(iterator))
             pool._worker_pids_set = False
         end_processes(workers)
+        started = getattr(iterator, "_worker_init_fn", None)  # worker_pool's
+        if isinstance(started, StartedWorkers):
+            end_groups(started.group_ids())  # what the workers started and left behind
         queues = [*getattr(iterator, "_index_queues", ()), results]
         for queue in queues:
             try:

@@ -14,6 +14,7 @@ import numpy.typing as npt
 from torch.utils.data import Dataset, Sampler
 
 from loaderkit.errors import DataError
+from loaderkit.runtime.crossing import Pickled, pickled
 from loaderkit.runtime.fetch import BatchFetcher, BatchRequest, WorkerSeeder, failure_from
 from loaderkit.runtime.planners import Planner, StepSizedPlanner
 from loaderkit.runtime.pool import ShippedToWorkers
@@ -91,7 +92,7 @@ class RequestSampler(Sampler[BatchRequest]):
 
 
 class BatchDataset(ShippedToWorkers, Dataset[Any]):
-    """What torch's workers index: a request in, a whole batch (or a Failure) out.
+    """What torch's workers index: a request in, a whole batch (or a Failure) out, pickled.
 
     A worker that could not unpickle it (``spawn``, ``forkserver``) raises
     :class:`~loaderkit.runtime.pool.WorkerStartError` at its first request.
@@ -101,10 +102,21 @@ class BatchDataset(ShippedToWorkers, Dataset[Any]):
         self.fetcher = fetcher
         self.seeder = seeder
 
-    def __getitem__(self, request: BatchRequest) -> Any:
+    def __getitem__(self, request: BatchRequest) -> Pickled:
+        """The batch of ``request`` (or its :class:`Failure`), pickled here in the worker.
+
+        A batch that does not pickle becomes the :class:`Failure` of a :class:`DataError`
+        naming the sample (or the collator's output) and the part that cannot be sent.
+        """
         self.check_arrived()
         self.seeder(request.epoch)
         try:
-            return self.fetcher(request)
-        except DataError as error:
-            return failure_from(error, request)
+            result = self.fetcher(request)
+        except DataError as failed:
+            result = failure_from(failed, request)
+        try:
+            return pickled(result)
+        except Exception as exc:  # noqa: BLE001 - any pickling failure: named, sent as data
+            unsent = self.fetcher.unsendable(request, result, exc)
+            unsent.__cause__ = exc
+            return pickled(failure_from(unsent, request))

@@ -6,7 +6,9 @@ import copy
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from loaderkit.errors import ResumeError
+from loaderkit._checks import LIMITS, check_plain_tree
+from loaderkit._text import inert, shown
+from loaderkit.errors import PlanError, ResumeError
 from loaderkit.plan.display import diff_dicts
 
 if TYPE_CHECKING:
@@ -16,6 +18,7 @@ __all__ = [
     "STATE_VERSION",
     "STREAM_STATE_KEYS",
     "check_epoch",
+    "check_state_bounds",
     "check_state_shape",
     "check_stream",
     "check_stream_state",
@@ -45,7 +48,7 @@ STREAM_STATE_KEYS = (
 def check_epoch(epoch: object) -> int:
     """``epoch`` for the loaders' ``set_epoch`` (an int >= 0; else the ValueError saying so)."""
     if isinstance(epoch, bool) or not isinstance(epoch, int) or epoch < 0:
-        raise ValueError(f"set_epoch: epoch must be an int >= 0 (got {epoch!r})")
+        raise ValueError(f"set_epoch: epoch must be an int >= 0 (got {shown(epoch)})")
     return epoch
 
 
@@ -71,13 +74,85 @@ def check_state_shape(
         )
     if state["loaderkit_state"] != STATE_VERSION:
         raise ResumeError(
-            f"state format {state['loaderkit_state']!r} is not the one this loaderkit "
+            f"state format {shown(state['loaderkit_state'])} is not the one this loaderkit "
             f"reads ({STATE_VERSION})"
         )
     for key in counts:
         value = state[key]
         if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-            raise ResumeError(f"state[{key!r}] must be an int >= 0 (got {value!r})")
+            raise ResumeError(f"state[{key!r}] must be an int >= 0 (got {shown(value)})")
+        if value > LIMITS.integer:
+            raise ResumeError(
+                f"state[{key!r}] must be <= {LIMITS.integer:,} (got {shown(value)}); pass what "
+                f"{maker}.state_dict() returned"
+            )
+    check_state_bounds(state, maker)
+
+
+STATE_DEPTH = 2 * LIMITS.depth
+"""Nesting of a loader state (its source states included): no state loaderkit writes is
+nested deeper, and a deeper one would exhaust the stack of whatever reads it."""
+
+
+def check_state_bounds(state: Mapping[str, Any], maker: str) -> None:
+    """Raise :class:`ResumeError` unless ``state`` is within the bounds of plan data.
+
+    Its ``plan`` (and its ``skips``) are plain data with a plan's bounds (``LIMITS``:
+    nesting, values, string and integer size; checked as a plan file is, without
+    recursion), its strings (a
+    fingerprint, a split) are at most ``LIMITS.string_chars`` characters and its integers at
+    most ``LIMITS.integer``, and the state as a
+    whole (the sources' saved states included) is nested at most :data:`STATE_DEPTH` deep.
+    A hostile or damaged state (a ``plan`` of a million keys, a 50 MB string, 200,000
+    levels) is refused here before anything compares, copies or shows it.
+    """
+    fix = f"pass what {maker}.state_dict() returned"
+    for key, value in state.items():
+        if isinstance(value, str) and len(value) > LIMITS.string_chars:
+            raise ResumeError(
+                f"state[{shown(key)}] is a string of {len(value):,} characters; a loader "
+                f"state holds at most {LIMITS.string_chars:,}: {fix}"
+            )
+        if isinstance(value, int) and not isinstance(value, bool) and abs(value) > LIMITS.integer:
+            raise ResumeError(
+                f"state[{shown(key)}] must be at most {LIMITS.integer:,} (got {shown(value)}); "
+                f"{fix}"
+            )
+    for key in _PLAIN_KEYS:
+        if key not in state:
+            continue
+        try:
+            problems = check_plain_tree(state[key], key)
+        except PlanError as exc:
+            problems = list(exc.problems)
+        if problems:
+            listed = "; ".join(str(p) for p in problems[:5])
+            more = f" (and {len(problems) - 5} more)" if len(problems) > 5 else ""
+            raise ResumeError(
+                f"state[{key!r}] is not the plain data a loader saves: {listed}{more}; {fix}"
+            )
+    _check_depth(state, fix)
+
+
+_PLAIN_KEYS = ("plan", "skips")
+"""The parts of a state that are plain data of a plan's size (the plan, the skip counts):
+checked against a plan's bounds (``LIMITS``)."""
+
+
+def _check_depth(state: Mapping[str, Any], fix: str) -> None:
+    """Raise :class:`ResumeError` for a state nested deeper than :data:`STATE_DEPTH`."""
+    stack: list[tuple[object, int]] = [(state, 0)]
+    while stack:
+        value, depth = stack.pop()
+        if isinstance(value, Mapping):
+            children: Any = value.values()
+        elif isinstance(value, list | tuple):
+            children = value
+        else:
+            continue
+        if depth >= STATE_DEPTH:
+            raise ResumeError(f"the state is nested more than {STATE_DEPTH} levels deep; {fix}")
+        stack.extend((child, depth + 1) for child in children)
 
 
 def read_pass_ended(state: Mapping[str, Any]) -> bool:
@@ -90,7 +165,7 @@ def read_pass_ended(state: Mapping[str, Any]) -> bool:
     ended = state.get("pass_ended", False)
     if not isinstance(ended, bool):
         raise ResumeError(
-            f"state['pass_ended'] must be a bool (got {ended!r:.100}); pass what state_dict() "
+            f"state['pass_ended'] must be a bool (got {shown(ended)}); pass what state_dict() "
             f"returned"
         )
     return ended
@@ -129,7 +204,12 @@ def check_stream(
     if world != mine:
         saved = state.get("global_batch_size")
         here = plan.batch.batch_size * mine
-        if isinstance(saved, int) and saved != here:
+        if (
+            isinstance(saved, int)
+            and not isinstance(saved, bool)
+            and 0 < saved <= LIMITS.integer
+            and saved != here
+        ):
             fix = (
                 f"build this loader with with_batch_size({saved // mine}) to continue the "
                 f"same stream"
@@ -153,11 +233,16 @@ def check_stream(
         )
     raise ResumeError(
         f"the state was saved by a loader of another plan (fingerprint "
-        f"{str(state['fingerprint'])[:12]}, this plan {plan.fingerprint[:12]}); "
+        f"{_fingerprint(state['fingerprint'])}, this plan {plan.fingerprint[:12]}); "
         f"load it into a loader built from the same plan, or pass strict=False. "
         f"Differences (state -> this plan):",
         differences,
     )
+
+
+def _fingerprint(value: object) -> str:
+    """A saved fingerprint as messages show it: its first 12 characters (escaped)."""
+    return inert(value[:12]) if isinstance(value, str) else shown(value, 40)
 
 
 def plan_differences(state: Mapping[str, Any], plan: LoaderPlan) -> list[str]:
@@ -185,7 +270,7 @@ def check_stream_state(
     if strict and state["fingerprint"] != plan.fingerprint:
         raise ResumeError(
             f"the state was saved by a loader of another plan (fingerprint "
-            f"{str(state['fingerprint'])[:12]}, this plan {plan.fingerprint[:12]}); "
+            f"{_fingerprint(state['fingerprint'])}, this plan {plan.fingerprint[:12]}); "
             f"a stream's order depends on the whole plan, num_workers included: load it "
             f"into a loader built from the same plan, or pass strict=False. Differences "
             f"(state -> this plan):",
@@ -196,7 +281,7 @@ def check_stream_state(
     if here != there:
         raise ResumeError(
             f"the state was saved at world size {there[0]}, rank {there[1]}, num_workers "
-            f"{there[2]}; this loader has {here[0]}, {here[1]}, {here[2]}: a stream's "
+            f"{shown(there[2])}; this loader has {here[0]}, {here[1]}, {here[2]}: a stream's "
             f"shards depend on all three, so resume with the same ones"
         )
     per_worker = state["worker_batches"]
@@ -210,12 +295,12 @@ def check_stream_state(
         raise ResumeError(
             f"state['worker_batches'] must list the batches each of the {producers} "
             f"producers delivered, summing to batches_delivered, and next_worker must be "
-            f"one of them (got {per_worker!r}, next_worker {state['next_worker']!r})"
+            f"one of them (got {shown(per_worker)}, next_worker {shown(state['next_worker'])})"
         )
     states = _checked_states(state.get("worker_states"), per_worker, producers)
     complete = state.get("pass_complete", False)  # absent from earlier states
     if not isinstance(complete, bool):
-        raise ResumeError(f"state['pass_complete'] must be a bool (got {complete!r})")
+        raise ResumeError(f"state['pass_complete'] must be a bool (got {shown(complete)})")
     return per_worker, states, complete
 
 
@@ -244,6 +329,6 @@ def _checked_states(states: object, per_worker: list[int], producers: int) -> li
         raise ResumeError(
             f"state['worker_states'] must list, for each of the {producers} "
             f"producers, None or the {{'read': int >= 1, 'source': ...}} of its last "
-            f"delivered batch (only for a producer that delivered one); got {states!r:.200}"
+            f"delivered batch (only for a producer that delivered one); got {shown(states)}"
         )
     return copy.deepcopy(states)  # type: ignore[arg-type]

@@ -65,6 +65,7 @@ from loaderkit.runtime.callables import plan_collate, resolve_callable
 from loaderkit.runtime.device import resolve_device, wants_pinning
 from loaderkit.runtime.explain import explain_stream
 from loaderkit.runtime.fetch import Fetched, Skipped
+from loaderkit.runtime.global_rngs import restore_rngs, user_rngs
 from loaderkit.runtime.loader import Loader, plan_bindings
 from loaderkit.runtime.pool import shutdown_pool, worker_pool
 from loaderkit.runtime.schedules import batch_sizes, max_lengths
@@ -83,11 +84,9 @@ from loaderkit.runtime.stream_read import (
     WORKER_SPLIT,
     StreamItem,
     refuse_unsupported,
-    restore_rngs,
     resume_mode,
     sharding_of,
     stream_length,
-    user_rngs,
 )
 from loaderkit.runtime.world import resolve_world
 

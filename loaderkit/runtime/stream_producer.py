@@ -21,7 +21,11 @@ from loaderkit.errors import (
     portable_type,
 )
 from loaderkit.order.keys import derive_key, sample_rng
+from loaderkit.runtime.crossing import pickled, type_name, unpicklable, unsendable_message
+from loaderkit.runtime.fetch import NOT_SKIPPED as _NOT_SKIPPED
 from loaderkit.runtime.fetch import Skipped, WorkerSeeder
+from loaderkit.runtime.global_rngs import seed_globals
+from loaderkit.runtime.outcomes import resource_error
 from loaderkit.runtime.pool import ShippedToWorkers
 from loaderkit.runtime.stream_read import (
     SHARD_HOOK,
@@ -30,7 +34,6 @@ from loaderkit.runtime.stream_read import (
     StreamItem,
     StreamProbe,
     buffer_shuffle,
-    seed_globals,
     seeded_elements,
 )
 
@@ -41,7 +44,7 @@ _PROBE = 16
 """At most this many first elements of each producer's stream are compared across workers."""
 
 
-class Producer(ShippedToWorkers, IterableDataset[StreamItem]):
+class Producer(ShippedToWorkers, IterableDataset[Any]):
     """What each producer iterates: its shard of the stream, as whole batches.
 
     Holds no reference to the loader (the torch loader owns this object: a cycle back would
@@ -98,8 +101,15 @@ class Producer(ShippedToWorkers, IterableDataset[StreamItem]):
         self.collator_name = collator_name
         self.transform = transform
         self.transform_rng = transform_rng
+        self._collated: tuple[list[int], list[Any]] | None = None
+        """The positions and samples of the batch being sent (to name one that cannot be)."""
 
-    def __iter__(self) -> Iterator[StreamItem]:
+    def __iter__(self) -> Iterator[Any]:
+        """The items of this producer; in a worker, each pickled there (:func:`pickled`).
+
+        An item that does not pickle is replaced by the error item of a :class:`DataError`
+        naming the element (or the collator's output) and the part that cannot be sent.
+        """
         self.check_arrived()
         info = torch.utils.data.get_worker_info()
         worker = 0 if info is None else int(info.id)
@@ -111,7 +121,54 @@ class Producer(ShippedToWorkers, IterableDataset[StreamItem]):
             if first and probe is not None and item.error is None:  # a failed read: no digest
                 item = item._replace(digest=probe.value())
             first = False
-            yield item
+            if info is None:
+                self._collated = None
+                yield item
+                continue
+            try:
+                sent = pickled(item)
+            except Exception as exc:  # noqa: BLE001 - any pickling failure: named, sent as data
+                error = self._unsendable(worker, item, exc)
+                error.__cause__ = exc
+                failed = _error_item(worker, error, consumed=True, state=item.state)
+                sent = pickled(failed._replace(digest=item.digest))
+            self._collated = None
+            yield sent
+
+    def _unsendable(self, worker: int, item: StreamItem, exc: BaseException) -> DataError:
+        """The :class:`DataError` for ``item``, whose batch does not pickle.
+
+        Names the first element of the batch that does not pickle (its samples are kept by
+        :meth:`_batch` until the item is sent) and the part that cannot be sent; if every
+        element pickles, the collator's output is named instead.
+        """
+        collated = self._collated
+        shards = self.world_size * self.producers
+        if collated is not None and collated[0] == list(item.positions):
+            for position, sample in zip(*collated, strict=True):
+                found = unpicklable(sample)
+                if found is not None:
+                    what = f"{self._where(worker, position, position // shards)}"
+                    return data_error(
+                        unsendable_message(what, "sample", found, exc, worker),
+                        exc,
+                        sample_index=position,
+                        worker_id=worker,
+                        collator=self.collator_name,
+                    )
+        found = unpicklable(item.batch) or ("", type_name(item.batch))
+        kept = list(item.positions)
+        shown = str(kept[:8])[1:-1] + (", ..." if len(kept) > 8 else "")
+        what = (
+            f"a batch of worker {worker} on rank {self.rank} in epoch {self.epoch} (stream "
+            f"elements {shown}), as collator {self.collator_name!r} made it,"
+        )
+        return data_error(
+            unsendable_message(what, "batch", found, exc, worker),
+            exc,
+            worker_id=worker,
+            collator=self.collator_name,
+        )
 
     def _probe_size(self) -> int:
         """First elements every producer has read before it sends its first item."""
@@ -339,7 +396,9 @@ class Producer(ShippedToWorkers, IterableDataset[StreamItem]):
             try:
                 samples.append(self._transform_one(position, sample))
                 kept.append(position)
-            except Exception as exc:  # noqa: BLE001 - every failure is recorded
+            except Exception as exc:
+                if resource_error(exc):  # the machine's failure, not the element's: raised
+                    raise self._transform_error(worker, position, exc, _NOT_SKIPPED) from exc
                 skipped.append(self._skipped(worker, position, exc))
         return kept, samples, skipped
 
@@ -361,14 +420,19 @@ class Producer(ShippedToWorkers, IterableDataset[StreamItem]):
         try:
             return self._transform_one(position, sample)
         except Exception as exc:
-            shards = self.world_size * self.producers
-            raise data_error(
-                f"{self._where(worker, position, position // shards)} failed in the transform "
-                f"in epoch {self.epoch}: {type(exc).__name__}: {exc}",
-                exc,
-                sample_index=position,
-                worker_id=worker,
-            ) from exc
+            raise self._transform_error(worker, position, exc) from exc
+
+    def _transform_error(
+        self, worker: int, position: int, exc: BaseException, why: str = ""
+    ) -> DataError:
+        shards = self.world_size * self.producers
+        return data_error(
+            f"{self._where(worker, position, position // shards)} failed in the transform "
+            f"in epoch {self.epoch}{f' ({why})' if why else ''}: {type(exc).__name__}: {exc}",
+            exc,
+            sample_index=position,
+            worker_id=worker,
+        )
 
     def _skipped(self, worker: int, position: int, exc: Exception) -> Skipped:
         """The record of an element the skip policy drops.
@@ -417,6 +481,7 @@ class Producer(ShippedToWorkers, IterableDataset[StreamItem]):
                 batch = self.collate(samples, context=context)
             else:
                 batch = self.collate(samples)
+            self._collated = (kept, samples)
         except Exception as exc:
             shown = str(kept[:8])[1:-1] + (", ..." if len(kept) > 8 else "")
             raise data_error(

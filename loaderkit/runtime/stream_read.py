@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import hashlib
 import itertools
-import random
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, NamedTuple
 
@@ -17,8 +16,8 @@ import numpy as np
 import torch
 
 from loaderkit.errors import DataError, NotBuiltYetError, PlanError
-from loaderkit.order.keys import derive_key
 from loaderkit.runtime.fetch import Skipped
+from loaderkit.runtime.global_rngs import seed_globals
 
 if TYPE_CHECKING:
     from loaderkit.plan.plan import LoaderPlan
@@ -33,14 +32,11 @@ __all__ = [
     "hf_resume_caveat",
     "is_stateful",
     "refuse_unsupported",
-    "restore_rngs",
     "resume_mode",
     "same_streams",
-    "seed_globals",
     "seeded_elements",
     "sharding_of",
     "stream_length",
-    "user_rngs",
 ]
 
 
@@ -62,31 +58,6 @@ _DRAWS = 4096
 """Buffer-shuffle indices drawn at a time."""
 
 _END: Any = object()
-
-
-def seed_globals(seed: int, *components: str | int) -> None:
-    """Seed the global RNGs (torch's CPU generator, numpy's legacy one, ``random``).
-
-    The key is ``derive_key(seed, *components)``: a stream seeds them before reading each
-    element (by its position), before each transform and each collate, in a worker or in the
-    main process alike, so what a source draws from them does not depend on ``num_workers``.
-    """
-    value = derive_key(seed, *components)
-    torch.default_generator.manual_seed(value)
-    np.random.seed(value % 2**32)
-    random.seed(value)
-
-
-def user_rngs() -> tuple[Any, Any, torch.Tensor]:
-    """The main process's global RNG states, to put back once a batch was made there."""
-    return random.getstate(), np.random.get_state(), torch.get_rng_state()
-
-
-def restore_rngs(states: tuple[Any, Any, torch.Tensor]) -> None:
-    """Put back the global RNG states :func:`user_rngs` took."""
-    random.setstate(states[0])
-    np.random.set_state(states[1])
-    torch.set_rng_state(states[2])
 
 
 def seeded_elements(

@@ -51,8 +51,9 @@ _HINT_SAME_PLAN = (
 )
 _HINT_WORKERS = (
     "the batches depend on the number of workers: look for randomness or state kept per "
-    "process (a global RNG, torch.utils.data.get_worker_info(), a cache filled as samples are "
-    "read); key it by sample with a transform's rng= argument"
+    "process (a global RNG under with_global_rngs('per_worker'), an RNG of your own, "
+    "torch.utils.data.get_worker_info(), a cache filled as samples are read); key it by "
+    "sample with a transform's rng= argument, or keep with_global_rngs('per_sample')"
 )
 _HINT_RESUME = (
     "the resumed loader continued differently: look for state that a fresh loader does not "

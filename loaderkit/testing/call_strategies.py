@@ -32,6 +32,7 @@ __all__ = [
     "device_calls",
     "distributed_calls",
     "error_policy_calls",
+    "global_rngs_calls",
     "max_length_calls",
     "mixture_calls",
     "sampling_weights_calls",
@@ -504,7 +505,7 @@ def cache_calls(n: int, junk: bool) -> st.SearchStrategy[BuilderCall]:
         st.tuples(st.just("disk")),
         st.tuples(
             st.fixed_dictionaries({"path": _maybe_junk(st.just(CACHE_FOLDER), junk)}),
-            _optional(junk, **common),
+            _optional(junk, **common, shared=st.booleans()),
         ).map(lambda t: {**t[0], **t[1]}),
     )
     return memory | disk
@@ -524,6 +525,12 @@ def workers_calls(n: int, junk: bool) -> st.SearchStrategy[BuilderCall]:
             timeout=st.none() | st.floats(0, 30),
         ),
     )
+
+
+def global_rngs_calls(n: int, junk: bool) -> st.SearchStrategy[BuilderCall]:
+    """``with_global_rngs(mode)``: ``"per_sample"`` or ``"per_worker"``."""
+    modes = st.sampled_from(["per_sample", "per_worker"])
+    return _call("with_global_rngs", st.tuples(_maybe_junk(modes, junk)))
 
 
 def device_calls(n: int, junk: bool) -> st.SearchStrategy[BuilderCall]:

@@ -32,6 +32,7 @@ from loaderkit.testing.call_strategies import (
     device_calls,
     distributed_calls,
     error_policy_calls,
+    global_rngs_calls,
     max_length_calls,
     mixture_calls,
     sampling_weights_calls,
@@ -90,6 +91,7 @@ BUILDER_CALLS: dict[str, CallStrategy] = {
     "with_cache": cache_calls,
     "with_workers": workers_calls,
     "with_device": device_calls,
+    "with_global_rngs": global_rngs_calls,
     "with_distributed": distributed_calls,
     "without": without_calls,
 }

@@ -59,6 +59,25 @@ def test_cache_keeps_the_batches_and_saves_the_reads(tmp_path, storage, stage, w
         assert stats.misses == sum(reads.values())
 
 
+@pytest.mark.parametrize("storage", ["memory", "disk"])
+def test_cache_with_spawned_workers(tmp_path, storage):
+    """Spawned workers get the cache and its counters (which share no arena with the pool's)."""
+    path = str(tmp_path / "cache") if storage == "disk" else None
+    plan = (
+        _builder(IndexDataset(24), transform=None)
+        .with_workers(2, start_method="spawn")
+        .with_cache(storage, path=path)
+        .compile()
+    )
+    loader = plan.build()
+    got = collect(loader) + collect(loader)
+    reference = _builder(IndexDataset(24), transform=None).compile().build()
+    assert_batches_equal(got, collect(reference) + collect(reference))
+    stats = loader.cache_stats
+    assert stats is not None and stats.hits + stats.misses == 48 and stats.hits > 0
+    loader.close()
+
+
 def test_a_disk_cache_is_reused_by_a_later_run(tmp_path):
     path = str(tmp_path / "cache")
     first = LoggedDataset(30, _log(tmp_path, "a"))

@@ -288,10 +288,10 @@ def test_a_value_folder_that_is_a_link_out_of_the_cache_is_never_followed(tmp_pa
     assert filename is not None
     top = folder / filename[:2]
     outside = tmp_path / "outside"
+    loader = _builder(IndexDataset(6, dim=BIG)).with_cache("disk", path=str(folder))
+    built = loader.compile().build()  # the folder is checked here (a link then is refused)
     top.rename(outside)  # the value file now lives outside, reached through a link
     top.symlink_to(outside, target_is_directory=True)
-    loader = _builder(IndexDataset(6, dim=BIG)).with_cache("disk", path=str(folder))
-    built = loader.compile().build()
     assert_batches_equal(collect(built), _reference(6, BIG))
     assert built.cache_stats is not None and built.cache_stats.corrupt >= 1
     assert (outside / filename[3:]).exists()  # replacing the entry did not delete it

@@ -614,3 +614,32 @@ def test_a_file_changed_after_listing_is_named_not_read(modes: Path, workers: in
     hashed = lkd.image_folder(modes, hash_contents=True)
     os.utime(modes / "a" / "gray.png", ns=(2, 2))  # content identity: a time alone is fine
     assert hashed[hashed.paths.index(str(modes / "a" / "gray.png"))][0].shape[0] == 3
+
+
+def test_random_v2_augmentations_of_an_image_folder_do_not_depend_on_workers(tmp_path: Path):
+    """The recipe's batches under the global RNG seeding: the same for 0 and 2 workers."""
+    _big_jpeg(tmp_path, 48, 64)
+    for i in range(7):
+        Image.fromarray(_smooth(48, 64)).save(tmp_path / "c" / f"{i}.jpg")
+    augment = v2.Compose([v2.RandomResizedCrop(24), v2.RandomHorizontalFlip()])
+
+    def batches(workers: int) -> list:
+        plan = (
+            DataLoaderBuilder()
+            .with_dataset(lkd.image_folder(tmp_path))
+            .with_batch_size(4)
+            .with_shuffle()
+            .with_seed(3)
+            .with_transform(augment)
+            .with_collator("vision", normalize="imagenet")
+            .with_global_rngs("per_sample")
+            .with_workers(workers)
+            .compile()
+        )
+        return collect(plan.build())
+
+    main, two = batches(0), batches(2)
+    assert len(main) == len(two) == 2
+    for (a, _), (b, _) in zip(main, two, strict=True):
+        assert torch.equal(a, b)
+    assert not torch.equal(main[0][0][0], main[0][0][1])  # the crops differ between samples

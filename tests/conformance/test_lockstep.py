@@ -1093,12 +1093,21 @@ class Lockstep:
         )
 
 
-def assert_no_workers_left() -> None:
-    """Every loader was closed: no worker process of this process is alive (a second's grace)."""
-    deadline = time.monotonic() + 1.0
-    while multiprocessing.active_children() and time.monotonic() < deadline:
-        time.sleep(0.01)
-    left = multiprocessing.active_children()
+def children() -> frozenset[int]:
+    """The worker processes of this process alive now (their pids)."""
+    return frozenset(p.pid for p in multiprocessing.active_children() if p.pid is not None)
+
+
+def assert_no_workers_left(before: frozenset[int]) -> None:
+    """Every loader was closed: no worker process started since ``before`` is alive.
+
+    Workers left by earlier tests (torch's finish exiting in their own time) are not this
+    run's; the grace is long because a loaded machine may take seconds to reap a process.
+    """
+    deadline = time.monotonic() + 20.0
+    while children() - before and time.monotonic() < deadline:
+        time.sleep(0.05)
+    left = [p for p in multiprocessing.active_children() if p.pid not in before]
     assert not left, f"worker processes left behind: {left}"
 
 
@@ -1115,6 +1124,7 @@ class LockstepMachine(RuleBasedStateMachine):
     def __init__(self) -> None:
         super().__init__()
         BAD.clear()
+        self.before = children()
         self.run = Lockstep(self.config)
 
     @rule()
@@ -1169,7 +1179,7 @@ class LockstepMachine(RuleBasedStateMachine):
     def teardown(self) -> None:
         BAD.clear()
         self.run.close()
-        assert_no_workers_left()
+        assert_no_workers_left(self.before)
 
 
 def machine(
@@ -1240,6 +1250,7 @@ def run_script(config: Config, script: tuple[str, ...], *, fresh_process: bool =
 
     ``fresh_process``: each ``load`` puts the fresh loaders in a fresh process.
     """
+    before = children()
     run = Lockstep(config)
     made: list[Handle] = []
     try:
@@ -1276,7 +1287,7 @@ def run_script(config: Config, script: tuple[str, ...], *, fresh_process: bool =
     finally:
         BAD.clear()
         run.close()
-    assert_no_workers_left()
+    assert_no_workers_left(before)
     return run
 
 
@@ -1339,6 +1350,7 @@ def test_the_table_and_the_habits_agree() -> None:
 def test_a_difference_no_row_explains_fails_with_the_trace(monkeypatch: pytest.MonkeyPatch) -> None:
     """Without its row, a difference fails the suite, and the failure shows the calls."""
     monkeypatch.setattr(sys.modules[__name__], "DIFFERENCES", ())
+    before = children()
     script = ("iter", "next", "set_epoch:1", "next")
     with pytest.raises(UnexplainedDifferenceError) as failure:
         run_script(Config("map", shuffle=True), script)
@@ -1346,4 +1358,4 @@ def test_a_difference_no_row_explains_fails_with_the_trace(monkeypatch: pytest.M
     assert "next(#1) with the facts [superseded by set_epoch]" in message
     assert "loaderkit: RuntimeError(" in message
     assert "set_epoch(1): on loaderkit" in message  # the trace
-    assert_no_workers_left()
+    assert_no_workers_left(before)

@@ -83,3 +83,22 @@ def test_cache_round_trips_through_a_dict():
     data["cache"] = {"storage": "memory", "size": 3}
     with pytest.raises(PlanError, match=r"cache.*size"):
         LoaderPlan.from_dict(data, bindings={"dataset": plan.bindings["dataset"]})
+
+
+def test_a_shared_disk_cache_is_an_opt_in_kept_in_files_and_shown():
+    b = BASE.with_cache("disk", path="c", shared=True)
+    plan = b.compile()
+    assert plan.cache is not None and plan.cache.shared is True
+    assert repr(b).endswith(".with_cache('disk', path='c', shared=True)")
+    assert "shared folder (entries signed with your key)" in plan.explain()
+    data = plan.to_dict()
+    assert data["cache"] == {"storage": "disk", "stage": "fetched", "path": "c", "shared": True}
+    again = LoaderPlan.from_dict(data, bindings={"dataset": plan.bindings["dataset"]})
+    assert again.cache == plan.cache
+    assert again.fingerprint == BASE.compile().fingerprint  # execution only
+    assert "shared" not in BASE.with_cache("disk", path="c").compile().to_dict()["cache"]
+    data["cache"]["shared"] = "yes"
+    with pytest.raises(PlanError, match=r"cache\.shared: must be True or False"):
+        LoaderPlan.from_dict(data, bindings={"dataset": plan.bindings["dataset"]})
+    with pytest.raises(PlanError, match=r"cache\.shared: only a disk cache"):
+        BASE.with_cache(shared=True)

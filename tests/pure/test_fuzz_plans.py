@@ -277,6 +277,7 @@ def _valid_plans() -> dict[str, tuple[DataLoaderBuilder, dict[str, object]]]:
         ),
         "error policy": base.with_error_policy("skip", max_errors=3, max_error_rate=0.5),
         "error policy per run": base.with_error_policy("skip", max_errors=3, per="run"),
+        "global rngs per worker": base.with_transform(add_label).with_global_rngs("per_worker"),
         "memory cache": base.with_cache("memory", max_bytes=2**20),
         "disk cache": base.with_transform(add_label).with_cache(
             "disk", stage="transformed", path=str(FOLDER / "cache")

@@ -184,6 +184,9 @@ CORPUS: dict[str, Callable[[], DataLoaderBuilder]] = {
     # transform
     "transform-function": lambda: _base().with_transform(sample_transform),
     "transform-rng": lambda: _base().with_transform(sample_transform_rng),
+    "global-rngs-per-worker": lambda: (
+        _base().with_transform(sample_transform_rng).with_global_rngs("per_worker")
+    ),
     "transform-ref": lambda: _base().with_transform(
         "loaderkit.testing._functions:sample_transform_rng"
     ),

@@ -30,7 +30,7 @@ import attrs
 import pytest
 import tomli_w
 from click.testing import CliRunner, Result
-from untrusted_kit import CANARY_MODULE, PROBE_MODULE, SideEffects, write_canary
+from untrusted_kit import CANARY_MODULE, PROBE_MODULE, SideEffects, assert_inert, write_canary
 
 from loaderkit import LoaderPlan, PlanError
 from loaderkit import registry as lk_registry
@@ -188,6 +188,7 @@ def assert_refused_by_the_api(world: World, case: Case) -> None:
             except PlanError as exc:
                 expect = case.expect if "load" in what else case.dict_expect or case.expect
                 assert _mentions(exc, expect), f"{label}: {exc}"
+                assert_inert(str(exc), label)
                 continue
         assert inspect and case.inspectable, f"{label}: loaded {plan!r}"
         assert not plan.bound, f"{label}: bound {plan!r}"
@@ -203,6 +204,7 @@ def assert_refused_by_the_cli(world: World, case: Case) -> None:
             result = _cli(*args)
         assert "Traceback" not in result.output, label
         assert not isinstance(result.exception, AssertionError | KeyboardInterrupt), label
+        assert_inert(result.output, label)
         inspecting = "--data" not in args and args[0] != "bench"
         if case.inspectable and inspecting:
             assert result.exit_code in (0, 1), f"{label}: {result.output}"
@@ -243,6 +245,12 @@ CORPUS_EXPECT = {
     "property_fget.toml": "collator.ref",
     "module_getattr.toml": "collator.ref",
     "multimodal_sub.toml": "collator.options.collators.input_ids.name",
+    # control characters (issue 22): shown escaped, in every refusal
+    "escape_unknown_key.toml": "\\x1b]0;pwned\\x07",
+    "escape_device.toml": "\\x1b[2J",
+    "escape_ref.json": "\\x1b]8;;",
+    "escape_collator_option.toml": "\\u202e",
+    "huge_hex_version.toml": "an integer of 16,000 bits",
 }
 
 
@@ -326,6 +334,14 @@ def _runtime_cases(world: World) -> dict[str, Case]:
         _with("workers", {"num_workers": huge}),
         dict_expect="workers.num_workers",
     )
+    hex_version = int("f" * 5000, 16)  # Python's int-digit limit: str() of it raises
+    add(
+        "hex_version.toml",
+        f"schema_version = {hex(hex_version)}\n",
+        "file",
+        {"schema_version": hex_version},
+        dict_expect="an integer of 20,000 bits",
+    )
     deep = _deep_value(100_000)
     add("deep.json", _deep_json(100_000), "file", _with("dataset", deep), dict_expect="32 levels")
     add(
@@ -340,9 +356,9 @@ def _runtime_cases(world: World) -> dict[str, Case]:
         dict_expect="32 levels",
     )
     add("big.json", b" " * (20 * 2**20) + json.dumps(BASE).encode(), "file")
-    # under the size bound, but minutes of parsing: refused before the parser runs
-    add("many_values.toml", "x = [" + "1," * (7 * 2**20) + "]\n", "by its commas and lines")
-    add("many_lines.json", "{" + "\n" * (15 * 2**20) + '"schema_version": 1}', "by its commas")
+    # under the size bound, but a long parse: refused before the parser runs
+    add("many_values.toml", "x = [" + "1," * 450_000 + "]\n", "by its commas and lines")
+    add("many_lines.json", "{" + "\n" * 900_000 + '"schema_version": 1}', "by its commas")
     add("not_utf8.toml", b"schema_version = 1\n# \xff\xfe\x80\n", "file")
     add("not_utf8_string.json", b'{"schema_version": 1, "x": "\xc3\x28"}', "file")
     columns = ["c"] * 200_000
@@ -353,17 +369,19 @@ def _runtime_cases(world: World) -> dict[str, Case]:
         _with("dataset", {**BASE["dataset"], "columns": columns}),
     )
     long = "a" * 5000 + ":b"
-    add(
+    add(  # a run of 5,000 letters: refused before parsing (the data: at its path)
         "long_string.toml",
         tomli_w.dumps(_with("transform", {"ref": long})),
-        "transform.ref",
+        "unbroken run of more than 4,096",
         _with("transform", {"ref": long}),
+        dict_expect="transform.ref",
     )
     add(
         "long_key.json",
         json.dumps(_with("checks", {"k" * 5000: 1})),
-        "5,000 characters",
+        "unbroken run of more than 4,096",
         _with("checks", {"k" * 5000: 1}),
+        dict_expect="5,000 characters",
     )
     outside = str(root / "outside-cache")
     cache = {"storage": "disk", "path": outside}
@@ -394,6 +412,7 @@ def _runtime_cases(world: World) -> dict[str, Case]:
 
 RUNTIME = [
     "huge_int.toml",
+    "hex_version.toml",
     "huge_int.json",
     "deep.json",
     "deep_array.toml",

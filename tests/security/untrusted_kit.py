@@ -181,6 +181,7 @@ class SideEffects:
         modules = set(sys.modules)
         files = self._files()
         kids = children()
+        workers = set(multiprocessing.active_children())  # earlier tests' may still be exiting
         self.recorder.events.clear()
         self.recorder.active = True
         try:
@@ -195,7 +196,20 @@ class SideEffects:
         assert not new_modules, f"{what}: imported {new_modules}"
         assert not new_files, f"{what}: created {new_files}"
         assert not new_kids, f"{what}: started processes {new_kids}"
-        assert not multiprocessing.active_children(), f"{what}: started workers"
+        started = set(multiprocessing.active_children()) - workers
+        assert not started, f"{what}: started workers {started}"
         assert CANARY_MODULE not in sys.modules, f"{what}: imported the canary"
         for name in ("imported", "called", "property-ran", "getattr-ran"):
             assert not (self.canary_dir / name).exists(), f"{what}: the canary says {name}"
+
+
+def raw_controls(text: str) -> list[str]:
+    """The characters of ``text`` a terminal would act on: every one ``str.isprintable()``
+    refuses (ESC, CSI, BEL, C1 controls, bidi overrides, ...) except the newline."""
+    return sorted({char for char in text if char != "\n" and not char.isprintable()})
+
+
+def assert_inert(text: str, label: str = "") -> None:
+    """``text`` holds no raw control character (newlines apart): it is safe on a terminal."""
+    found = raw_controls(text)
+    assert not found, f"{label}: raw {[hex(ord(c)) for c in found]} in {text[:300]!r}"

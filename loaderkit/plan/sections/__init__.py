@@ -42,6 +42,7 @@ from loaderkit.plan.sections import (
     device,
     distributed,
     error_policy,
+    global_rngs,
     max_length,
     mixture,
     order,
@@ -76,6 +77,7 @@ SECTIONS: tuple[Section[Any], ...] = (
     device.SECTION,
     distributed.SECTION,
     transform.SECTION,
+    global_rngs.SECTION,
     bucketing.SECTION,
     sampling_weights.SECTION,
     curriculum.SECTION,
@@ -121,9 +123,9 @@ def _in_order(
 
 # fmt: off
 _BUILDER_CALL_ORDER_NAMES = (
-    "mixture", "dataset", "batch", "order", "collator", "transform", "workers", "device",
-    "bucketing", "sampling_weights", "curriculum", "error_policy", "cache", "max_length",
-    "checks", "split", "distributed",
+    "mixture", "dataset", "batch", "order", "collator", "transform", "global_rngs", "workers",
+    "device", "bucketing", "sampling_weights", "curriculum", "error_policy", "cache",
+    "max_length", "checks", "split", "distributed",
 )
 # fmt: on
 BUILDER_CALL_ORDER: tuple[Section[Any], ...] = _in_order(
@@ -137,8 +139,8 @@ combined dataset (that shows no call)."""
 # fmt: off
 _EXPLAIN_ORDER_NAMES = (
     "dataset", "preset", "split", "order", "batch", "collator", "bucketing", "sampling_weights",
-    "curriculum", "mixture", "max_length", "checks", "transform", "error_policy", "workers",
-    "cache", "device", "distributed",
+    "curriculum", "mixture", "max_length", "checks", "transform", "global_rngs",
+    "error_policy", "workers", "cache", "device", "distributed",
 )
 # fmt: on
 EXPLAIN_ORDER: tuple[Section[Any], ...] = _in_order(

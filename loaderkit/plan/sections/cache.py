@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any, Literal, get_args
 
 import attrs
 
-from loaderkit._checks import check_choice, check_int, check_str
+from loaderkit._checks import check_bool, check_choice, check_int, check_str
 from loaderkit.datasets import absolute_path, confined
 from loaderkit.errors import PlanError, Problem
 from loaderkit.plan.sections.base import Section, explain_row, fields_table
@@ -51,30 +51,40 @@ class CacheSpec:
     ``storage`` is ``"memory"`` (each fetching process) or ``"disk"`` (the folder ``path``,
     shared by every process); ``stage`` is ``"fetched"`` (before the transform) or
     ``"transformed"`` (after a transform without ``rng``); ``max_bytes`` caps the cache
-    (``None``: no cap). Execution-only: a cache never changes a batch.
+    (``None``: no cap); ``shared`` accepts a disk folder that other users can change, and
+    signs its entries with the caller's own key. Execution-only: a cache never changes a batch.
     """
 
     storage: str = "memory"
     stage: str = "fetched"
     path: str | None = None
     max_bytes: int | None = None
+    shared: bool = False
 
 
-cache_to_dict = fields_table(("storage", "stage"), ("path", "max_bytes"))
-"""The ``[cache]`` table of a plan file (execution only: never fingerprinted)."""
+_table = fields_table(("storage", "stage"), ("path", "max_bytes"))
+
+
+def cache_to_dict(spec: CacheSpec) -> dict[str, Any]:
+    """The ``[cache]`` table of a plan file (execution only: never fingerprinted)."""
+    out = _table(spec)
+    if spec.shared:
+        out["shared"] = True
+    return out
 
 
 def read_cache(reader: Reader, data: Mapping[str, Any]) -> CacheSpec | None:
     """Read the ``[cache]`` table; a relative folder is the plan file's, and stays inside it."""
     if "cache" not in data:
         return None
-    sec = reader.section(data, "cache", ("storage", "stage", "path", "max_bytes"))
+    sec = reader.section(data, "cache", ("storage", "stage", "path", "max_bytes", "shared"))
     cache: CacheSpec | None = reader.attempt(
         lambda: cache_spec(
             sec.get("storage", "memory"),
             stage=sec.get("stage", "fetched"),
             path=sec.get("path"),
             max_bytes=sec.get("max_bytes"),
+            shared=sec.get("shared", False),
         )
     )
     folder = reader.base_dir
@@ -96,6 +106,7 @@ def cache_spec(
     stage: object = "fetched",
     path: object = None,
     max_bytes: object = None,
+    shared: object = False,
 ) -> CacheSpec:
     """The sample cache of ``with_cache``."""
     chosen = check_choice("cache.storage", storage, CACHE_STORAGES)
@@ -120,7 +131,14 @@ def cache_spec(
     limit = None
     if max_bytes is not None:
         limit = check_int("cache.max_bytes", max_bytes, minimum=1, fix="bytes the cache may hold")
-    return CacheSpec(chosen, at, folder, limit)
+    others = check_bool("cache.shared", shared)
+    if others and chosen != "disk":
+        raise PlanError.single(
+            "cache.shared",
+            "only a disk cache has a folder to share; drop shared, or use "
+            "with_cache('disk', path='...', shared=True)",
+        )
+    return CacheSpec(chosen, at, folder, limit, others)
 
 
 def cache_problems(
@@ -188,7 +206,8 @@ def cache_line(plan: LoaderPlan) -> str:
         else "transformed samples (the transform runs once per sample)"
     )
     limit = "" if spec.max_bytes is None else f", at most {spec.max_bytes:,} bytes"
-    return f"{where}, {stage}{limit}"
+    shared = ", shared folder (entries signed with your key)" if spec.shared else ""
+    return f"{where}, {stage}{limit}{shared}"
 
 
 def _rules(sections: Mapping[str, Any]) -> list[Problem]:
@@ -203,6 +222,8 @@ def cache_calls(c: CacheSpec, ctx: ReprContext) -> tuple[str, ...]:
     if c.stage != "fetched":
         args.append(f"stage={c.stage!r}")
     args.extend(ctx.set_args(c, ("path", "max_bytes")))
+    if c.shared:
+        args.append("shared=True")
     return (f".with_cache({', '.join(args)})",)
 
 

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any, Literal, get_args
 import attrs
 
 from loaderkit._checks import FrozenMap, check_choice, check_str, freeze_value, thaw_value
+from loaderkit._text import inert
 from loaderkit.errors import PlanError, PlanTypeError, Problem
 from loaderkit.plan.fields import callable_label, resolve_function
 from loaderkit.plan.sections.base import FingerprintRow, Section, explain_row
@@ -235,7 +236,7 @@ def collator_line(plan: LoaderPlan) -> str:
     if not plan.batch.batched:
         return "none: no batches to collate (batch_size=None)"
     reason = plan.collator.reason
-    return plan.collator.describe() + (f"  ({reason})" if reason else "")
+    return plan.collator.describe() + (f"  ({inert(reason)})" if reason else "")
 
 
 SECTION: Section[CallableSpec] = Section(

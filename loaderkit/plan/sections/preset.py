@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from loaderkit._checks import FrozenMap, freeze_value, thaw_value
+from loaderkit._text import inert, shown
 from loaderkit.errors import PlanTypeError, Problem
 from loaderkit.plan.sections.base import Section, explain_row
 
@@ -89,8 +90,8 @@ class PresetSpec:
 
     def describe(self) -> str:
         """``name(option=value, ...)``, how ``explain()`` shows the preset (lists as lists)."""
-        opts = ", ".join(f"{k}={thaw_value(v)!r}" for k, v in self.options.items())
-        return f"{self.name}({opts})"
+        opts = ", ".join(f"{inert(k)}={shown(thaw_value(v))}" for k, v in self.options.items())
+        return f"{inert(self.name)}({opts})"
 
 
 def preset_spec(name: object, options: object = None) -> PresetSpec:

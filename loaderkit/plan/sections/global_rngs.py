@@ -1,0 +1,158 @@
+"""The ``global_rngs`` key: how the global RNGs (torch, numpy, ``random``) are seeded.
+
+Code that draws from the global RNGs (torchvision's random transforms, a dataset whose
+``__getitem__`` calls ``torch.rand`` or ``random.random``, a collator that masks with
+``torch.bernoulli``) gives reproducible batches only if those RNGs are in a known state when
+it runs. Two modes:
+
+- ``"per_sample"`` (the default): before a sample is read from a dataset of your own
+  (``__getitem__``), before the transform of each sample, and before a collator of your own
+  makes a batch, the three global RNGs are seeded from (seed, epoch, sample index) (the
+  batch's index for the collator); in the main process (no workers) they are put back
+  afterwards, so your own draws go on as if loaderkit had not touched them. The batches are
+  then the same for any number of workers, after a resume at any point, and (per sample)
+  across world sizes. Sources that cannot draw (tensors, arrays, HF datasets, columns) and
+  loaderkit's own collators are not seeded: they cost nothing.
+- ``"per_worker"``: torch's habit. Each worker seeds them once per epoch from (seed, epoch,
+  rank, worker); in the main process they are left alone. Faster for a dataset of your own
+  with a cheap ``__getitem__`` (no seeding per sample), but what is drawn depends on which
+  worker reads a sample: the batches change with ``num_workers`` and after a resume.
+
+A streamed dataset is always seeded per element (its exact resume replays elements by
+position): ``"per_worker"`` is refused for it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, Literal, cast, get_args
+
+from loaderkit._checks import check_choice
+from loaderkit.errors import Problem
+from loaderkit.plan.sections.base import ExplainRows, Section
+
+if TYPE_CHECKING:
+    from loaderkit.plan.plan import LoaderPlan
+    from loaderkit.plan.reader import Reader
+    from loaderkit.plan.sections.base import ReprContext
+
+__all__ = [
+    "DEFAULT_GLOBAL_RNGS",
+    "GLOBAL_RNGS",
+    "SECTION",
+    "GlobalRngs",
+    "global_rngs_calls",
+    "global_rngs_line",
+    "global_rngs_spec",
+    "read_global_rngs",
+    "seeded_parts",
+]
+
+GlobalRngs = Literal["per_sample", "per_worker"]
+"""How ``with_global_rngs`` seeds the global RNGs (see the module docstring)."""
+GLOBAL_RNGS: tuple[GlobalRngs, ...] = get_args(GlobalRngs)
+DEFAULT_GLOBAL_RNGS: GlobalRngs = "per_sample"
+"""Reproducible whatever the worker count: loaderkit's promise, kept for code it cannot see
+into. ``"per_worker"`` is the opt-out for speed."""
+
+
+def global_rngs_spec(mode: object) -> GlobalRngs:
+    """``"per_sample"`` or ``"per_worker"``, checked."""
+    return cast("GlobalRngs", check_choice("global_rngs", mode, GLOBAL_RNGS))
+
+
+def _written(mode: GlobalRngs | None) -> bool:
+    """Written (and hashed) unless the default: plans made before keep their fingerprints."""
+    return mode is not None and mode != DEFAULT_GLOBAL_RNGS
+
+
+def read_global_rngs(reader: Reader, data: Mapping[str, Any]) -> GlobalRngs | None:
+    """Read the ``global_rngs`` value (absent: the default)."""
+    if "global_rngs" not in data:
+        return None
+    mode: GlobalRngs | None = reader.attempt(lambda: global_rngs_spec(data["global_rngs"]))
+    return mode
+
+
+def global_rngs_calls(mode: GlobalRngs, ctx: ReprContext) -> tuple[str, ...]:
+    """The builder's ``with_global_rngs`` call (none at the default)."""
+    return () if mode == DEFAULT_GLOBAL_RNGS else (f".with_global_rngs({mode!r})",)
+
+
+SeededPart = Literal["__getitem__", "transform", "collator"]
+"""Code of the user's that ``"per_sample"`` seeds the global RNGs around."""
+
+
+def seeded_parts(plan: LoaderPlan) -> tuple[SeededPart, ...]:
+    """What of ``plan`` runs the user's code, which ``"per_sample"`` seeds the RNGs around.
+
+    A map-style dataset of the user's own class (``__getitem__``; a mixture with one), the
+    transform, and a collator that is not one of loaderkit's (a function or a reference):
+    tensors, arrays, columns, lists, HF datasets and loaderkit's own datasets (``tokens``,
+    the demo corpus, images) draw nothing, nor do the registered collators (their
+    randomness comes from the batch's own ``rng``).
+    """
+    parts: list[SeededPart] = []
+    specs = plan.mixture.sources if plan.mixture is not None else (plan.dataset,)
+    if any(s.kind == "torch_map" and not s.type_name.startswith("loaderkit.") for s in specs):
+        parts.append("__getitem__")
+    if plan.transform is not None:
+        parts.append("transform")
+    if plan.collator.source != "registry":
+        parts.append("collator")
+    return tuple(parts)
+
+
+def global_rngs_line(plan: LoaderPlan) -> str:
+    """The ``global rngs`` line of ``explain()``: what is seeded, and what it costs."""
+    if plan.global_rngs == "per_worker":
+        return (
+            "seeded once per worker and epoch (torch's habit): what your code draws from "
+            "them changes with num_workers and after a resume"
+        )
+    listed = ", ".join(seeded_parts(plan))
+    return (
+        f"seeded per sample from (seed, epoch, index) around your {listed} (a few "
+        f"microseconds each): the same batches for any num_workers"
+    )
+
+
+def _explain(plan: LoaderPlan) -> ExplainRows:
+    """The row, where there is something to say.
+
+    None for a stream (always seeded per element, see ``docs/streaming.md``), nor where none
+    of the user's code runs.
+    """
+    if plan.dataset.iterable or (plan.global_rngs == "per_sample" and not seeded_parts(plan)):
+        return ()
+    return (("global rngs", global_rngs_line(plan)),)
+
+
+def _rules(sections: Mapping[str, Any]) -> list[Problem]:
+    if sections["global_rngs"] == "per_worker" and sections["dataset"].iterable:
+        return [
+            Problem(
+                "global_rngs",
+                "'per_worker' applies to map-style datasets; a stream is always seeded per "
+                "element (its exact resume replays elements by position); drop "
+                "with_global_rngs('per_worker')",
+            )
+        ]
+    return []
+
+
+SECTION: Section[GlobalRngs] = Section(
+    name="global_rngs",
+    explain=_explain,
+    builder_calls=global_rngs_calls,
+    read=read_global_rngs,
+    to_dict=lambda mode: mode,
+    written=_written,
+    rules=_rules,
+    fingerprint="stream",
+    why=(
+        '(only `"per_worker"`) what code drawing from the global RNGs gets; the default '
+        '`"per_sample"` is not written, so plans made before keep their fingerprints'
+    ),
+)
+"""The ``global_rngs`` key of a plan file: ``"per_worker"``, or absent for the default."""
