@@ -671,7 +671,7 @@ class ImageDataset:
         listed = (self.sizes[index], None if self.hash_contents else self.mtimes[index])
         try:
             data = _read(path, listed)
-            image, _how = _decode_bytes(data, self.mode, self.target, self.full_decoder)
+            image = _decode_bytes(data, self.mode, self.target, self.full_decoder)[0]
         except Exception as exc:  # any read or decode failure names the file
             raise data_error(
                 f"image {os.path.relpath(path, self.root)!r} (in {self.root!r}) cannot be "
@@ -700,9 +700,6 @@ class ImageDataset:
             digest.update("\0".join(self.classes).encode())
             self._identity = f"{len(self.paths)} files, {digest.hexdigest()[:32]}"
         return self._identity
-
-    def __getstate__(self) -> dict[str, Any]:
-        return dict(self.__dict__)
 
     # -- the loader's hooks -----------------------------------------------------------------
 
@@ -929,7 +926,7 @@ def image_files(
             reason = listing.skipped[-1][1]
             raise PlanError.single(
                 f"{_OPTION}.files",
-                f"{path!r} is {reason}; name image files (regular files ending in "
+                f"{path!r}: {reason}; name image files (regular files ending in "
                 f"{', '.join(IMG_EXTENSIONS)})",
             )
     if not listing.paths:

@@ -209,8 +209,10 @@ def test_image_files_glob_labels_and_named_non_images(modes: Path):
     assert label == 0 and torch.equal(image, oracle_tensor(Image.open(ds.paths[1])))
     bare = lkd.image_files([str(modes / "a" / "rgb.jpg")])
     assert isinstance(bare[0], torch.Tensor)
-    with pytest.raises(PlanError, match=r"README\.txt.*not an image file name"):
+    with pytest.raises(PlanError, match=r"README\.txt': not an image file name"):
         lkd.image_files([str(modes / "a" / "README.txt")])
+    with pytest.raises(PlanError, match=r"absent\.jpg': cannot be read \(No such file"):
+        lkd.image_files([str(modes / "a" / "absent.jpg")])
     with pytest.raises(PlanError, match="one label per file"):
         lkd.image_files(str(modes / "a" / "*.png"), labels=[0])
 
