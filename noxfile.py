@@ -64,7 +64,8 @@ def docs(session: nox.Session) -> None:
 @nox.session(python=PYTHON)
 def bench(session: nox.Session) -> None:
     """All benchmarks, with ratios against plain torch measured in the same run."""
-    session.install("-e", ".[test]")
+    session.install("-e", ".[test,bench]")
     # baselines measured in the same run: StatefulDataLoader (resume) and HF's padding collator
+    # (torchvision's ImageFolder comes with the [bench] extra)
     session.install("torchdata", "transformers")
     session.run("python", "benchmarks/run.py", *session.posargs)

@@ -43,6 +43,12 @@ Built-in factories:
   to hash them, about a second per GB). HF writes an Arrow copy of the data (and lock files)
   into ``cache_dir``, or its own cache (``HF_DATASETS_CACHE``) when unset; ``cache_dir`` is a
   path option, not part of the stream fingerprint.
+- ``image_folder(root, mode="RGB", allow_empty=False, follow_external_links=False,
+  hash_contents=False, decode_scale="auto", decoder="auto")``: images in class folders
+  (torchvision's ``ImageFolder`` layout), samples ``(uint8 CHW tensor, class index)``; and
+  ``image_files(files, labels=None, ...)``: image files or glob patterns. Decoded lazily in the
+  workers; identity is the file list with sizes and times (or content hashes). See
+  :mod:`loaderkit.datasets.images` and ``docs/vision.md``.
 - ``tokens(n=1000, vocab_size=1000, min_length=8, max_length=64, seed=0)``: ``n`` samples
   ``{"input_ids": [...]}`` of random lengths in ``[min_length, max_length]``, each a pure
   function of ``(seed, index)``: a small map-style dataset for examples and tests.
@@ -72,6 +78,7 @@ from typing import Any, TypeVar, overload
 import attrs
 
 from loaderkit._checks import LIMITS, FrozenMap, freeze_value, thaw_value
+from loaderkit.datasets import images as _images
 from loaderkit.datasets.files import FORMATS, hf_files, path_list
 from loaderkit.errors import PlanError, PlanTypeError, Problem
 from loaderkit.registry import Registry, UnknownNameError, resolve_ref
@@ -82,6 +89,8 @@ __all__ = [
     "SyntheticTokens",
     "factories",
     "from_files",
+    "image_files",
+    "image_folder",
     "load",
     "register",
     "source_of",
@@ -500,6 +509,37 @@ def from_files(
     return load("hf_files", **options)
 
 
+# -- images (the factories are in loaderkit.datasets.images) -----------------------------------
+
+
+def image_folder(root: str | os.PathLike[str], **options: Any) -> _images.ImageDataset:
+    """Images in class folders (torchvision's ``ImageFolder`` layout): ``load("image_folder")``.
+
+    Samples are ``(image, class_index)``, the image a ``uint8`` ``(C, H, W)`` tensor decoded
+    in the worker. ``options`` are :func:`loaderkit.datasets.images.image_folder`'s:
+    ``mode`` (``"RGB"``, ``"L"``, ``"RGBA"``), ``allow_empty``, ``follow_external_links``,
+    ``hash_contents``, ``decode_scale`` (``"auto"``, ``"full"``) and ``decoder`` (``"auto"``,
+    ``"pil"``, ``"torchvision"``). A plan file stores ``root`` relative to its own folder.
+    """
+    dataset: _images.ImageDataset = load("image_folder", root=os.fspath(root), **options)
+    return dataset
+
+
+def image_files(
+    files: str | os.PathLike[str] | Sequence[str | os.PathLike[str]], **options: Any
+) -> _images.ImageDataset:
+    """Image files or glob patterns: ``load("image_files", ...)``.
+
+    Samples are ``(image, label)`` with ``labels=[...]`` (one per file, ints or class names),
+    else bare images. ``options`` are :func:`loaderkit.datasets.images.image_files`'s.
+    """
+    paths = path_list("dataset.source.options.files", files)
+    dataset: _images.ImageDataset = load(
+        "image_files", files=paths[0] if len(paths) == 1 else paths, **options
+    )
+    return dataset
+
+
 # -- tokens -------------------------------------------------------------------------------------
 
 
@@ -569,3 +609,7 @@ def tokens(
 factories.register("hf_files", hf_files, origin="builtin")
 _PATH_OPTIONS["hf_files"] = ("data_files", "cache_dir")
 factories.register("tokens", tokens, origin="builtin")
+factories.register("image_folder", _images.image_folder, origin="builtin")
+_PATH_OPTIONS["image_folder"] = ("root",)
+factories.register("image_files", _images.image_files, origin="builtin")
+_PATH_OPTIONS["image_files"] = ("files",)

@@ -231,6 +231,9 @@ def describe_dataset(obj: object, binding: str) -> DatasetSpec:
     datasets (anything with ``__getitem__`` and ``__len__`` counts as map-style); a ``dict`` of
     equal-length columns (tensors, arrays or lists); a ``tuple`` of equal-length tensors/arrays
     (columns, like ``TensorDataset``); a ``list`` (or a tuple of non-arrays) of samples.
+
+    The identity is HF's ``_fingerprint``, or the string ``_fingerprint`` a map-style dataset
+    defines (``loaderkit.datasets.images.ImageDataset``: its file listing).
     """
     hf = sys.modules.get("datasets")
     torch = sys.modules.get("torch")
@@ -285,7 +288,14 @@ def describe_dataset(obj: object, binding: str) -> DatasetSpec:
             ) from None
         except Exception as exc:  # a __len__ too large, negative or failing
             raise _len_failed("dataset", obj, exc) from exc
-        return DatasetSpec(binding, "torch_map", _type_name(obj), int(length))
+        identity = getattr(obj, "_fingerprint", None)  # a loaderkit image source's listing
+        return DatasetSpec(
+            binding,
+            "torch_map",
+            _type_name(obj),
+            int(length),
+            identity if isinstance(identity, str) else None,
+        )
     if hasattr(obj, "__iter__"):
         raise PlanTypeError.single(
             "dataset",

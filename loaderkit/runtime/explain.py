@@ -42,6 +42,8 @@ def explain_loader(loader: Loader, planner: Planner, part: npt.NDArray[Any] | No
         f"({loader.distributed_source}); device {loader.device}; pin memory "
         f"{'on' if loader.pin_memory else 'off'}",
     ]
+    for name, line in decode_lines(loader):
+        lines.append(f"  images      {name!r}: {line}")
     if loader.workers.auto is not None:
         lines.append(f"  workers     resolved {loader.workers.reason}")
     if part is not None:
@@ -95,6 +97,26 @@ def explain_loader(loader: Loader, planner: Planner, part: npt.NDArray[Any] | No
             line += f"; weights: {loader.sampler_cost}"
         lines.append(line)
     return inert_lines("\n".join(lines))  # names of the data: untrusted text
+
+
+def decode_lines(loader: Loader) -> list[tuple[str, str]]:
+    """(binding, line) for each source that says how it decodes (``loaderkit_explain``)."""
+    source = loader._fetcher.source
+    inner = getattr(source, "inner", None)  # a cache at the "fetched" stage wraps the source
+    source = inner if inner is not None else source
+    plan = loader.plan
+    bindings = (
+        [plan.dataset.binding]
+        if plan.mixture is None
+        else [s.binding for s in plan.mixture.sources]
+    )
+    parts = getattr(source, "parts", [source])
+    out = []
+    for binding, part in zip(bindings, parts, strict=False):
+        describe = getattr(part.data, "loaderkit_explain", None)
+        if callable(describe):
+            out.append((binding, str(describe())))
+    return out
 
 
 def explain_stream(loader: StreamLoader) -> str:

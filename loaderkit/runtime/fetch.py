@@ -44,6 +44,7 @@ __all__ = [
     "WorkerSeeder",
     "failure_from",
     "plan_fetcher",
+    "prepared",
 ]
 
 
@@ -570,6 +571,16 @@ class WorkerSeeder:
         seed_all(worker_seed(self.seed, epoch, self.rank, worker))
 
 
+def prepared(dataset: Any, transform: Callable[..., Any] | None) -> Any:
+    """``dataset.loaderkit_prepare(transform)`` where the dataset has it, else the dataset.
+
+    The image sources (``loaderkit.datasets.images``) choose their decode path here: a reduced
+    scale when the transform's first step shrinks the image, and the faster JPEG decoder.
+    """
+    prepare = getattr(dataset, "loaderkit_prepare", None)
+    return dataset if not callable(prepare) else prepare(transform)
+
+
 def plan_fetcher(
     plan: LoaderPlan,
     collate: Callable[..., Any],
@@ -585,9 +596,11 @@ def plan_fetcher(
     mixture = plan.mixture
     source: Source
     if mixture is None:
-        source = make_source(plan.bindings[plan.dataset.binding], plan.dataset)
+        source = make_source(prepared(plan.bindings[plan.dataset.binding], transform), plan.dataset)
     else:
-        parts = [make_source(plan.bindings[s.binding], s) for s in mixture.sources]
+        parts = [
+            make_source(prepared(plan.bindings[s.binding], transform), s) for s in mixture.sources
+        ]
         source = MixtureSource(parts, mixture.names, mixture.sizes)
     if cache is not None and plan.cache is not None and plan.cache.stage == "fetched":
         source = CachedSource(source, cache)

@@ -235,6 +235,8 @@ CORPUS_EXPECT = {
     "data_files_parent.toml": "dataset.source.options.data_files",
     "data_files_home.toml": "dataset.source.options.data_files",
     "data_files_list.toml": "dataset.source.options.data_files",
+    "data_files_image_root.toml": "dataset.source.options.root",
+    "data_files_image_list.toml": "dataset.source.options.files",
     "top_level_list.json": "file",
     "nan.json": "dataset.length",
     "infinity.json": "batch.batch_size",
