@@ -312,7 +312,6 @@ Setting = Literal[
     "collator",
     "transform",
     "global_rngs",
-    "global_rngs",
     "workers",
     "device",
     "distributed",

@@ -30,9 +30,13 @@ WAIT = 20.0
 """Seconds the grandchildren may take to go (they take about one; generous under load)."""
 
 SCRIPT = r"""
-import os, subprocess, sys, time
+import os, signal, subprocess, sys, time
 import torch
 from loaderkit import DataLoaderBuilder
+
+# Ctrl-C raises KeyboardInterrupt, as in a terminal, even where this test runs in a background
+# job (a shell starts those with SIGINT ignored, and Python then keeps it ignored)
+signal.signal(signal.SIGINT, signal.default_int_handler)
 
 FOLDER, KIND, STUBBORN, ENDING = sys.argv[1], sys.argv[2], sys.argv[3] == "1", sys.argv[4]
 START = sys.argv[5] if sys.argv[5] != "default" else None

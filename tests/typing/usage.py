@@ -37,5 +37,5 @@ mixed = DataLoaderBuilder().with_mixture(
 plan = builder.with_task("text").with_device("auto").compile()
 reveal_type(plan)  # revealed: loaderkit.plan.plan.LoaderPlan
 reveal_type(plan.build(split="val"))  # revealed: loaderkit.runtime.loader.Loader
-reveal_type(lk.SETTINGS)  # revealed: tuple[Literal['batch'] | Literal['order'] | Literal['collator'] | Literal['transform'] | Literal['workers'] | Literal['device'] | Literal['distributed'] | Literal['bucketing'] | Literal['sampling_weights'] | Literal['curriculum'] | Literal['max_length'] | Literal['split'] | Literal['checks'] | Literal['error_policy'] | Literal['cache'], ...]
+reveal_type(lk.SETTINGS)  # revealed: tuple[Literal['batch'] | Literal['order'] | Literal['collator'] | Literal['transform'] | Literal['global_rngs'] | Literal['workers'] | Literal['device'] | Literal['distributed'] | Literal['bucketing'] | Literal['sampling_weights'] | Literal['curriculum'] | Literal['max_length'] | Literal['split'] | Literal['checks'] | Literal['error_policy'] | Literal['cache'], ...]
 reveal_type(presets.image_classification(rows, image_key=None))  # revealed: loaderkit.builder.DataLoaderBuilder
