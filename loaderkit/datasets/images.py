@@ -870,20 +870,8 @@ def image_folder(
     _pillow()
     root = os.fspath(root)
     classes, listing = _folder_listing(root, allow_empty, follow_external_links)
-    return ImageDataset(
-        factory="image_folder",
-        root=root,
-        paths=listing.paths,
-        sizes=listing.sizes,
-        mtimes=listing.mtimes,
-        labels=listing.labels,
-        classes=classes,
-        skipped=listing.skipped,
-        mode=mode,
-        decode_scale=decode_scale,
-        decoder=decoder,
-        hash_contents=hash_contents,
-    )
+    options = {"mode": mode, "decode_scale": decode_scale, "decoder": decoder}
+    return _dataset("image_folder", root, listing, listing.labels, classes, hash_contents, options)
 
 
 def image_files(
@@ -939,19 +927,31 @@ def image_files(
     numbers: list[int] | None = None
     if labels is not None:
         numbers, classes = _labels(labels, len(paths), listing, paths)
+    options = {"mode": mode, "decode_scale": decode_scale, "decoder": decoder}
+    return _dataset("image_files", root, listing, numbers, classes, hash_contents, options)
+
+
+def _dataset(
+    factory: str,
+    root: str,
+    listing: _Listing,
+    labels: list[int] | None,
+    classes: list[str],
+    hash_contents: bool,
+    options: dict[str, Any],
+) -> ImageDataset:
+    """The :class:`ImageDataset` of a listing (the two factories' common end)."""
     return ImageDataset(
-        factory="image_files",
+        factory=factory,
         root=root,
         paths=listing.paths,
         sizes=listing.sizes,
         mtimes=listing.mtimes,
-        labels=numbers,
+        labels=labels,
         classes=classes,
         skipped=listing.skipped,
-        mode=mode,
-        decode_scale=decode_scale,
-        decoder=decoder,
         hash_contents=hash_contents,
+        **options,
     )
 
 
