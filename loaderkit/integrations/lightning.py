@@ -130,7 +130,9 @@ class LightningStreamLoader(LookaheadLoader):
         self._loaded = True
 
     def __iter__(self) -> Iterator[Any]:
-        trainer = self._trainer() if self._trainer is not None else calling_trainer()
+        trainer = self._trainer() if self._trainer is not None else None
+        if trainer is None:  # none named (or not attached yet): the calling loop's
+            trainer = calling_trainer()
         self._rewind_untrained(trainer)
         if not self._started and not self._loaded:
             # a run resumed by epochs from an epoch's end: Lightning does not reload the
