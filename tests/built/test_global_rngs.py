@@ -168,6 +168,15 @@ def test_nothing_of_the_users_runs_nothing_is_seeded() -> None:
     plan = DataLoaderBuilder().with_dataset({"x": torch.arange(8)}).with_batch_size(2).compile()
     assert "global rngs" not in plan.explain()
     assert plan.build()._fetcher.seeding is None
+    tensors = torch.utils.data.TensorDataset(torch.arange(8))  # torch's own: draws nothing
+    plan = DataLoaderBuilder().with_dataset(tensors).with_batch_size(2).compile()
+    assert plan.build()._fetcher.seeding is None
+
+    class Tensors(torch.utils.data.TensorDataset):  # a subclass may override __getitem__
+        pass
+
+    plan = DataLoaderBuilder().with_dataset(Tensors(torch.arange(8))).with_batch_size(2).compile()
+    assert plan.build()._fetcher.seeding is not None
     seeded = _builder().compile().explain()
     assert "around your __getitem__, transform, collator" in seeded
 

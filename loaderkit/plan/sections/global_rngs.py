@@ -83,18 +83,28 @@ SeededPart = Literal["__getitem__", "transform", "collator"]
 """Code of the user's that ``"per_sample"`` seeds the global RNGs around."""
 
 
+_PURE_DATASETS = frozenset({"torch.utils.data.dataset.TensorDataset"})
+"""torch's map-style dataset classes whose ``__getitem__`` draws nothing (exactly these
+types: a subclass may override ``__getitem__``)."""
+
+
+def _draws_nothing(type_name: str) -> bool:
+    """Whether a map-style dataset of this class runs none of the user's code."""
+    return type_name.startswith("loaderkit.") or type_name in _PURE_DATASETS
+
+
 def seeded_parts(plan: LoaderPlan) -> tuple[SeededPart, ...]:
     """What of ``plan`` runs the user's code, which ``"per_sample"`` seeds the RNGs around.
 
     A map-style dataset of the user's own class (``__getitem__``; a mixture with one), the
     transform, and a collator that is not one of loaderkit's (a function or a reference):
-    tensors, arrays, columns, lists, HF datasets and loaderkit's own datasets (``tokens``,
-    the demo corpus, images) draw nothing, nor do the registered collators (their
-    randomness comes from the batch's own ``rng``).
+    tensors, arrays, columns, lists, HF datasets, torch's ``TensorDataset`` and loaderkit's
+    own datasets (``tokens``, the demo corpus, images) draw nothing, nor do the registered
+    collators (their randomness comes from the batch's own ``rng``).
     """
     parts: list[SeededPart] = []
     specs = plan.mixture.sources if plan.mixture is not None else (plan.dataset,)
-    if any(s.kind == "torch_map" and not s.type_name.startswith("loaderkit.") for s in specs):
+    if any(s.kind == "torch_map" and not _draws_nothing(s.type_name) for s in specs):
         parts.append("__getitem__")
     if plan.transform is not None:
         parts.append("transform")
