@@ -16,8 +16,8 @@ documents the bounds.
 from __future__ import annotations
 
 import reprlib
-from collections.abc import Sequence
-from typing import Any, Final
+from collections.abc import Iterable, Sequence
+from typing import Any, Final, Protocol
 
 __all__ = [
     "LINE_CHARS",
@@ -27,6 +27,7 @@ __all__ = [
     "inert",
     "inert_lines",
     "listed",
+    "sample_list",
     "shown",
 ]
 
@@ -211,3 +212,21 @@ def listed(
     if count <= limit:
         return list(items)
     return [*items[:limit], f"... and {count - limit:,} more {noun}"]
+
+
+SAMPLES_SHOWN: Final = 8
+"""Sample indices (or stream positions) a message names for a batch."""
+
+
+class _Indices(Protocol):
+    """A list, tuple or numpy array of integers (what a batch's indices are held in)."""
+
+    def __len__(self) -> int: ...
+
+    def __getitem__(self, cut: slice, /) -> Iterable[Any]: ...
+
+
+def sample_list(indices: _Indices, limit: int = SAMPLES_SHOWN) -> str:
+    """``"3, 17, 4, ..."``: the first ``limit`` sample indices of a batch, for a message."""
+    head = ", ".join(str(int(i)) for i in indices[:limit])
+    return head + (", ..." if len(indices) > limit else "")

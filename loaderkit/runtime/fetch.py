@@ -16,6 +16,7 @@ import numpy as np
 import numpy.typing as npt
 import torch
 
+from loaderkit._text import sample_list
 from loaderkit.collators.base import BatchContext
 from loaderkit.errors import DataError, data_error, portable_exception, portable_type
 from loaderkit.order.keys import sample_rng, worker_seed
@@ -310,11 +311,9 @@ class BatchFetcher:
                 )
         batch = result.batch if isinstance(result, Fetched) else result
         found = unpicklable(batch) or ("", type_name(batch))
-        shown = request.indices[:8].tolist()
-        more = ", ..." if len(request.indices) > 8 else ""
         what = (
             f"batch {request.batch_index} of epoch {request.epoch} (samples "
-            f"{str(shown)[1:-1]}{more}), as collator {self.collator_name!r} made it,"
+            f"{sample_list(request.indices)}), as collator {self.collator_name!r} made it,"
         )
         return data_error(
             unsendable_message(what, "batch", found, exc, worker),
@@ -451,12 +450,10 @@ class BatchFetcher:
         self, request: BatchRequest, exc: BaseException, what: str, *, raw: bool = False
     ) -> DataError:
         worker = _worker_id()
-        shown = request.indices[:8].tolist()
-        more = ", ..." if len(request.indices) > 8 else ""
         detail = str(exc) if raw else f"{type(exc).__name__}: {exc}"
         return data_error(
             f"batch {request.batch_index} of epoch {request.epoch} (samples "
-            f"{str(shown)[1:-1]}{more}) {what} {_where(worker)}: {detail}",
+            f"{sample_list(request.indices)}) {what} {_where(worker)}: {detail}",
             exc,
             sample_index=exc.sample_index if isinstance(exc, DataError) else None,
             worker_id=worker,

@@ -39,6 +39,7 @@ import torch
 from torch.utils.data import DataLoader, Dataset, Sampler
 from torch.utils.data._utils import signal_handling
 
+from loaderkit._text import sample_list
 from loaderkit.errors import DataError, WorkerError
 from loaderkit.order.keys import derive_key
 from loaderkit.plan.workers import ResolvedWorkers
@@ -406,8 +407,7 @@ def awaited_batch(
         indices = batch_indices(epoch, batch)
     except Exception:  # noqa: BLE001 - naming the samples is a courtesy
         return Awaited(epoch, batch, worker, pid)
-    shown = ", ".join(map(str, indices[:8])) + (", ..." if len(indices) > 8 else "")
-    return Awaited(epoch, batch, worker, pid, f" (samples {shown})")
+    return Awaited(epoch, batch, worker, pid, f" (samples {sample_list(indices)})")
 
 
 STARTS_BY_IMPORT = ("spawn", "forkserver")

@@ -13,6 +13,7 @@ import numpy as np
 import torch
 from torch.utils.data import IterableDataset
 
+from loaderkit._text import sample_list
 from loaderkit.collators.base import BatchContext
 from loaderkit.errors import (
     DataError,
@@ -157,11 +158,10 @@ class Producer(ShippedToWorkers, IterableDataset[Any]):
                         collator=self.collator_name,
                     )
         found = unpicklable(item.batch) or ("", type_name(item.batch))
-        kept = list(item.positions)
-        shown = str(kept[:8])[1:-1] + (", ..." if len(kept) > 8 else "")
         what = (
             f"a batch of worker {worker} on rank {self.rank} in epoch {self.epoch} (stream "
-            f"elements {shown}), as collator {self.collator_name!r} made it,"
+            f"elements {sample_list(item.positions)}), as collator {self.collator_name!r} "
+            f"made it,"
         )
         return data_error(
             unsendable_message(what, "batch", found, exc, worker),
@@ -483,11 +483,10 @@ class Producer(ShippedToWorkers, IterableDataset[Any]):
                 batch = self.collate(samples)
             self._collated = (kept, samples)
         except Exception as exc:
-            shown = str(kept[:8])[1:-1] + (", ..." if len(kept) > 8 else "")
             raise data_error(
                 f"batch {local} of worker {worker} on rank {self.rank} in epoch {self.epoch} "
-                f"(stream elements {shown}) could not be collated by {self.collator_name!r}: "
-                f"{type(exc).__name__}: {exc}",
+                f"(stream elements {sample_list(kept)}) could not be collated by "
+                f"{self.collator_name!r}: {type(exc).__name__}: {exc}",
                 exc,
                 sample_index=exc.sample_index if isinstance(exc, DataError) else None,
                 worker_id=worker,
