@@ -37,7 +37,7 @@ import copy
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, ClassVar, Literal, overload
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, overload
 
 import numpy as np
 import numpy.typing as npt
@@ -46,9 +46,13 @@ from loaderkit._checks import did_you_mean
 from loaderkit.errors import DataError, PlanError, PlanTypeError
 from loaderkit.order.keys import batch_rng, sample_rng
 
+if TYPE_CHECKING:
+    import torch
+
 __all__ = [
     "BatchContext",
     "Collator",
+    "check_auto_bool_option",
     "check_bool_option",
     "check_choice_option",
     "check_float_list_option",
@@ -97,6 +101,19 @@ class Collator:
     def on_device(self, batch: Any) -> Any:
         """Finish a batch after it reached its device (default: unchanged)."""
         return batch
+
+    def for_device(self, device: torch.device) -> Collator:
+        """The collator a loader delivering to ``device`` uses (default: this one).
+
+        Called once when the loader is built, before the workers start, with the resolved
+        device; a collator with choices that depend on it (the ``vision`` collator's
+        ``normalize_on_device="auto"``) returns a copy with them made.
+        """
+        return self
+
+    def loaderkit_explain(self) -> str | None:
+        """A line for ``loader.explain()`` about what was chosen for the device (default: none)."""
+        return None
 
     supports_max_length: ClassVar[bool] = False
     """Whether :meth:`with_max_length` works (the collator has a ``max_length`` option)."""
@@ -229,6 +246,18 @@ def _list(
         raise option_error(
             option, f"must be a non-empty list of {what} (got an empty list)", fix=fix
         )
+    return value
+
+
+def check_auto_bool_option(option: str, value: object, *, fix: str = "") -> bool | Literal["auto"]:
+    """A bool option that may also be ``"auto"`` (decided when the loader is built)."""
+    if value == "auto" and isinstance(value, str):
+        return "auto"
+    problem = _bool_problem(value)
+    if problem is not None:
+        problem = (f"must be True, False or 'auto' (got {_got(value)})", problem[1])
+    _raise(option, problem, fix=fix)
+    assert isinstance(value, bool)
     return value
 
 

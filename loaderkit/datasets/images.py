@@ -713,48 +713,76 @@ class ImageDataset:
         import copy
 
         prepared = copy.copy(self)
-        found = shrink_target(transform) if transform is not None else None
+        target, note = self._scale_choice(transform)
         sample = self._first_jpeg()
-        notes = []
-        if found is not None and self.decode_scale == "auto":
-            prepared.target = found[0]
-            note = f"reduced-scale JPEGs for {found[1]}, the transform's first step"
+        if target is not None:
+            prepared.target = target
             size = None if sample is None else _jpeg_size(sample)
             if size is not None:
-                fits = _may_draft(found[0], size)
+                fits = _may_draft(target, size)
                 note += (
                     f" (the first JPEG, {size[0]}x{size[1]}, "
                     f"{'is drafted' if fits else 'is too small: decoded whole'})"
                 )
-            notes.append(note)
-        elif found is not None:
-            notes.append(f"full size (decode_scale='full', though {found[1]} shrinks)")
-        elif transform is None:
-            notes.append("full size (no transform)")
-        else:
-            notes.append("full size (the transform's first step does not shrink the image)")
+        notes = [note]
         prepared.full_decoder, why = self._choose_decoder(sample)
         notes.append(f"whole JPEGs: {why}")
         prepared.decode_note = f"{self.mode}; " + "; ".join(notes)
         return prepared
 
-    def _choose_decoder(self, sample: bytes | None) -> tuple[Literal["pil", "torchvision"], str]:
+    def _scale_choice(self, transform: Callable[..., Any] | None) -> tuple[Target | None, str]:
+        """The reduced-scale target for ``transform`` (``None``: full size) and why."""
+        found = shrink_target(transform) if transform is not None else None
+        if found is not None and self.decode_scale == "auto":
+            return found[0], f"reduced-scale JPEGs for {found[1]}, the transform's first step"
+        if found is not None:
+            return None, f"full size (decode_scale='full', though {found[1]} shrinks)"
+        if transform is None:
+            return None, "full size (no transform)"
+        return None, "full size (the transform's first step does not shrink the image)"
+
+    def loaderkit_plan_explain(self, transform: Callable[..., Any] | None) -> str:
+        """The decode path a plan with ``transform`` takes, for ``plan.explain()``.
+
+        Reads no file and measures nothing: which whole-JPEG decoder is faster is measured
+        when the loader is built (``loader.explain()`` says what was chosen, with timings).
+        """
+        _target, note = self._scale_choice(transform)
+        fixed = self._fixed_decoder()
+        decoder = (
+            "the faster of PIL and torchvision.io.decode_jpeg, measured on the first JPEG at "
+            "build()"
+            if fixed is None
+            else fixed[1]
+        )
+        return f"{self.mode}; {note}; whole JPEGs: {decoder}"
+
+    def _fixed_decoder(self) -> tuple[Literal["pil", "torchvision"], str] | None:
+        """The whole-JPEG decoder the options fix, and why (``None``: chosen by measuring)."""
         if self.mode != "RGB":
             return "pil", f"PIL (mode {self.mode!r})"
         if self.decoder == "pil":
             return "pil", "PIL (decoder='pil')"
+        if self.decoder == "torchvision":
+            return "torchvision", "torchvision.io.decode_jpeg (decoder='torchvision')"
+        return None
+
+    def _choose_decoder(self, sample: bytes | None) -> tuple[Literal["pil", "torchvision"], str]:
+        fixed = self._fixed_decoder()
+        if fixed is not None and fixed[0] == "pil":
+            return fixed
         try:
             import torchvision.io  # noqa: F401
         except ImportError:
-            if self.decoder == "torchvision":
+            if fixed is not None:
                 raise PlanError.single(
                     f"{_OPTION}.decoder",
                     "'torchvision' needs torchvision installed; pip install torchvision or "
                     "pass decoder='auto'",
                 ) from None
             return "pil", "PIL (torchvision is not installed)"
-        if self.decoder == "torchvision":
-            return "torchvision", "torchvision.io.decode_jpeg (decoder='torchvision')"
+        if fixed is not None:
+            return fixed
         if sample is None:
             return "pil", "PIL (no readable JPEG among the first files to measure on)"
         import torch

@@ -36,7 +36,7 @@ equality nor in the stream fingerprint. The registry and this recording are
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Literal
 
 import attrs
 
@@ -385,7 +385,7 @@ def image_classification(
     normalize: str | None = "imagenet",
     to_rgb: bool = False,
     layout: str = "auto",
-    normalize_on_device: bool = False,
+    normalize_on_device: bool | Literal["auto"] = "auto",
     drop_last: bool = True,
     shuffle: bool = True,
     seed: int | None = None,
@@ -398,7 +398,8 @@ def image_classification(
     images (numpy, torch or PIL; HWC or CHW; uint8 or float) stacked into a ``(B, C, H, W)``
     float32 tensor normalized with the ``normalize`` statistics (``"imagenet"``,
     ``"cifar10"`` or ``None`` for [0, 1]); ``to_rgb=True`` makes grayscale and RGBA images
-    3-channel; ``normalize_on_device=True`` ships uint8 and normalizes where the batch lands.
+    3-channel; ``normalize_on_device=True`` ships uint8 and normalizes where the batch lands
+    (``"auto"``: when the loader delivers to a CUDA device).
     With ``checks``, each epoch's first batch is checked for finite ``(B, C, H, W)`` images.
     """
     builder = _start(dataset, name, batch_size, drop_last=drop_last, seed=seed, shuffle=shuffle)
@@ -406,8 +407,9 @@ def image_classification(
         "normalize": normalize,
         "to_rgb": to_rgb,
         "layout": layout,
-        "normalize_on_device": normalize_on_device,
     }
+    if normalize_on_device != "auto":  # the collator's default: plan files leave it out
+        options["normalize_on_device"] = normalize_on_device
     if image_key is not None:
         options["image_key"] = image_key
     builder = builder.with_collator("vision", **options)

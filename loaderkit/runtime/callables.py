@@ -12,6 +12,8 @@ from loaderkit.errors import PlanError
 from loaderkit.transforms import transforms
 
 if TYPE_CHECKING:
+    import torch
+
     from loaderkit.plan.plan import LoaderPlan
     from loaderkit.plan.specs import CallableSpec
 
@@ -46,12 +48,20 @@ def convert_sample(samples: Sequence[Any]) -> Any:
     return default_convert(sample)  # type: ignore[no-untyped-call]  # torch leaves it untyped
 
 
-def plan_collate(plan: LoaderPlan) -> Callable[..., Any]:
+def plan_collate(plan: LoaderPlan, device: torch.device) -> Callable[..., Any]:
     """What makes a delivered batch of ``plan``'s samples: its collator, made live.
 
     A plan without batching (``plan.batch.batched`` is False) converts its one sample per
     step instead (:func:`convert_sample`); its collator is the default one, by the rules.
+    A collator with a ``for_device`` method (:meth:`Collator.for_device
+    <loaderkit.collators.base.Collator.for_device>`) is set up for ``device``, the device the
+    loader delivers to, before any worker gets it.
     """
     if not plan.batch.batched:
         return convert_sample
-    return resolve_callable(plan, plan.collator, "collator")
+    collate = resolve_callable(plan, plan.collator, "collator")
+    for_device = getattr(collate, "for_device", None)
+    if callable(for_device):
+        made: Callable[..., Any] = for_device(device)
+        return made
+    return collate

@@ -44,6 +44,7 @@ def explain_loader(loader: Loader, planner: Planner, part: npt.NDArray[Any] | No
     ]
     for name, line in decode_lines(loader):
         lines.append(f"  images      {name!r}: {line}")
+    lines.extend(collator_lines(loader._collate))
     if loader.workers.auto is not None:
         lines.append(f"  workers     resolved {loader.workers.reason}")
     if part is not None:
@@ -97,6 +98,13 @@ def explain_loader(loader: Loader, planner: Planner, part: npt.NDArray[Any] | No
             line += f"; weights: {loader.sampler_cost}"
         lines.append(line)
     return inert_lines("\n".join(lines))  # names of the data: untrusted text
+
+
+def collator_lines(collate: object) -> list[str]:
+    """The collator's own line (``loaderkit_explain``: what it chose for the device), if any."""
+    describe = getattr(collate, "loaderkit_explain", None)
+    line = describe() if callable(describe) else None
+    return [] if line is None else [f"  collator    {line}"]
 
 
 def decode_lines(loader: Loader) -> list[tuple[str, str]]:
@@ -210,6 +218,7 @@ def explain_stream(loader: StreamLoader) -> str:
                 f"({loader.world_size}): batches come round-robin from the producers; change "
                 f"either and the order changes",
                 f"  resume      {resume}; now at epoch {epoch}, {delivered} batch(es) delivered",
+                *collator_lines(loader._collate),
                 *ranks,
                 *errors,
             ]

@@ -164,7 +164,7 @@ class StreamLoader(Loader):
         self.resume_native, self.resume_replays_because = resume_mode(plan, data, self.sharding)
         """Whether a resume loads each producer's saved source state (O(1)) instead of
         replaying the stream, and if not, why not."""
-        collate = plan_collate(plan)
+        collate = plan_collate(plan, self.device)
         self._collate = collate
         self._on_device: Callable[[Any], Any] | None = getattr(collate, "on_device", None)
         self._transform = (

@@ -364,6 +364,64 @@ def test_normalize_on_device_equals_host_normalization_in_a_real_plan(options):
     assert shipped["pixel_values"].shape == (4, 3, 8, 9)
 
 
+def test_auto_normalizes_on_the_device_for_cuda_and_on_the_host_otherwise():
+    """``normalize_on_device="auto"`` (the default) is decided by the device the loader delivers to.
+
+    No GPU here: the decision is checked for a CUDA device, and the path it picks (uint8 out
+    of the collator, normalized by on_device) gives the host path's numbers.
+    """
+    samples = rgb_samples(4)
+    auto = VisionCollator(normalize="imagenet")
+    assert auto.normalize_on_device == "auto"
+    host = auto(samples)  # outside a loader "auto" normalizes on the host
+    assert host["pixel_values"].dtype == torch.float32
+    cuda = auto.for_device(torch.device("cuda"))
+    assert cuda is not auto and cuda.normalize_on_device is True
+    assert auto.normalize_on_device == "auto"  # the plan's collator is left as it was
+    shipped = cuda(samples)
+    assert shipped["pixel_values"].dtype == torch.uint8
+    torch.testing.assert_close(
+        cuda.on_device(shipped)["pixel_values"], host["pixel_values"], atol=1e-6, rtol=0
+    )
+    assert "cross to the device as uint8" in cuda.loaderkit_explain()
+    assert "device cuda" in cuda.loaderkit_explain()
+    cpu = auto.for_device(torch.device("cpu"))
+    assert cpu.normalize_on_device is False
+    assert cpu.on_device(host) is host
+    # an explicit choice is kept whatever the device
+    for chosen in (True, False):
+        fixed = VisionCollator(normalize_on_device=chosen)
+        assert fixed.for_device(torch.device("cuda")) is fixed
+        assert fixed.for_device(torch.device("cpu")) is fixed
+
+
+def test_a_loader_gives_its_collator_the_device_it_delivers_to():
+    seen: list[torch.device] = []
+
+    class Recording(Collator):
+        def __call__(self, samples: Sequence[Any], context: BatchContext | None = None) -> Any:
+            return torch.tensor([s["label"] for s in samples])
+
+        def for_device(self, device: torch.device) -> Collator:
+            seen.append(device)
+            return self
+
+    plan = (
+        DataLoaderBuilder()
+        .with_dataset(rgb_samples(4))
+        .with_batch_size(4)
+        .with_collator(Recording())
+        .compile()
+    )
+    assert collect(plan.build())[0].tolist() == [0, 1, 2, 3]
+    assert seen == [torch.device("cpu")]
+    # the vision collator's decision is shown by the loader's explain()
+    loader = _plan(rgb_samples(8), normalize="imagenet").build()
+    line = next(x for x in loader.explain().splitlines() if x.startswith("  collator    images"))
+    assert "on the host" in line and "normalize_on_device='auto', device cpu" in line
+    assert collect(loader)[0]["pixel_values"].dtype == torch.float32
+
+
 def test_normalize_on_device_with_float_images_and_bare_batches():
     rng = np.random.default_rng(7)
     images = [image(rng, (3, 6, 7), "float32") for _ in range(3)]

@@ -13,6 +13,7 @@ import pickle
 import shutil
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -520,6 +521,44 @@ def test_explain_names_the_decode_path(modes: Path):
     assert "left out: 2 not an image file name, 1 not in a class folder" in line
     assert "RandomResizedCrop((8, 8), scale=(0.08, 1))" in line
     assert "whole JPEGs: " in line
+    # the plan's own explain() says the path before anything is built, reading no file
+    rows = [x for x in plan.explain().splitlines() if x.startswith("  decode")]
+    assert rows == [
+        "  decode      'dataset': RGB; reduced-scale JPEGs for RandomResizedCrop((8, 8), "
+        "scale=(0.08, 1)), the transform's first step; whole JPEGs: the faster of PIL and "
+        "torchvision.io.decode_jpeg, measured on the first JPEG at build()"
+    ]
+
+
+@pytest.mark.parametrize(
+    ("options", "transform", "expected"),
+    [
+        ({}, None, "RGB; full size (no transform); whole JPEGs: the faster of"),
+        (
+            {"decode_scale": "full", "decoder": "pil"},
+            v2.Resize(4),
+            "RGB; full size (decode_scale='full', though Resize(4) shrinks); whole JPEGs: "
+            "PIL (decoder='pil')",
+        ),
+        (
+            {"decoder": "torchvision"},
+            v2.RandomHorizontalFlip(),
+            "RGB; full size (the transform's first step does not shrink the image); whole "
+            "JPEGs: torchvision.io.decode_jpeg (decoder='torchvision')",
+        ),
+        ({"mode": "L"}, v2.Resize(4), "L; reduced-scale JPEGs for Resize(4), the transform's"),
+    ],
+)
+def test_plan_explain_names_the_decode_path_of_each_source(
+    modes: Path, options: dict[str, Any], transform: Any, expected: str
+):
+    builder = DataLoaderBuilder().with_dataset(lkd.image_folder(modes, **options))
+    if transform is not None:
+        builder = builder.with_transform(transform)
+    row = next(x for x in builder.compile().explain().splitlines() if x.startswith("  decode"))
+    assert expected in row
+    if options.get("mode") == "L":
+        assert row.endswith("whole JPEGs: PIL (mode 'L')")
 
 
 def test_decode_image_accepts_bytes_pil_and_hf_values(modes: Path):

@@ -20,7 +20,7 @@ from loaderkit.datasets import (
 )
 from loaderkit.errors import PlanError, PlanTypeError, Problem
 from loaderkit.plan.fields import RESERVED_BINDINGS, binding_name
-from loaderkit.plan.sections.base import FingerprintRow, Section, explain_row
+from loaderkit.plan.sections.base import ExplainRows, FingerprintRow, Section
 from loaderkit.plan.specs import DATASET_KINDS, DatasetSpec, dataset_summary, describe_dataset
 from loaderkit.registry import UnknownNameError
 
@@ -339,9 +339,46 @@ def shown_object(type_name: str, length: int | None) -> str:
     return f"<{type_name.rsplit('.', 1)[-1]}: {size}>"
 
 
+def _plan_transform(plan: LoaderPlan) -> Any:
+    """The plan's transform as a live object (``None``: none, or not bound)."""
+    spec = plan.transform
+    if spec is None or plan.bindings is None:
+        return None
+    if spec.source == "registry":
+        from loaderkit.transforms import transforms
+
+        return transforms.get(spec.name).factory
+    return plan.bindings.get(spec.name)
+
+
+def _explain_dataset(plan: LoaderPlan) -> ExplainRows:
+    """The ``source`` row, and a ``decode`` row for each bound source that decodes (images).
+
+    A source says how it decodes with a ``loaderkit_plan_explain(transform)`` method (the
+    image sources do), cheaply: no file is read. What the loader measures at build (the
+    faster JPEG decoder) is ``loader.explain()``'s ``images`` row.
+    """
+    rows: list[tuple[str, str]] = [("source", dataset_summary(plan.dataset))]
+    if plan.bindings is None:
+        return tuple(rows)
+    names = (
+        [plan.dataset.binding]
+        if plan.mixture is None
+        else [source.binding for source in plan.mixture.sources]
+    )
+    transform: Any = None
+    for name in names:
+        describe = getattr(plan.bindings.get(name), "loaderkit_plan_explain", None)
+        if callable(describe):
+            if transform is None:
+                transform = _plan_transform(plan)
+            rows.append(("decode", f"{name!r}: {describe(transform)}"))
+    return tuple(rows)
+
+
 SECTION: Section[DatasetSpec] = Section(
     name="dataset",
-    explain=explain_row("source", lambda plan: dataset_summary(plan.dataset)),
+    explain=_explain_dataset,
     builder_calls=dataset_calls,
     read=read_dataset,
     to_dict=dataset_to_dict,
