@@ -85,7 +85,11 @@ class LightningStreamLoader(LookaheadLoader):
       Lightning's loop took (``fit_loop.epoch_loop.batch_progress.total.ready``), the one
       read ahead and never trained (the finished epoch re-entered after a restart from a
       checkpoint taken after validation) is given back, and the new pass starts with it. A
-      pass cut short after trained batches (``limit_train_batches``) gives nothing back.
+      pass cut short after trained batches (``limit_train_batches``) gives nothing back;
+    - while a pass runs, the same count says whether Lightning read a batch ahead: with
+      ``limit_train_batches`` it does not, and ``state_dict()`` is then after every
+      delivered batch; and a state loaded at the end of an epoch so cut short starts the
+      epoch Lightning names next, not the untrained rest of its own.
 
     Lightning's own ``sampler.set_epoch(e)``, before every epoch, follows the stream:
 
@@ -100,11 +104,12 @@ class LightningStreamLoader(LookaheadLoader):
     - else: the loader's ``set_epoch(e)``.
     """
 
-    _own = ("loader", "_trainer")
+    _own = ("loader", "_trainer", "_fitting")
 
     def __init__(self, loader: Any, trainer: Callable[[], Any] | None = None) -> None:
         super().__init__(loader)
         self._trainer = trainer  # the trainer's getter; else found on the stack
+        self._fitting: Any = None  # the trainer of the running pass (None: none known)
         self._running = False  # a pass of this wrapper is in progress
         self._loaded = False  # a state was loaded: the stream's position decides the epochs
         self._started = False  # a pass was asked for (Lightning's first iter() is a check)
@@ -117,12 +122,39 @@ class LightningStreamLoader(LookaheadLoader):
         return EpochSampler(self, self._lightning_epoch)
 
     def _lightning_epoch(self, epoch: int) -> None:
-        if self._loaded:
+        if self._loaded and not self._cut_short(epoch):
             return
         if not self._running:
             self.set_epoch(epoch)
         elif self.loader.epoch != epoch:
             self._switch = epoch
+
+    def _cut_short(self, epoch: int) -> bool:
+        """Whether Lightning cuts its epochs short and ``epoch`` is past the stream's.
+
+        With ``limit_train_batches`` (an int: Lightning's ``num_training_batches`` is a
+        number rather than infinity for a stream), an epoch ends after that many batches;
+        a state loaded in an epoch so ended has a rest Lightning will not train, so the
+        epoch Lightning names next starts afresh.
+        """
+        limit = getattr(self._fitting, "num_training_batches", None)
+        return isinstance(limit, int) and epoch > self.loader.epoch
+
+    def state_dict(self) -> dict[str, Any]:
+        """The position after the batches Lightning's loop has taken.
+
+        While a pass runs, Lightning has usually read one batch ahead (the held state is
+        before it); with a trainer known, its count of the batches taken tells when it has
+        not (``limit_train_batches`` makes the epoch's length known, so nothing is read
+        ahead): then the position is after every delivered batch.
+        """
+        dropped = self._dropped
+        if self._held is not None and dropped is not None and dropped.ready is not None:
+            taken = _ready(self._fitting)
+            if taken is not None and taken - dropped.ready == dropped.read:
+                state: dict[str, Any] = self.loader.state_dict()
+                return state
+        return super().state_dict()
 
     def load_state_dict(self, state: Mapping[str, Any], *, strict: bool = True) -> None:
         """Continue from ``state`` (the loader's own); Lightning's epochs follow it from now."""
@@ -133,6 +165,7 @@ class LightningStreamLoader(LookaheadLoader):
         trainer = self._trainer() if self._trainer is not None else None
         if trainer is None:  # none named (or not attached yet): the calling loop's
             trainer = calling_trainer()
+        self._fitting = trainer
         self._rewind_untrained(trainer)
         if not self._started and not self._loaded:
             # a run resumed by epochs from an epoch's end: Lightning does not reload the

@@ -230,7 +230,13 @@ def _data(case: Case, trainer: Any) -> dict[str, Any]:
     return data
 
 
-def _fit(case: Case, model: Model, callbacks: list[Any], ckpt: Path | None = None) -> Model:
+def _fit(
+    case: Case,
+    model: Model,
+    callbacks: list[Any],
+    ckpt: Path | None = None,
+    **options: Any,
+) -> Model:
     limit = {"max_epochs": EPOCHS} if case.limit == "max_epochs" else {"max_steps": STEPS}
     trainer = pl.Trainer(
         accelerator="cpu",
@@ -242,6 +248,7 @@ def _fit(case: Case, model: Model, callbacks: list[Any], ckpt: Path | None = Non
         enable_checkpointing=any(isinstance(c, pl.callbacks.Checkpoint) for c in callbacks),
         callbacks=callbacks,
         **limit,
+        **options,
     )
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -351,3 +358,45 @@ def test_a_stream_cut_short_by_limit_train_batches_is_not_rewound(how: str) -> N
         loader.set_epoch(epoch)
         expected += [batch["idx"].tolist() for batch in itertools.islice(loader, 4)]
     assert model.train_ids == expected
+
+
+LIMITED = 4  # limit_train_batches: each epoch ends after 4 of its 10 batches
+
+
+@pytest.mark.parametrize(
+    ("how", "every", "workers"),
+    [
+        pytest.param(how, every, workers, id=f"{how}-every{every}-w{workers}", marks=marks)
+        for how in ("direct", "datamodule")
+        for every, workers, marks in (
+            (2, 0, ()),  # inside epoch 0
+            (4, 0, ()),  # epoch 0's last batch under the limit
+            (6, 0, ()),  # inside epoch 1
+            (8, 0, ()),  # epoch 1's last batch under the limit
+            (6, 2, () if how == "datamodule" else (pytest.mark.slow,)),
+            (8, 2, (pytest.mark.slow,)),
+        )
+    ],
+)
+def test_a_stream_cut_short_by_limit_train_batches_resumes_exactly(
+    how: str, every: int, workers: int, tmp_path: Path
+) -> None:
+    """With ``limit_train_batches`` Lightning reads no batch ahead and ends epochs early.
+
+    The wrapper's state is then after every delivered batch (Lightning's count of the batches
+    taken says so), and a state loaded at the end of a cut-short epoch starts the next
+    epoch Lightning names rather than the rest of its own.
+    """
+    case = Case(how, "", "max_epochs", workers, stream=True)
+    full = _fit(case, Model(), [], limit_train_batches=LIMITED)
+    assert len(full.train_ids) == EPOCHS * LIMITED
+    killing = _KillingCheckpoint(1, dirpath=tmp_path, every_n_train_steps=every, save_top_k=-1)
+    killed = Model()
+    with pytest.raises(_KilledError):
+        _fit(case, killed, [killing], limit_train_batches=LIMITED)
+    (path,) = tmp_path.glob("*.ckpt")
+    rest = _fit(case, Model(), [], ckpt=path, limit_train_batches=LIMITED)
+    assert len(killed.train_ids) == every
+    assert killed.train_ids + rest.train_ids == full.train_ids
+    for resumed, expected in zip(rest.weights(), full.weights(), strict=True):
+        assert torch.equal(resumed, expected)
