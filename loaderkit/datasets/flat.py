@@ -51,7 +51,7 @@ class NotSerializableError(Exception):
 
 def _tensor(data: bytes, dtype: str, shape: tuple[int, ...], requires_grad: bool) -> Any:
     """A CPU tensor from its bytes, dtype name (``"uint16"``) and shape (see ``_Pickler``)."""
-    import torch  # noqa: PLC0415 - only where a tensor was stored, so torch is installed
+    import torch  # only where a tensor was stored, so torch is installed
 
     kind = getattr(torch, dtype)
     if data:

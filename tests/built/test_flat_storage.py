@@ -70,9 +70,11 @@ _leaves = (
 )
 _values = st.recursive(
     _leaves,
-    lambda inner: st.lists(inner, max_size=3)
-    | st.lists(inner, max_size=3).map(tuple)
-    | st.dictionaries(st.text(max_size=5), inner, max_size=3),
+    lambda inner: (
+        st.lists(inner, max_size=3)
+        | st.lists(inner, max_size=3).map(tuple)
+        | st.dictionaries(st.text(max_size=5), inner, max_size=3)
+    ),
     max_leaves=12,
 )
 
@@ -167,13 +169,7 @@ def test_workers_0_and_2_give_the_batches_of_the_list_read_as_objects() -> None:
 @pytest.mark.timeout(300)
 def test_auto_stores_a_large_list_flat_only_for_workers() -> None:
     samples = [{"id": i, "w": i * 0.25, "tag": f"s{i % 3}"} for i in range(AUTO_FLAT_MIN_SAMPLES)]
-    big = (
-        DataLoaderBuilder()
-        .with_dataset(samples)
-        .with_batch_size(512)
-        .with_shuffle()
-        .with_seed(1)
-    )
+    big = DataLoaderBuilder().with_dataset(samples).with_batch_size(512).with_shuffle().with_seed(1)
     want = _epoch(big.build())
     with big.with_workers(2, timeout=120).build() as loader:
         text = loader.explain()
@@ -258,8 +254,10 @@ def test_storage_is_a_plan_option_written_only_when_chosen(tmp_path: Any) -> Non
 
 def test_storage_applies_to_lists_only() -> None:
     with pytest.raises(PlanError, match=r"dataset\.storage.*loaderkit\.datasets\.flat"):
-        DataLoaderBuilder().with_dataset(torch.utils.data.TensorDataset(torch.zeros(4)), storage="flat")
-    with pytest.raises(PlanError, match="dataset.storage"):
+        DataLoaderBuilder().with_dataset(
+            torch.utils.data.TensorDataset(torch.zeros(4)), storage="flat"
+        )
+    with pytest.raises(PlanError, match=r"dataset\.storage"):
         DataLoaderBuilder().with_dataset([1, 2], storage="compact")  # type: ignore[arg-type]
 
 
