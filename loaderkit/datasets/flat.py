@@ -23,13 +23,13 @@ import io
 import pickle
 import sys
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, overload
 
 import numpy as np
 import numpy.typing as npt
 
-from loaderkit.errors import DataError
+from loaderkit.errors import DataError, PlanTypeError
 
 __all__ = ["FlatSamples", "NotSerializableError", "flat", "serialize"]
 
@@ -183,8 +183,10 @@ def serialize(samples: Sequence[Any]) -> FlatSamples:
     started = time.perf_counter()
     stream = io.BytesIO()
     pickler = _Pickler(stream, protocol=PROTOCOL)
-    ends = np.empty(len(samples), dtype=np.int64)
-    for index, sample in enumerate(samples):
+    n = len(samples)
+    ends = np.empty(n, dtype=np.int64)
+    read = samples if isinstance(samples, list | tuple) else (samples[i] for i in range(n))
+    for index, sample in enumerate(read):
         try:
             pickler.dump(sample)
         except Exception as exc:
@@ -205,6 +207,17 @@ def flat(samples: Sequence[Any]) -> FlatSamples:
     """
     if isinstance(samples, FlatSamples):
         return samples
+    if (
+        isinstance(samples, str | bytes | Mapping)
+        or not hasattr(samples, "__len__")
+        or not hasattr(samples, "__getitem__")
+    ):
+        raise PlanTypeError.single(
+            "samples",
+            f"flat() takes a list or tuple of samples (got {type(samples).__name__}); a dict "
+            f"of columns or a tensor is stored column-wise already: pass it to with_dataset "
+            f"as it is",
+        )
     try:
         return serialize(samples)
     except NotSerializableError as exc:

@@ -603,7 +603,12 @@ def plan_fetcher(
 
     def source_for(spec: DatasetSpec) -> Source:
         assert plan.bindings is not None
-        data, report = stored(prepared(plan.bindings[spec.binding], transform), spec, num_workers)
+        data, report = stored(
+            prepared(plan.bindings[spec.binding], transform),
+            spec,
+            num_workers,
+            choosable=mixture is None,
+        )
         if report is not None:
             reports.append(report)
         return make_source(data, spec)

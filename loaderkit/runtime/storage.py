@@ -44,11 +44,14 @@ class StorageReport:
         return f"{self.binding!r}: Python objects ({self.why})"
 
 
-def stored(data: Any, spec: DatasetSpec, num_workers: int) -> tuple[Any, StorageReport | None]:
+def stored(
+    data: Any, spec: DatasetSpec, num_workers: int, *, choosable: bool = True
+) -> tuple[Any, StorageReport | None]:
     """``data`` as the workers should read it, and what was chosen (``None``: not a list).
 
     ``storage="flat"`` raises :class:`~loaderkit.DataError` naming a sample that does not
-    pickle; ``"auto"`` then keeps the objects, and says why.
+    pickle; ``"auto"`` then keeps the objects, and says why. ``choosable=False`` for a
+    mixture's source, whose storage is always ``"auto"`` (no ``storage=`` to suggest).
     """
     if spec.kind != "samples" or isinstance(data, FlatSamples):
         return data, None
@@ -66,7 +69,8 @@ def stored(data: Any, spec: DatasetSpec, num_workers: int) -> tuple[Any, Storage
                 spec.binding,
                 "objects",
                 f"storage='auto': {n:,} samples, fewer than the {AUTO_FLAT_MIN_SAMPLES:,} "
-                f"it stores flat; storage='flat' to store them flat anyway",
+                f"it stores flat"
+                + ("; storage='flat' to store them flat anyway" if choosable else ""),
             )
     try:
         flat = serialize(data)

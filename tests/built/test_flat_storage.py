@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
 import loaderkit
-from loaderkit import DataError, DataLoaderBuilder, LoaderPlan, PlanError
+from loaderkit import DataError, DataLoaderBuilder, LoaderPlan, PlanError, PlanTypeError
 from loaderkit.datasets import FlatSamples, flat
 from loaderkit.plan.specs import AUTO_FLAT_MIN_SAMPLES
 
@@ -32,10 +32,10 @@ def assert_same(got: Any, want: Any, where: str = "sample") -> None:
     assert type(got) is type(want), f"{where}: {type(got)} is not {type(want)}"
     if isinstance(want, torch.Tensor):
         assert got.dtype == want.dtype and got.shape == want.shape, where
-        assert torch.equal(got, want), where
+        torch.testing.assert_close(got, want, rtol=0, atol=0, equal_nan=True, msg=where)
     elif isinstance(want, np.ndarray):
         assert got.dtype == want.dtype and got.shape == want.shape, where
-        assert np.array_equal(got, want), where
+        np.testing.assert_array_equal(got, want, err_msg=where)  # NaN equals NaN here
     elif isinstance(want, dict):
         assert list(got) == list(want), where
         for key in want:
@@ -112,6 +112,12 @@ def test_a_tensor_row_is_stored_without_the_tensor_it_views() -> None:
     assert stored.nbytes < big.nbytes / 10  # not ten copies of the whole storage
     for got, want in zip(stored, rows, strict=True):
         assert_same(got, want.clone())
+
+
+@pytest.mark.parametrize("given", [{"a": [1, 2]}, "text", 3])
+def test_flat_takes_a_list_of_samples(given: Any) -> None:
+    with pytest.raises(PlanTypeError, match=r"flat\(\) takes a list or tuple of samples"):
+        flat(given)
 
 
 def test_a_sample_that_does_not_pickle_is_named() -> None:
@@ -293,4 +299,24 @@ def test_spawn_workers_read_the_flat_buffer() -> None:
     want = _epoch(_builder(samples, "objects").build())
     builder = _builder(samples, "flat").with_workers(2, start_method="spawn", timeout=180)
     with builder.build() as loader:
+        assert_batches_equal(_epoch(loader), want)
+
+
+@pytest.mark.timeout(300)
+def test_a_mixtures_list_sources_are_stored_as_auto_says() -> None:
+    large = [{"x": i} for i in range(AUTO_FLAT_MIN_SAMPLES)]
+    small = [{"x": -i} for i in range(50)]
+    builder = (
+        DataLoaderBuilder()
+        .with_mixture({"large": large, "small": small})
+        .with_batch_size(256)
+        .with_shuffle()
+        .with_seed(2)
+    )
+    want = _epoch(builder.build())
+    with builder.with_workers(2, timeout=120).build() as loader:
+        text = loader.explain()
+        assert "'large': flat, " in text
+        assert "'small': Python objects (storage='auto': 50 samples, fewer than" in text
+        assert "anyway" not in text  # a mixture's source has no storage= to suggest
         assert_batches_equal(_epoch(loader), want)
