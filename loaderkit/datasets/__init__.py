@@ -30,7 +30,7 @@ The API:
 - ``source_of(dataset)``: the :class:`DatasetSource` the dataset remembers, or ``None``.
 - ``flat(samples)``: a list's samples stored flat (one byte buffer plus offsets, a
   :class:`FlatSamples`), for a ``Dataset`` class of your own to hold so that its workers
-  read it without copying it (:mod:`loaderkit.datasets.flat`; a list given to
+  read it without copying it (:mod:`loaderkit.datasets.serialized`; a list given to
   ``with_dataset`` is stored so by itself, see ``storage=``).
 - ``factories``: the :class:`~loaderkit.registry.Registry` (``names()``, ``describe()``,
   ``get()``); installed packages add factories through the entry-point group
@@ -84,7 +84,7 @@ import attrs
 from loaderkit._checks import LIMITS, FrozenMap, freeze_value, thaw_value
 from loaderkit.datasets import images as _images
 from loaderkit.datasets.files import FORMATS, hf_files, path_list
-from loaderkit.datasets.flat import FlatSamples, flat
+from loaderkit.datasets.serialized import FlatSamples, flat
 from loaderkit.errors import PlanError, PlanTypeError, Problem
 from loaderkit.registry import Registry, UnknownNameError, resolve_ref
 

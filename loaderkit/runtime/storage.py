@@ -3,7 +3,7 @@
 A worker that reads a Python list it inherited touches the reference count of every object
 it reads, so the pages holding them are copied into the worker: with a large list of dicts
 each worker ends up with its own copy of it (torch's copy-on-read growth). Stored flat
-(:mod:`loaderkit.datasets.flat`: one byte buffer plus offsets, made at ``build()``), reading
+(:mod:`loaderkit.datasets.serialized`: one byte buffer plus offsets, made at ``build()``), reading
 a sample unpickles a slice of a buffer the workers share. See ``with_dataset(storage=...)``
 and ``docs/workers.md``.
 """
@@ -15,7 +15,7 @@ from typing import Any, Literal
 
 import attrs
 
-from loaderkit.datasets.flat import FlatSamples, NotSerializableError, serialize
+from loaderkit.datasets.serialized import FlatSamples, NotSerializableError, serialize
 from loaderkit.errors import DataError
 from loaderkit.plan.specs import AUTO_FLAT_MIN_SAMPLES, DatasetSpec
 

@@ -1,7 +1,7 @@
 """Flat storage of list datasets (issue 24): samples come back equal, batches and states unchanged.
 
 A list of samples read by workers is serialized at ``build()`` into one byte buffer plus
-offsets (``with_dataset(..., storage=...)``, :mod:`loaderkit.datasets.flat`), so workers
+offsets (``with_dataset(..., storage=...)``, :mod:`loaderkit.datasets.serialized`), so workers
 touch no shared Python object. These tests pin that the samples come back equal (types
 included), that batches, states and fingerprints are those of the list read as objects, and
 the errors and reports around it.
@@ -9,6 +9,7 @@ the errors and reports around it.
 
 from __future__ import annotations
 
+import multiprocessing
 import pickle
 from typing import Any
 
@@ -320,3 +321,48 @@ def test_a_mixtures_list_sources_are_stored_as_auto_says() -> None:
         assert "'small': Python objects (storage='auto': 50 samples, fewer than" in text
         assert "anyway" not in text  # a mixture's source has no storage= to suggest
         assert_batches_equal(_epoch(loader), want)
+
+
+def _worker_uss_mb() -> list[float]:
+    """USS (MB) of this process's forked children (its loader workers)."""
+    import psutil
+
+    me = psutil.Process()
+    line = me.cmdline()
+    return [
+        child.memory_full_info().uss / 1e6
+        for child in me.children()
+        if child.cmdline() == line  # not multiprocessing's resource tracker
+    ]
+
+
+@pytest.mark.timeout(600)
+@pytest.mark.skipif(
+    multiprocessing.get_start_method() != "fork", reason="copy-on-read is a fork problem"
+)
+def test_workers_reading_a_flat_list_do_not_copy_it() -> None:
+    """The issue's scenario, scaled down: a list of small dicts read by 2 forked workers.
+
+    Read as objects, each worker ends the epoch with its own copy of the pages it read
+    (about 50 MB for 300,000 dicts); stored flat it holds only its own working memory.
+    """
+    samples = [
+        {"id": i, "label": i % 10, "w": i * 0.5, "tag": f"t{i % 97}"} for i in range(300_000)
+    ]
+    uss = {}
+    for storage in ("objects", "flat"):
+        builder = (
+            DataLoaderBuilder()
+            .with_dataset(samples, storage=storage)
+            .with_batch_size(1024)
+            .with_shuffle()
+            .with_workers(2, timeout=300)
+        )
+        with builder.build() as loader:
+            iterator = iter(loader)
+            for _ in range(len(loader)):
+                next(iterator)
+            uss[storage] = _worker_uss_mb()  # after the last batch, the workers still alive
+        assert len(uss[storage]) == 2, uss
+    grown = min(uss["objects"]) - max(uss["flat"])
+    assert grown > 25, uss  # each objects worker holds at least 25 MB more: the list's pages
