@@ -19,6 +19,7 @@ The plan layer imports this module: torch is used only when the caller has impor
 
 from __future__ import annotations
 
+import array
 import io
 import pickle
 import sys
@@ -104,6 +105,8 @@ class FlatSamples(Sequence[Any]):
         self.seconds = seconds
         """Seconds spent serializing the samples."""
         self._view = buffer.data
+        self._shared: tuple[Any, Any] | None = None
+        """The buffer and offsets as tensors in shared memory, once sent (``__getstate__``)."""
 
     @property
     def nbytes(self) -> int:
@@ -153,25 +156,28 @@ class FlatSamples(Sequence[Any]):
         return f"<FlatSamples: {len(self):,} samples in {self.nbytes:,} bytes>"
 
     def __getstate__(self) -> dict[str, Any]:
+        state = {"buffer": self._buffer, "ends": self._ends, "seconds": self.seconds}
         torch = sys.modules.get("torch")
-        if torch is not None:  # torch's pickler (spawn workers) shares tensors' memory
-            buffer = torch.from_numpy(self._buffer)
-            ends = torch.from_numpy(self._ends)
-            if not buffer.is_shared():
-                buffer.share_memory_()  # once: the copies sent after this one share it
-                ends.share_memory_()
-                self._buffer, self._ends = buffer.numpy(), ends.numpy()
-                self._view = self._buffer.data
-            return {"buffer": buffer, "ends": ends, "seconds": self.seconds}
-        return {"buffer": self._buffer, "ends": self._ends, "seconds": self.seconds}
+        if torch is None:
+            return state
+        if self._shared is None:  # torch's pickler (spawn workers) sends tensors' memory
+            buffer = torch.from_numpy(self._buffer).share_memory_()
+            ends = torch.from_numpy(self._ends).share_memory_()
+            self._shared = buffer, ends  # once: every copy sent after this one shares it
+            self._buffer, self._ends = buffer.numpy(), ends.numpy()
+            self._view = self._buffer.data
+        state["buffer"], state["ends"] = self._shared
+        return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         buffer, ends = state["buffer"], state["ends"]
+        shared = (buffer, ends) if hasattr(buffer, "numpy") else None
         self.__init__(  # type: ignore[misc]
-            np.asarray(buffer.numpy() if hasattr(buffer, "numpy") else buffer, dtype=np.uint8),
-            np.asarray(ends.numpy() if hasattr(ends, "numpy") else ends, dtype=np.int64),
+            np.asarray(buffer.numpy() if shared else buffer, dtype=np.uint8),
+            np.asarray(ends.numpy() if shared else ends, dtype=np.int64),
             float(state["seconds"]),
         )
+        self._shared = shared
 
 
 def serialize(samples: Sequence[Any]) -> FlatSamples:
@@ -183,16 +189,19 @@ def serialize(samples: Sequence[Any]) -> FlatSamples:
     started = time.perf_counter()
     stream = io.BytesIO()
     pickler = _Pickler(stream, protocol=PROTOCOL)
+    dump, clear, tell = pickler.dump, pickler.clear_memo, stream.tell
     n = len(samples)
-    ends = np.empty(n, dtype=np.int64)
     read = samples if isinstance(samples, list | tuple) else (samples[i] for i in range(n))
+    stops = array.array("q")  # 8 bytes an entry while it grows, not a Python int each
+    stop = stops.append
     for index, sample in enumerate(read):
         try:
-            pickler.dump(sample)
+            dump(sample)
         except Exception as exc:
             raise NotSerializableError(index, exc) from exc
-        pickler.clear_memo()
-        ends[index] = stream.tell()
+        clear()
+        stop(tell())
+    ends = np.frombuffer(stops, dtype=np.int64) if stops else np.empty(0, dtype=np.int64)
     buffer = np.frombuffer(stream.getbuffer(), dtype=np.uint8)
     return FlatSamples(buffer, ends, time.perf_counter() - started)
 

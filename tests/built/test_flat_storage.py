@@ -366,3 +366,16 @@ def test_workers_reading_a_flat_list_do_not_copy_it() -> None:
         assert len(uss[storage]) == 2, uss
     grown = min(uss["objects"]) - max(uss["flat"])
     assert grown > 25, uss  # each objects worker holds at least 25 MB more: the list's pages
+
+
+def test_spawn_workers_get_the_buffer_through_shared_memory() -> None:
+    from multiprocessing.reduction import ForkingPickler
+
+    samples = [{"a": i, "b": f"s{i}"} for i in range(20_000)]
+    stored = flat(samples)
+    assert stored.nbytes > 500_000
+    sent = [ForkingPickler.dumps(stored) for _ in range(2)]  # one per worker
+    assert all(len(s) < 5_000 for s in sent)  # handles to shared memory, not the bytes
+    for payload in sent:
+        assert list(pickle.loads(payload)) == samples
+    assert list(stored) == samples  # the sender reads the shared copy
