@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Any
 
 N, N_QUICK, BATCH, WORKERS = 2_000_000, 200_000, 256, 2
-RUNS, RUNS_QUICK = 3, 1
+RUNS, RUNS_QUICK = 5, 1
 TARGET_USS, TARGET_SPEED = 0.25, 0.95
 ROOT = Path(__file__).resolve().parent.parent
 
