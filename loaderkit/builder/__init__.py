@@ -30,13 +30,13 @@ from loaderkit.plan.sections.collator import (
     collator_spec,
     resolve_auto,
 )
-from loaderkit.plan.sections.dataset import dataset_spec
+from loaderkit.plan.sections.dataset import dataset_spec, storage_spec
 from loaderkit.plan.sections.global_rngs import GlobalRngs, global_rngs_spec
 from loaderkit.plan.sections.mixture import MixtureMode, mixture_spec
 from loaderkit.plan.sections.order import OrderSpec, order_spec
 from loaderkit.plan.sections.preset import preset_chain, preset_notes, with_notes
 from loaderkit.plan.sections.transform import transform_spec
-from loaderkit.plan.specs import CallableSpec, DatasetSpec, ScheduleUnit
+from loaderkit.plan.specs import CallableSpec, DatasetSpec, ScheduleUnit, Storage
 
 if TYPE_CHECKING:
     from loaderkit.order.split import SplitName
@@ -67,7 +67,9 @@ class DataLoaderBuilder(SamplingCalls, ExecutionCalls):
     # -- the chain --------------------------------------------------------------------------
 
     @keywords_checked
-    def with_dataset(self, dataset: object, *, name: str | None = None) -> DataLoaderBuilder:
+    def with_dataset(
+        self, dataset: object, *, name: str | None = None, storage: Storage = "auto"
+    ) -> DataLoaderBuilder:
         """Return a new builder reading samples from ``dataset``, bound under ``name``.
 
         Accepts a map-style torch ``Dataset`` (anything with ``__getitem__`` and ``__len__``),
@@ -76,8 +78,16 @@ class DataLoaderBuilder(SamplingCalls, ExecutionCalls):
         or a torch / HF iterable dataset. ``name`` (default ``"dataset"``) is how plan files
         refer to it: pass ``bindings={name: dataset}`` when loading the plan. Replaces any
         earlier dataset.
+
+        ``storage`` (a list or tuple of samples only) is how the samples reach the workers:
+        ``"flat"`` serializes them at ``build()`` into one buffer plus offsets, so reading a
+        sample in a worker copies no page of the list (``loaderkit.datasets.flat``);
+        ``"objects"`` reads the list itself; ``"auto"`` (default) is ``"flat"`` when the
+        loader has workers and the list holds at least 10,000 samples that all pickle, else
+        ``"objects"``. Batches, states and fingerprints are the same either way;
+        ``loader.explain()`` says which was used and what it cost.
         """
-        spec = dataset_spec(dataset, name)
+        spec = storage_spec(dataset_spec(dataset, name), storage)
         return self._with([(spec.binding, dataset)], dataset=spec, mixture=None)
 
     @keywords_checked

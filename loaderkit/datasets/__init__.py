@@ -28,6 +28,10 @@ The API:
   the format guessed from the suffix (``.json``/``.jsonl`` json, ``.csv``, ``.parquet``,
   ``.txt`` text; ``.gz``/``.bz2``/``.xz``/``.zst`` compression is looked through).
 - ``source_of(dataset)``: the :class:`DatasetSource` the dataset remembers, or ``None``.
+- ``flat(samples)``: a list's samples stored flat (one byte buffer plus offsets, a
+  :class:`FlatSamples`), for a ``Dataset`` class of your own to hold so that its workers
+  read it without copying it (:mod:`loaderkit.datasets.serialized`; a list given to
+  ``with_dataset`` is stored so by itself, see ``storage=``).
 - ``factories``: the :class:`~loaderkit.registry.Registry` (``names()``, ``describe()``,
   ``get()``); installed packages add factories through the entry-point group
   ``loaderkit.datasets``.
@@ -80,14 +84,17 @@ import attrs
 from loaderkit._checks import LIMITS, FrozenMap, freeze_value, thaw_value
 from loaderkit.datasets import images as _images
 from loaderkit.datasets.files import FORMATS, hf_files, path_list
+from loaderkit.datasets.serialized import FlatSamples, flat
 from loaderkit.errors import PlanError, PlanTypeError, Problem
 from loaderkit.registry import Registry, UnknownNameError, resolve_ref
 
 __all__ = [
     "FORMATS",
     "DatasetSource",
+    "FlatSamples",
     "SyntheticTokens",
     "factories",
+    "flat",
     "from_files",
     "image_files",
     "image_folder",

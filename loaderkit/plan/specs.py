@@ -24,12 +24,15 @@ from loaderkit.datasets import DatasetSource
 from loaderkit.errors import PlanError, PlanTypeError
 
 __all__ = [
+    "AUTO_FLAT_MIN_SAMPLES",
     "CURRICULUM_UNITS",
     "DATASET_KINDS",
+    "STORAGES",
     "CallableSpec",
     "DatasetSpec",
     "LengthSource",
     "ScheduleUnit",
+    "Storage",
     "column_rows",
     "describe_dataset",
 ]
@@ -47,6 +50,17 @@ DATASET_KINDS = {
 """Every kind of source ``with_dataset`` accepts, with how ``explain()`` names it."""
 
 ITERABLE_KINDS = frozenset({"torch_iterable", "hf_iterable"})
+
+Storage = Literal["auto", "flat", "objects"]
+"""How a list of samples is held for the workers (``with_dataset(..., storage=...)``):
+``"flat"`` serialized into one buffer, ``"objects"`` the list itself, ``"auto"`` flat when
+workers read a list of at least :data:`AUTO_FLAT_MIN_SAMPLES` samples that all pickle."""
+
+STORAGES: tuple[Storage, ...] = get_args(Storage)
+
+AUTO_FLAT_MIN_SAMPLES = 10_000
+"""The list size from which ``storage="auto"`` stores it flat for workers: below it, the
+memory a worker can copy is small and the objects are kept as they are."""
 
 
 @attrs.frozen
@@ -67,6 +81,13 @@ class DatasetSpec:
     """HF feature types of ``columns`` (``"Image"``, ``"Sequence"``, ...), when known."""
     source: DatasetSource | None = None
     """The factory and options that make the dataset again (``loaderkit.datasets.load``)."""
+    storage: Storage = "auto"
+    """How a list of samples is held for the workers (:data:`Storage`); not the data itself,
+    so two specs differing only here describe the same dataset (:meth:`same_data`)."""
+
+    def same_data(self, other: DatasetSpec) -> bool:
+        """Whether ``other`` describes the same data (its storage aside)."""
+        return attrs.evolve(other, storage=self.storage) == self
 
     @property
     def iterable(self) -> bool:
@@ -325,4 +346,5 @@ def dataset_summary(spec: DatasetSpec) -> str:
         )
     elif spec.source is not None:
         made = f"; made by {spec.source.describe()}"
-    return f"{spec.binding!r}: {kind} ({short}), {size}{cols}{made}"
+    held = "" if spec.storage == "auto" else f"; storage {spec.storage!r}"
+    return f"{spec.binding!r}: {kind} ({short}), {size}{cols}{made}{held}"

@@ -31,9 +31,11 @@ from loaderkit.runtime.global_rngs import (
 )
 from loaderkit.runtime.outcomes import resource_error
 from loaderkit.runtime.sources import MixtureSource, Source, make_source
+from loaderkit.runtime.storage import StorageReport, stored
 
 if TYPE_CHECKING:
     from loaderkit.plan.plan import LoaderPlan
+    from loaderkit.plan.specs import DatasetSpec
 
 __all__ = [
     "NOT_SKIPPED",
@@ -153,8 +155,11 @@ class BatchFetcher:
         cache: Cache | None = None,
         batched: bool = True,
         seeding: SampleSeeding | None = None,
+        storage: tuple[StorageReport, ...] = (),
     ) -> None:
         self.source = source
+        self.storage = storage
+        """How each list dataset behind the source is held (``explain()`` reports it)."""
         self.seeding = seeding
         """Where the global RNGs are seeded around the user's code (``"per_sample"``)."""
         self.batched_reads = (
@@ -583,21 +588,36 @@ def plan_fetcher(
     collate: Callable[..., Any],
     transform: Callable[..., Any] | None,
     cache: Cache | None,
+    num_workers: int = 0,
 ) -> BatchFetcher:
     """The fetcher of a map-style ``plan``: its source, collator, transform and cache.
 
     A mixture's sources are read as one; the cache (``with_cache``) wraps the source at the
-    ``"fetched"`` stage, or is consulted by the fetcher at the ``"transformed"`` stage.
+    ``"fetched"`` stage, or is consulted by the fetcher at the ``"transformed"`` stage. A list
+    of samples is stored as its ``storage`` says for ``num_workers`` workers (see
+    :mod:`loaderkit.runtime.storage`); :attr:`BatchFetcher.storage` reports it.
     """
     assert plan.bindings is not None
     mixture = plan.mixture
+    reports: list[StorageReport] = []
+
+    def source_for(spec: DatasetSpec) -> Source:
+        assert plan.bindings is not None
+        data, report = stored(
+            prepared(plan.bindings[spec.binding], transform),
+            spec,
+            num_workers,
+            choosable=mixture is None,
+        )
+        if report is not None:
+            reports.append(report)
+        return make_source(data, spec)
+
     source: Source
     if mixture is None:
-        source = make_source(prepared(plan.bindings[plan.dataset.binding], transform), plan.dataset)
+        source = source_for(plan.dataset)
     else:
-        parts = [
-            make_source(prepared(plan.bindings[s.binding], transform), s) for s in mixture.sources
-        ]
+        parts = [source_for(s) for s in mixture.sources]
         source = MixtureSource(parts, mixture.names, mixture.sizes)
     if cache is not None and plan.cache is not None and plan.cache.stage == "fetched":
         source = CachedSource(source, cache)
@@ -614,4 +634,5 @@ def plan_fetcher(
         cache=cache if plan.cache is not None and plan.cache.stage == "transformed" else None,
         batched=plan.batch.batched,
         seeding=sample_seeding(plan),
+        storage=tuple(reports),
     )

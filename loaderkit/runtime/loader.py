@@ -166,7 +166,9 @@ class Loader:
             None if plan.transform is None else resolve_callable(plan, plan.transform, "transform")
         )
         self._cache = None if plan.cache is None else open_cache(plan, self.workers.num_workers + 1)
-        self._fetcher = plan_fetcher(plan, collate, transform, self._cache)
+        self._fetcher = plan_fetcher(
+            plan, collate, transform, self._cache, self.workers.num_workers
+        )
         self.skipped: list[Skipped] = []
         """The last :data:`~loaderkit.runtime.skips.SKIPPED_RECORDS_KEPT` samples the ``skip``
         policy dropped, in order (index, epoch, batch, worker, exception type, message);

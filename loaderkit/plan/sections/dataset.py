@@ -8,7 +8,15 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from loaderkit._checks import LIMITS, check_int, check_str, did_you_mean, thaw_value, unknown_keys
+from loaderkit._checks import (
+    LIMITS,
+    check_choice,
+    check_int,
+    check_str,
+    did_you_mean,
+    thaw_value,
+    unknown_keys,
+)
 from loaderkit.datasets import (
     DatasetSource,
     make_source,
@@ -21,7 +29,14 @@ from loaderkit.datasets import (
 from loaderkit.errors import PlanError, PlanTypeError, Problem
 from loaderkit.plan.fields import RESERVED_BINDINGS, binding_name
 from loaderkit.plan.sections.base import ExplainRows, FingerprintRow, Section
-from loaderkit.plan.specs import DATASET_KINDS, DatasetSpec, dataset_summary, describe_dataset
+from loaderkit.plan.specs import (
+    DATASET_KINDS,
+    STORAGES,
+    DatasetSpec,
+    Storage,
+    dataset_summary,
+    describe_dataset,
+)
 from loaderkit.registry import UnknownNameError
 
 if TYPE_CHECKING:
@@ -41,6 +56,7 @@ __all__ = [
     "read_source",
     "shown_object",
     "source_table",
+    "storage_spec",
 ]
 
 
@@ -57,6 +73,24 @@ def dataset_spec(dataset: object, name: object = None) -> DatasetSpec:
     if dataset is None:
         raise PlanTypeError.single("dataset", "got None; pass a dataset object")
     return described(dataset, binding)
+
+
+def storage_spec(spec: DatasetSpec, storage: object, path: str = "dataset.storage") -> DatasetSpec:
+    """``spec`` holding its samples as ``storage`` says (``with_dataset(..., storage=...)``).
+
+    Only a list or tuple of samples has a storage to choose: another dataset refuses
+    anything but ``"auto"``.
+    """
+    chosen: Storage = check_choice(path, storage, STORAGES)  # type: ignore[assignment]
+    if chosen != "auto" and spec.kind != "samples":
+        raise PlanError.single(
+            path,
+            f"storage={chosen!r} applies to a list or tuple of samples, and dataset "
+            f"{spec.binding!r} is a {DATASET_KINDS.get(spec.kind, spec.kind)} "
+            f"({spec.type_name}); drop storage, or hold your samples flat inside your own "
+            f"Dataset with loaderkit.datasets.flat(samples)",
+        )
+    return attrs.evolve(spec, storage=chosen)
 
 
 def described(dataset: object, binding: str) -> DatasetSpec:
@@ -79,6 +113,8 @@ def dataset_to_dict(ds: DatasetSpec) -> dict[str, Any]:
         out["features"] = list(ds.features)
     if ds.source is not None:
         out["source"] = source_table(ds.source)
+    if ds.storage != "auto":  # the default is not written: older files read the same
+        out["storage"] = ds.storage
     return out
 
 
@@ -119,7 +155,17 @@ def read_dataset(
     sec = reader.section(
         data,
         path,
-        ("binding", "kind", "type", "length", "identity", "columns", "features", "source"),
+        (
+            "binding",
+            "kind",
+            "type",
+            "length",
+            "identity",
+            "columns",
+            "features",
+            "source",
+            "storage",
+        ),
     )
     if path not in data:
         reader.problems.append(Problem(path, "missing; a plan needs a [dataset] table"))
@@ -166,6 +212,12 @@ def read_dataset(
     recorded = DatasetSpec(
         binding, kind, type_name, length, identity, tuple(columns), tuple(features), source
     )
+    if "storage" in sec:
+        try:
+            recorded = storage_spec(recorded, sec["storage"], f"{path}.storage")
+        except PlanError as exc:
+            reader.problems.extend(exc.problems)
+            return None
     if kind == "mixture":
         if path != "dataset":
             reader.problems.append(Problem(path, "a mixture cannot be a source of a mixture"))
@@ -184,7 +236,7 @@ def read_dataset(
     if live is None:
         return recorded
     live = attrs.evolve(live, source=source)  # a bound object wins over the source
-    if live != recorded:
+    if not recorded.same_data(live):
         reader.problems.append(
             Problem(
                 path,
@@ -282,7 +334,7 @@ def _rebuilt(
     live = reader.attempt(lambda: dataset_spec(obj, binding))
     if live is None:
         return recorded
-    if live != recorded:
+    if not recorded.same_data(live):
         reader.problems.append(
             Problem(
                 path,
@@ -321,6 +373,8 @@ def dataset_calls(spec: DatasetSpec, ctx: ReprContext) -> tuple[str, ...]:
     arg = dataset_arg(spec)
     if spec.binding != "dataset":
         arg += f", name={spec.binding!r}"
+    if spec.storage != "auto":
+        arg += f", storage={spec.storage!r}"
     return (f".with_dataset({arg})",)
 
 
@@ -385,7 +439,7 @@ SECTION: Section[DatasetSpec] = Section(
     bindings=DatasetSpec.bound_names,
     fingerprint="stream",
     stream=_stream,
-    execution_only=("features",),
+    execution_only=("features", "storage"),
     rows=(
         FingerprintRow(
             "dataset identity",
@@ -397,6 +451,12 @@ SECTION: Section[DatasetSpec] = Section(
             "stream",
             "(only when set) the factory's name and options, path options left out (see "
             "[dataset sources](#dataset-sources))",
+        ),
+        FingerprintRow(
+            "`dataset.storage`",
+            "exec",
+            "how a list of samples is held for the workers (storage=): the samples read are "
+            "the same",
         ),
     ),
 )

@@ -1,0 +1,94 @@
+"""How a list of samples reaches the workers: as the list itself, or stored flat.
+
+A worker that reads a Python list it inherited touches the reference count of every object
+it reads, so the pages holding them are copied into the worker: with a large list of dicts
+each worker ends up with its own copy of it (torch's copy-on-read growth). Stored flat
+(:mod:`loaderkit.datasets.serialized`: one byte buffer plus offsets, made at ``build()``), reading
+a sample unpickles a slice of a buffer the workers share. See ``with_dataset(storage=...)``
+and ``docs/workers.md``.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any, Literal
+
+import attrs
+
+from loaderkit.datasets.serialized import FlatSamples, NotSerializableError, serialize
+from loaderkit.errors import DataError
+from loaderkit.plan.specs import AUTO_FLAT_MIN_SAMPLES, DatasetSpec
+
+__all__ = ["StorageReport", "stored"]
+
+_LOG = logging.getLogger("loaderkit")
+
+
+@attrs.frozen
+class StorageReport:
+    """What storing one list dataset chose and cost, for ``explain()``."""
+
+    binding: str
+    used: Literal["flat", "objects"]
+    why: str
+    nbytes: int = 0
+    seconds: float = 0.0
+
+    def line(self) -> str:
+        """``"'train': flat, 131.7 MB serialized in 1.2 s (storage='auto': ...)"``."""
+        if self.used == "flat":
+            return (
+                f"{self.binding!r}: flat, {self.nbytes / 1e6:,.1f} MB serialized in "
+                f"{self.seconds:.2f} s ({self.why})"
+            )
+        return f"{self.binding!r}: Python objects ({self.why})"
+
+
+def stored(
+    data: Any, spec: DatasetSpec, num_workers: int, *, choosable: bool = True
+) -> tuple[Any, StorageReport | None]:
+    """``data`` as the workers should read it, and what was chosen (``None``: not a list).
+
+    ``storage="flat"`` raises :class:`~loaderkit.DataError` naming a sample that does not
+    pickle; ``"auto"`` then keeps the objects, and says why. ``choosable=False`` for a
+    mixture's source, whose storage is always ``"auto"`` (no ``storage=`` to suggest).
+    """
+    if spec.kind != "samples" or isinstance(data, FlatSamples):
+        return data, None
+    storage = spec.storage
+    n = len(data)
+    if storage == "objects":
+        return data, StorageReport(spec.binding, "objects", "storage='objects'")
+    if storage == "auto":
+        if num_workers == 0:
+            return data, StorageReport(
+                spec.binding, "objects", "storage='auto': no workers, nothing is copied"
+            )
+        if n < AUTO_FLAT_MIN_SAMPLES:
+            return data, StorageReport(
+                spec.binding,
+                "objects",
+                f"storage='auto': {n:,} samples, fewer than the {AUTO_FLAT_MIN_SAMPLES:,} "
+                f"it stores flat"
+                + ("; storage='flat' to store them flat anyway" if choosable else ""),
+            )
+    try:
+        flat = serialize(data)
+    except NotSerializableError as exc:
+        if storage == "flat":
+            raise DataError(
+                f"dataset {spec.binding!r} (storage='flat'): {exc.describe()}, and flat "
+                f"storage pickles every sample; make the sample picklable (plain values, "
+                f"tensors, numpy arrays, classes defined in a module), or read the list "
+                f"itself with with_dataset(..., storage='objects')",
+                sample_index=exc.index,
+            ) from exc.cause
+        why = f"storage='auto': {exc.describe()}, so the list is read as it is"
+        _LOG.warning("loaderkit: dataset %r: %s", spec.binding, why)
+        return data, StorageReport(spec.binding, "objects", why)
+    why = (
+        "storage='flat'"
+        if storage == "flat"
+        else f"storage='auto': {num_workers} workers read {n:,} samples"
+    )
+    return flat, StorageReport(spec.binding, "flat", why, flat.nbytes, flat.seconds)
