@@ -47,7 +47,10 @@ class StorageReport:
 def stored(
     data: Any, spec: DatasetSpec, num_workers: int, *, choosable: bool = True
 ) -> tuple[Any, StorageReport | None]:
-    """``data`` as the workers should read it, and what was chosen (``None``: not a list).
+    """``data`` as the workers should read it, and what was chosen.
+
+    The report is ``None`` where there is nothing to choose: not a list, or ``"auto"``
+    without workers (the list is read in place, nothing is copied).
 
     ``storage="flat"`` raises :class:`~loaderkit.DataError` naming a sample that does not
     pickle; ``"auto"`` then keeps the objects, and says why. ``choosable=False`` for a
@@ -60,10 +63,8 @@ def stored(
     if storage == "objects":
         return data, StorageReport(spec.binding, "objects", "storage='objects'")
     if storage == "auto":
-        if num_workers == 0:
-            return data, StorageReport(
-                spec.binding, "objects", "storage='auto': no workers, nothing is copied"
-            )
+        if num_workers == 0:  # nothing is copied: nothing to say (explain() has no line)
+            return data, None
         if n < AUTO_FLAT_MIN_SAMPLES:
             return data, StorageReport(
                 spec.binding,
