@@ -74,12 +74,15 @@ from loaderkit.plan.sections.global_rngs import GlobalRngs
 
 TENSOR_N, TENSOR_DIM, TENSOR_BATCH = 200_000, 32, 1024
 HF_N, HF_DIM, HF_BATCH = 100_000, 16, 256
+ARROW_N, ARROW_N_QUICK, ARROW_BATCH, ARROW_WORKERS = 1_000_000, 200_000, 1024, 2
 CUSTOM_N, CUSTOM_N_QUICK, CUSTOM_BATCH, CUSTOM_WORKERS = 50_000, 10_000, 64, (0, 2)
 RESUME_N, RESUME_DIM, RESUME_BATCH, RESUME_KS = 2_000_000, 4, 256, (0, 1000, 7000)
 BUILD_N, BUILD_BATCH = 10_000, 32
 
 TARGET_TENSOR_RATIO = 40.0
 TARGET_HF_RATIO = 1.3
+TARGET_ARROW_VS_W0 = 1.0
+TARGET_ARROW_VS_TORCH = 5.0
 TARGET_CUSTOM_RATIO = 0.97
 TARGET_RESUME_MS = 10.0
 FLAT_MAX_OVER_MIN, FLAT_SPREAD_MS = 1.5, 1.0
@@ -279,6 +282,51 @@ def _hf_workload(repeats: int, figures: dict[str, float]) -> list[Row]:
     figures["met:2 HF Dataset >= 1.3x DataLoader"] = float(met)
     name = f"2 HF Dataset (torch format) {n // 1000}k x {HF_DIM}, B={b}, w0"
     return [Row(f"{name}: vs DataLoader", sps["torch"], sps["loaderkit"], ratio, ">= 1.3x", met)]
+
+
+def _arrow_workers_workload(repeats: int, n: int, figures: dict[str, float]) -> list[Row]:
+    """Issue 24: Arrow rows (16 float32 + a label), batch 1024, 2 workers out of habit.
+
+    The same plan with 0 and 2 workers, and torch's ``DataLoader`` with 2 workers; each
+    loader built once (persistent workers for torch), every epoch timed whole.
+    """
+    b, w = ARROW_BATCH, ARROW_WORKERS
+    ds = _hf_dataset(n, HF_DIM)
+    none = _plan(ds, b, 0).build()
+    two = _plan(ds, b, w).build()
+    torch_two = DataLoader(ds, batch_size=b, shuffle=True, num_workers=w, persistent_workers=True)
+    try:
+        seconds = _interleaved(
+            {"torch w2": _epoch(torch_two), "loaderkit w0": _epoch(none), "w2": _epoch(two)},
+            repeats,
+        )
+    finally:
+        none.close()
+        two.close()
+        del torch_two
+    sps = {name: n / s for name, s in seconds.items()}
+    vs_w0 = _ratio(sps["w2"], sps["loaderkit w0"])
+    vs_torch = _ratio(sps["w2"], sps["torch w2"])
+    figures.update(arrow_w0_sps=sps["loaderkit w0"], arrow_w2_sps=sps["w2"])
+    figures.update(arrow_torch_w2_sps=sps["torch w2"], arrow_w2_vs_w0=vs_w0)
+    figures["arrow_w2_vs_torch"] = vs_torch
+    met_w0, met_torch = vs_w0 >= TARGET_ARROW_VS_W0, vs_torch >= TARGET_ARROW_VS_TORCH
+    figures["met:2w HF Arrow w2 >= 1.0x w0"] = float(met_w0)
+    figures["met:2w HF Arrow w2 >= 5x DataLoader w2"] = float(met_torch)
+    name = f"2w HF Arrow rows {n // 1000}k x {HF_DIM} + label, B={b}, w{w}"
+    return [
+        Row(
+            f"{name}: vs the same plan, w0",
+            sps["loaderkit w0"],
+            sps["w2"],
+            vs_w0,
+            ">= 1.0x",
+            met_w0,
+        ),
+        Row(
+            f"{name}: vs DataLoader w{w}", sps["torch w2"], sps["w2"], vs_torch, ">= 5x", met_torch
+        ),
+    ]
 
 
 def _custom_workload(repeats: int, n: int, figures: dict[str, float]) -> list[Row]:
@@ -609,6 +657,8 @@ def main(quick: bool = False, verbose: bool = True) -> dict[str, float]:
         print("  workload 3 with workers: persistent workers, start-up excluded for both")
     throughput = attempt("1", lambda: _tensor_workload(repeats, figures))
     throughput += attempt("2", lambda: _hf_workload(repeats, figures))
+    arrow_n = ARROW_N_QUICK if quick else ARROW_N
+    throughput += attempt("2w", lambda: _arrow_workers_workload(repeats, arrow_n, figures))
     throughput += attempt("3", lambda: _custom_workload(repeats, custom_n, figures))
     if verbose:
         _print_table(

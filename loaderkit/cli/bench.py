@@ -67,6 +67,8 @@ class WorkerResult:
     """Seconds from starting the iteration (and the workers) to the first batch."""
     latencies: tuple[float, ...]
     """Seconds between consecutive batches after the first."""
+    unused: str | None = None
+    """Why the workers were not started (``Loader.workers_unused``; ``None``: they were)."""
 
     @property
     def samples_per_second(self) -> float:
@@ -164,6 +166,7 @@ def measure_workers(
     """Draw ``batches`` batches from ``plan`` built with ``workers`` workers; time them."""
     variant = _variant(plan, workers)
     with variant.build() as loader:
+        unused = loader.workers_unused
         sync = loader.device.type == "cuda"
         samples = 0
         latencies: list[float] = []
@@ -184,7 +187,7 @@ def measure_workers(
             if i + 1 >= batches:
                 break
     return WorkerResult(
-        workers, len(latencies), samples, float(sum(latencies)), first, tuple(latencies)
+        workers, len(latencies), samples, float(sum(latencies)), first, tuple(latencies), unused
     )
 
 
@@ -251,9 +254,13 @@ def results_table(results: list[WorkerResult]) -> Table:
     table.add_column("p50 latency", justify="right")
     table.add_column("p99 latency", justify="right")
     table.add_column("first batch", justify="right")
+    unused = next((r.unused for r in results if r.unused is not None), None)
+    if unused is not None:  # the same source for every count: one note says it
+        table.caption = f"* {unused}"
+        table.caption_justify = "left"
     for r in results:
         table.add_row(
-            str(r.workers),
+            f"{r.workers}*" if r.unused is not None else str(r.workers),
             f"{r.samples_per_second:,.0f}",
             _ms(r.latency(50)),
             _ms(r.latency(99)),

@@ -32,7 +32,7 @@ import numpy.typing as npt
 
 from loaderkit.errors import DataError, PlanTypeError
 
-__all__ = ["FlatSamples", "NotSerializableError", "flat", "serialize"]
+__all__ = ["FlatSamples", "NotSerializableError", "by_value", "flat", "serialize"]
 
 PROTOCOL = 5
 
@@ -50,41 +50,60 @@ class NotSerializableError(Exception):
         return f"sample {self.index} does not pickle ({type(self.cause).__name__}: {self.cause})"
 
 
-def _tensor(data: bytes, dtype: str, shape: tuple[int, ...], requires_grad: bool) -> Any:
-    """A CPU tensor from its bytes, dtype name (``"uint16"``) and shape (see ``_Pickler``)."""
+def _tensor(data: Any, dtype: str, shape: tuple[int, ...], requires_grad: bool) -> Any:
+    """A CPU tensor from its bytes, dtype name (``"uint16"``) and shape (see ``by_value``).
+
+    ``data`` is the ``bytearray`` pickle made of the values (the tensor takes it over, no
+    copy) or, from an older pickle, ``bytes`` (copied once).
+    """
     import torch  # only where a tensor was stored, so torch is installed
 
     kind = getattr(torch, dtype)
-    if data:
-        tensor = torch.frombuffer(bytearray(data), dtype=torch.uint8).view(kind).reshape(shape)
+    if len(data):
+        owned = data if isinstance(data, bytearray) else bytearray(data)
+        tensor = torch.frombuffer(owned, dtype=torch.uint8).view(kind).reshape(shape)
     else:
         tensor = torch.empty(shape, dtype=kind)
     return tensor.requires_grad_() if requires_grad else tensor
 
 
-class _Pickler(pickle.Pickler):
-    """pickle's own pickler, with plain CPU tensors stored as their bytes, dtype and shape.
+def by_value(obj: Any, *, max_bytes: int | None = None, grad: bool = True) -> Any:
+    """A pickle reduction of a plain CPU tensor as its values, dtype and shape.
+
+    For a ``reducer_override`` (protocol 5: the values go in as a writable buffer, with one
+    copy, and come out as the ``bytearray`` the new tensor takes over). ``NotImplemented``
+    (pickle's own way then) for anything else: not a plain strided CPU tensor, more than
+    ``max_bytes`` of values, or one that requires grad with ``grad=False``.
 
     torch pickles a tensor with its whole storage (a row of a big tensor would carry the big
     tensor), slowly, and some dtypes it pickles do not unpickle (``uint16`` in torch 2.x).
+    """
+    torch = sys.modules.get("torch")
+    if (
+        torch is None
+        or type(obj) is not torch.Tensor
+        or obj.layout != torch.strided
+        or obj.device.type != "cpu"
+        or obj.is_quantized
+        or (obj.requires_grad and not grad)
+        or (max_bytes is not None and obj.numel() * obj.element_size() > max_bytes)
+    ):
+        return NotImplemented
+    values = obj.detach().resolve_conj().resolve_neg().contiguous().reshape(-1)
+    raw: Any = pickle.PickleBuffer(values.view(torch.uint8).numpy()) if values.numel() else b""
+    dtype = str(obj.dtype).removeprefix("torch.")
+    return _tensor, (raw, dtype, tuple(obj.shape), obj.requires_grad)
+
+
+class _Pickler(pickle.Pickler):
+    """pickle's own pickler, with plain CPU tensors stored by value (:func:`by_value`).
+
     Called only for objects pickle has no fast path for (never for plain ints, floats,
     strings, lists, tuples or dicts).
     """
 
     def reducer_override(self, obj: Any) -> Any:
-        torch = sys.modules.get("torch")
-        if (
-            torch is None
-            or type(obj) is not torch.Tensor
-            or obj.layout != torch.strided
-            or obj.device.type != "cpu"
-            or obj.is_quantized
-        ):
-            return NotImplemented
-        values = obj.detach().resolve_conj().resolve_neg().contiguous().reshape(-1)
-        raw = values.view(torch.uint8).numpy().tobytes() if values.numel() else b""
-        dtype = str(obj.dtype).removeprefix("torch.")
-        return _tensor, (raw, dtype, tuple(obj.shape), obj.requires_grad)
+        return by_value(obj)
 
 
 class FlatSamples(Sequence[Any]):

@@ -55,7 +55,8 @@ _ROUNDS = 5
 """Timed rounds per setting; the median of their samples/s is the setting's figure."""
 _NOT_BATCHED_KNOB = (
     "batched fetch: no setting to tune (sources with __getitems__, tensors, columns and HF "
-    "datasets are always fetched a batch at a time)"
+    "datasets are always fetched a batch at a time; where each batch is one vectorized gather "
+    "and no code of yours runs, no worker is started, whatever num_workers says)"
 )
 
 
@@ -228,6 +229,9 @@ class _Search:
         self.batches = batches
         self.tolerance = tolerance
         self.trials: list[AutotuneTrial] = []
+        self.unused: set[tuple[int, int | None]] = set()
+        """Settings whose workers were not started (a gathered source): the same reading as
+        no workers, so they never win over it on a noisy figure."""
 
     def left(self) -> float:
         return self.deadline - time.perf_counter()
@@ -245,6 +249,9 @@ class _Search:
         startup: float | None = None
         note = ""
         loader = plan.build()
+        unused = setting[0] > 0 and loader.workers_unused is not None
+        if unused:
+            self.unused.add(setting)
         try:
             stream = endless_batches(loader)
             for i in range(max(self.warmup, 1)):  # at least the first batch: the start-up
@@ -277,6 +284,9 @@ class _Search:
         finally:
             loader.close()
         rate = statistics.median(rates) if rates else None
+        if unused:
+            said = "no worker started: each batch is a vectorized gather, read in the main process"
+            note = said if not note else f"{note}; {said}"
         if self.plan is plan:
             note = "current" if not note else f"current; {note}"
         trial = AutotuneTrial(
@@ -287,6 +297,8 @@ class _Search:
 
     def best(self) -> AutotuneTrial | None:
         timed = [t for t in self.trials if t.samples_per_s is not None]
+        started = [t for t in timed if t.setting not in self.unused]
+        timed = started or timed  # the main process's reading is measured as such
         if not timed:
             return None
         top = max(t.samples_per_s or 0.0 for t in timed)

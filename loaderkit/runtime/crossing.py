@@ -4,13 +4,16 @@ torch's worker puts each result on a ``multiprocessing`` queue, whose feeder thr
 later; a result that does not pickle (a lambda, a lock, an open file in a sample) is then only
 printed to the worker's stderr and dropped, and the main process waits for it forever. So the
 loaders' workers pickle each result themselves (:func:`pickled`, with torch's
-``ForkingPickler``: tensors still travel through shared memory) and send the bytes; a result
+``ForkingPickler``: tensors above :data:`BY_VALUE_BYTES` still travel through shared memory,
+smaller ones in the bytes) and send the bytes; a result
 that does not pickle is replaced by an error naming the sample and the part of it that cannot
 be sent (:func:`unpicklable`). Nothing is pickled twice: the queue pickles only the bytes.
 """
 
 from __future__ import annotations
 
+import io
+import pickle
 import reprlib
 from collections.abc import Mapping
 from multiprocessing.reduction import ForkingPickler
@@ -19,8 +22,11 @@ from typing import Any
 import numpy as np
 import torch
 
+from loaderkit.datasets.serialized import by_value
+
 __all__ = ["Pickled", "pickled", "type_name", "unpicklable", "unsendable_message"]
 
+_PROTOCOL = pickle.HIGHEST_PROTOCOL  # 5: small tensors' values go in as buffers, one copy
 _LEAVES = (str, bytes, int, float, complex, bool, type(None))
 _DEPTH = 32
 """How deep :func:`unpicklable` looks into nested containers and objects."""
@@ -40,9 +46,33 @@ class Pickled:
         return (ForkingPickler.loads, (self.payload,))
 
 
+BY_VALUE_BYTES = 1 << 20
+"""A tensor of at most this many bytes crosses in the pickle itself, not in shared memory.
+
+torch's ``ForkingPickler`` moves every tensor's storage to shared memory and sends a file
+descriptor, which the main process fetches over a new connection to the worker's resource
+sharer: about half a millisecond a tensor here, whatever its size. A batch of 1,024 rows of
+16 float32 (64 KiB) spent more time so than the whole batch took to read, and 2 workers
+read 5x fewer rows than none. Copying a small tensor's bytes through the pipe costs
+microseconds; above 1 MiB, shared memory wins (its cost is flat, a copy's grows)."""
+
+
+class _WorkerPickler(ForkingPickler):
+    """torch's ``ForkingPickler``, with tensors of at most :data:`BY_VALUE_BYTES` by value."""
+
+    def reducer_override(self, obj: Any) -> Any:
+        return by_value(obj, max_bytes=BY_VALUE_BYTES, grad=False)
+
+
 def pickled(value: object) -> Pickled:
-    """``value`` pickled (with torch's ``ForkingPickler``); raises what pickling raises."""
-    return Pickled(bytes(ForkingPickler.dumps(value)))
+    """``value`` pickled; raises what pickling raises.
+
+    Small tensors go by value, the rest as torch's ``ForkingPickler`` sends them (shared
+    memory).
+    """
+    stream = io.BytesIO()
+    _WorkerPickler(stream, _PROTOCOL).dump(value)
+    return Pickled(stream.getvalue())
 
 
 def _sends(value: object) -> bool:

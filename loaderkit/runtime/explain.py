@@ -48,6 +48,8 @@ def explain_loader(loader: Loader, planner: Planner, part: npt.NDArray[Any] | No
     lines.extend(collator_lines(loader._collate))
     if loader.workers.auto is not None:
         lines.append(f"  workers     resolved {loader.workers.reason}")
+    if loader.workers_unused is not None:
+        lines.append(f"  workers     {loader.workers_unused}")
     if part is not None:
         lines.append(
             f"  part        {loader.split!r} of the split: {len(part):,} of "

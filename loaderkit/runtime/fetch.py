@@ -184,6 +184,23 @@ class BatchFetcher:
         self.source_key = source_key
         self._variants: dict[int, Callable[..., Any]] = {}
 
+    def gathers(self) -> bool:
+        """Whether every batch is one vectorized gather running none of the user's code.
+
+        The ``default`` collator without a transform (:attr:`fast`), no cache, no
+        ``set_epoch`` hook, no mixture, over a source whose batches are gathered
+        (:meth:`Source.gathers`: tensors, arrays, columns of them, an HF dataset read by the
+        Arrow path).
+        """
+        return (
+            self.fast
+            and self.cache is None
+            and not self.epoch_hooks
+            and self.source_key is None
+            and not isinstance(self.source, MixtureSource | CachedSource)
+            and self.source.gathers()
+        )
+
     def __call__(self, request: BatchRequest) -> Any:
         """The batch for ``request``; raises :class:`DataError` naming the sample.
 

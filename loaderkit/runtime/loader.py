@@ -22,7 +22,7 @@ from loaderkit.errors import NotBuiltYetError, PlanError, ResumeError, WorkerErr
 from loaderkit.plan.display import loader_html
 from loaderkit.plan.fingerprint import compute_elastic_fingerprint
 from loaderkit.plan.sections.common import default_start_method
-from loaderkit.plan.workers import resolve_workers
+from loaderkit.plan.workers import ResolvedWorkers, resolve_workers
 from loaderkit.runtime.cache import CacheStats, open_cache
 from loaderkit.runtime.callables import plan_collate, resolve_callable
 from loaderkit.runtime.dataset_length import LengthCheck
@@ -169,6 +169,27 @@ class Loader:
         self._fetcher = plan_fetcher(
             plan, collate, transform, self._cache, self.workers.num_workers
         )
+        self.workers_unused: str | None = None
+        """Why the plan's workers are not started (``None``: they are, or there are none).
+
+        A source whose every batch is one vectorized gather running none of the user's code
+        (tensors, arrays, an HF dataset read by its Arrow table, with the ``default``
+        collator and no transform) is read faster in the main process than through workers,
+        which add a pickle, a pipe and an unpickle per batch (2 workers read 0.5x the rows
+        of none, measured in ``bench_loader``): the loader reads it there. The batches, the
+        states and the fingerprints are the same with any worker count.
+        """
+        if self.workers.num_workers > 0 and self._fetcher.gathers():
+            self.workers_unused = (
+                f"{self.workers.num_workers} worker(s) {'chosen' if self.workers.auto else 'given'}"
+                f", none started: every batch of this source is one vectorized gather (the "
+                f"default collator, no transform), read faster in the main process than sent "
+                f"from a worker; workers pay for themselves with a transform, a collator of "
+                f"yours or per-sample Python code"
+            )
+            self.workers = ResolvedWorkers(
+                0, pin_memory=self.workers.pin_memory, auto=self.workers.auto
+            )
         self.skipped: list[Skipped] = []
         """The last :data:`~loaderkit.runtime.skips.SKIPPED_RECORDS_KEPT` samples the ``skip``
         policy dropped, in order (index, epoch, batch, worker, exception type, message);

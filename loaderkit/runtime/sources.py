@@ -54,6 +54,15 @@ class Source:
         """The ``default`` collator's batch of ``self.samples(indices)``, or ``None``."""
         return None
 
+    def gathers(self) -> bool:
+        """Whether :meth:`default_batch` is a vectorized gather that runs no code of the user's.
+
+        Such a batch costs less to read than to send from a worker process (pickling it,
+        the pipe, unpickling it in the main process), so the loader reads it in the main
+        process (see ``Loader.workers_unused``).
+        """
+        return False
+
     def list_dtypes(self) -> dict[str, torch.dtype]:
         """The dtype the ``default`` collator's batch gives each list column (none: its rule).
 
@@ -101,6 +110,9 @@ class TensorsSource(Source):
         cols = self.data
         return [tuple(c[i] for c in cols) for i in indices.tolist()]
 
+    def gathers(self) -> bool:
+        return self.fast
+
     def default_batch(self, indices: Indices) -> Any | None:
         if not self.fast:
             return None
@@ -121,6 +133,9 @@ class ColumnsSource(Source):
     def samples(self, indices: Indices) -> list[Any]:
         cols = self.data
         return [{k: c[i] for k, c in cols.items()} for i in indices.tolist()]
+
+    def gathers(self) -> bool:
+        return all(_can_gather(c) for c in self.data.values())
 
     def default_batch(self, indices: Indices) -> Any | None:
         index_tensor = torch.from_numpy(indices)
@@ -154,6 +169,13 @@ class HFSource(Source):
 
     def samples(self, indices: Indices) -> list[Any]:
         return list(self.data.__getitems__(indices.tolist()))
+
+    def gathers(self) -> bool:
+        """Whether the Arrow path reads this dataset's batches.
+
+        Not with a feature that decodes, a custom transform or formatter (see the class).
+        """
+        return self._state_plan().columns is not None
 
     def default_batch(self, indices: Indices) -> Any | None:
         try:

@@ -134,6 +134,9 @@ class StreamLoader(Loader):
         self.workers = resolve_workers(plan.workers)  # never "auto": compile() refuses it here
         """The worker settings this loader runs with."""
         self.num_workers = self.workers.num_workers
+        self.workers_unused: str | None = None
+        """Always ``None``: a stream's workers shard it (its order depends on them), so they
+        are started as the plan says (see ``Loader.workers_unused``)."""
         self.producers = max(self.num_workers, 1)
         data = bindings[plan.dataset.binding]
         # how the stream is split into shards ("hf", "hook", "worker" or "element")
