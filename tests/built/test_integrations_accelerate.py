@@ -38,6 +38,12 @@ def _data() -> dict[str, torch.Tensor]:
     return {"idx": torch.arange(N), "x": x, "y": x.sum(1, keepdim=True)}
 
 
+def _same(sample):
+    """The sample as it is: with it, workers are started (a source of tensors alone is read
+    in the main process, whatever num_workers says), so the worker cases keep their workers."""
+    return sample
+
+
 def _plan(batch_size: int = 9, workers: int = 0, distributed: bool = False):
     builder = (
         DataLoaderBuilder()
@@ -47,6 +53,8 @@ def _plan(batch_size: int = 9, workers: int = 0, distributed: bool = False):
         .with_seed(3)
         .with_workers(workers)
     )
+    if workers:
+        builder = builder.with_transform(_same)
     if distributed:
         builder = builder.with_distributed()
     return builder.compile()

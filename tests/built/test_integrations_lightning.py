@@ -35,6 +35,12 @@ TRAIN = {"x": torch.arange(N_TRAIN, dtype=torch.float32)}
 VAL = {"x": torch.arange(1000, 1000 + N_VAL, dtype=torch.float32)}
 
 
+def _same(sample):
+    """The sample as it is: with it, workers are started (a source of tensors alone is read
+    in the main process, whatever num_workers says), so the worker cases keep their workers."""
+    return sample
+
+
 def _train_plan(workers: int = 2, split: bool = False):
     builder = (
         DataLoaderBuilder()
@@ -44,6 +50,8 @@ def _train_plan(workers: int = 2, split: bool = False):
         .with_seed(7)
         .with_workers(workers)
     )
+    if workers:
+        builder = builder.with_transform(_same)
     if split:
         builder = builder.with_split(val=0.2)
     return builder.compile()
@@ -51,6 +59,8 @@ def _train_plan(workers: int = 2, split: bool = False):
 
 def _val_plan(workers: int = 2):
     plan = DataLoaderBuilder().with_dataset(VAL).with_batch_size(10).with_workers(workers)
+    if workers:
+        plan = plan.with_transform(_same)
     return plan.with_shuffle().compile().for_eval()
 
 

@@ -33,19 +33,25 @@ pytestmark = [pytest.mark.timeout(300), pytest.mark.filterwarnings("ignore")]
 N = 28  # 7 batches of 4 per epoch: with 3 accumulation steps, windows of 3, 3 and 1
 
 
+def _same(sample):
+    """The sample as it is: with it, workers are started (a source of tensors alone is read
+    in the main process, whatever num_workers says), so the worker cases keep their workers."""
+    return sample
+
+
 def _plan(workers: int = 0):
     g = torch.Generator().manual_seed(0)
     x = torch.randn(N, 3, generator=g)
     data = {"idx": torch.arange(N), "x": x, "labels": x.sum(1, keepdim=True)}
-    return (
+    builder = (
         DataLoaderBuilder()
         .with_dataset(data)
         .with_batch_size(4)
         .with_shuffle()
         .with_seed(9)
         .with_workers(workers)
-        .compile()
     )
+    return (builder.with_transform(_same) if workers else builder).compile()
 
 
 class Recorder(torch.nn.Module):
