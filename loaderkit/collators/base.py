@@ -251,7 +251,7 @@ def _list(
 
 def check_auto_bool_option(option: str, value: object, *, fix: str = "") -> bool | Literal["auto"]:
     """A bool option that may also be ``"auto"`` (decided when the loader is built)."""
-    if value == "auto" and isinstance(value, str):
+    if isinstance(value, str) and value == "auto":
         return "auto"
     problem = _bool_problem(value)
     if problem is not None:

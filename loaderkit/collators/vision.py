@@ -23,6 +23,7 @@ arrays are unambiguous whatever the option says.
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -156,8 +157,6 @@ class VisionCollator(Collator):
         """A copy with ``normalize_on_device="auto"`` decided for ``device``: on it for CUDA."""
         if self.normalize_on_device != "auto":
             return self
-        import copy
-
         decided = copy.copy(self)
         decided.normalize_on_device = device.type == "cuda"
         decided._device = str(device)

@@ -7,34 +7,14 @@ from typing import TYPE_CHECKING, Any
 
 from torch.utils.data import default_convert
 
-from loaderkit.collators import collators
-from loaderkit.errors import PlanError
-from loaderkit.transforms import transforms
+from loaderkit.plan.callables import resolve_callable
 
 if TYPE_CHECKING:
     import torch
 
     from loaderkit.plan.plan import LoaderPlan
-    from loaderkit.plan.specs import CallableSpec
 
 __all__ = ["convert_sample", "plan_collate", "resolve_callable"]
-
-
-def resolve_callable(plan: LoaderPlan, spec: CallableSpec, kind: str) -> Callable[..., Any]:
-    """The callable ``spec`` names: a registry entry, or the object bound to its name.
-
-    ``kind`` is the plan path reported when a bound object is not callable.
-    """
-    if spec.source == "registry":
-        if kind == "collator":
-            collate: Callable[..., Any] = collators.get(spec.name).factory(**dict(spec.options))
-            return collate
-        return transforms.get(spec.name).factory
-    assert plan.bindings is not None
-    obj = plan.bindings[spec.name]
-    if not callable(obj):
-        raise PlanError.single(kind, f"the object bound to {spec.name!r} is not callable ({obj!r})")
-    return obj
 
 
 def convert_sample(samples: Sequence[Any]) -> Any:

@@ -45,7 +45,7 @@ def explain_loader(loader: Loader, planner: Planner, part: npt.NDArray[Any] | No
     for name, line in decode_lines(loader):
         lines.append(f"  images      {name!r}: {line}")
     lines.extend(f"  storage     {report.line()}" for report in loader._fetcher.storage)
-    lines.extend(collator_lines(loader._collate))
+    lines.extend(collator_lines(loader._fetcher.collate))
     if loader.workers.auto is not None:
         lines.append(f"  workers     resolved {loader.workers.reason}")
     if loader.workers_unused is not None:

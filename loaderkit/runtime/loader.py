@@ -158,7 +158,6 @@ class Loader:
         """The worker settings this loader runs with (``"auto"`` resolved on this machine)."""
         self.pin_memory = wants_pinning(plan.workers.pin_memory, self.device)
         collate = plan_collate(plan, self.device)
-        self._collate = collate
         self._on_device: Callable[[Any], Any] | None = getattr(collate, "on_device", None)
         self.batch_checks = batch_checker(plan)
         """The plan's batch contract (``with_checks``), run on delivered batches."""

@@ -27,6 +27,7 @@ from loaderkit.datasets import (
     source_problems,
 )
 from loaderkit.errors import PlanError, PlanTypeError, Problem
+from loaderkit.plan.callables import resolve_callable
 from loaderkit.plan.fields import RESERVED_BINDINGS, binding_name
 from loaderkit.plan.sections.base import ExplainRows, FingerprintRow, Section
 from loaderkit.plan.specs import (
@@ -393,18 +394,6 @@ def shown_object(type_name: str, length: int | None) -> str:
     return f"<{type_name.rsplit('.', 1)[-1]}: {size}>"
 
 
-def _plan_transform(plan: LoaderPlan) -> Any:
-    """The plan's transform as a live object (``None``: none, or not bound)."""
-    spec = plan.transform
-    if spec is None or plan.bindings is None:
-        return None
-    if spec.source == "registry":
-        from loaderkit.transforms import transforms
-
-        return transforms.get(spec.name).factory
-    return plan.bindings.get(spec.name)
-
-
 def _explain_dataset(plan: LoaderPlan) -> ExplainRows:
     """The ``source`` row, and a ``decode`` row for each bound source that decodes (images).
 
@@ -420,13 +409,15 @@ def _explain_dataset(plan: LoaderPlan) -> ExplainRows:
         if plan.mixture is None
         else [source.binding for source in plan.mixture.sources]
     )
-    transform: Any = None
-    for name in names:
-        describe = getattr(plan.bindings.get(name), "loaderkit_plan_explain", None)
-        if callable(describe):
-            if transform is None:
-                transform = _plan_transform(plan)
-            rows.append(("decode", f"{name!r}: {describe(transform)}"))
+    describers = [
+        (name, describe)
+        for name in names
+        if callable(describe := getattr(plan.bindings.get(name), "loaderkit_plan_explain", None))
+    ]
+    if describers:
+        spec = plan.transform
+        transform = None if spec is None else resolve_callable(plan, spec, "transform")
+        rows.extend(("decode", f"{name!r}: {describe(transform)}") for name, describe in describers)
     return tuple(rows)
 
 
