@@ -11,6 +11,15 @@ import torch
 from torch.utils.data import Dataset
 
 
+def unchanged(sample: object) -> object:
+    """A transform that returns the sample as it is.
+
+    A plan with a transform starts its workers: a source of tensors alone is read in the
+    main process whatever ``num_workers`` says, so tests of workers over such data add this.
+    """
+    return sample
+
+
 class IndexDataset(Dataset[dict[str, torch.Tensor]]):
     """Sample i is {"index": i, "x": a deterministic float vector of i}."""
 

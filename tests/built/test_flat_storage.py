@@ -323,8 +323,19 @@ def test_a_mixtures_list_sources_are_stored_as_auto_says() -> None:
         assert_batches_equal(_epoch(loader), want)
 
 
-def _worker_uss_mb() -> list[float]:
-    """USS (MB) of this process's forked children (its loader workers)."""
+def _children() -> set[int]:
+    """The pids of this process's children now."""
+    import psutil
+
+    return {child.pid for child in psutil.Process().children()}
+
+
+def _worker_uss_mb(earlier: set[int]) -> list[float]:
+    """USS (MB) of this process's forked children (its loader workers) not in ``earlier``.
+
+    Workers an earlier test left behind (still exiting, or held by a trainer) are not this
+    loader's.
+    """
     import psutil
 
     me = psutil.Process()
@@ -332,7 +343,7 @@ def _worker_uss_mb() -> list[float]:
     return [
         child.memory_full_info().uss / 1e6
         for child in me.children()
-        if child.cmdline() == line  # not multiprocessing's resource tracker
+        if child.pid not in earlier and child.cmdline() == line  # not the resource tracker
     ]
 
 
@@ -358,11 +369,12 @@ def test_workers_reading_a_flat_list_do_not_copy_it() -> None:
             .with_shuffle()
             .with_workers(2, timeout=300)
         )
+        earlier = _children()
         with builder.build() as loader:
             iterator = iter(loader)
             for _ in range(len(loader)):
                 next(iterator)
-            uss[storage] = _worker_uss_mb()  # after the last batch, the workers still alive
+            uss[storage] = _worker_uss_mb(earlier)  # after the last batch, workers still alive
         assert len(uss[storage]) == 2, uss
     grown = min(uss["objects"]) - max(uss["flat"])
     assert grown > 25, uss  # each objects worker holds at least 25 MB more: the list's pages

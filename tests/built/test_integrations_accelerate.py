@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from lk_testdata import unchanged
 from lk_torchrun import LAUNCH_TIMEOUT, torchrun
 
 from loaderkit import DataLoaderBuilder
@@ -38,12 +39,6 @@ def _data() -> dict[str, torch.Tensor]:
     return {"idx": torch.arange(N), "x": x, "y": x.sum(1, keepdim=True)}
 
 
-def _same(sample):
-    """The sample as it is: with it, workers are started (a source of tensors alone is read
-    in the main process, whatever num_workers says), so the worker cases keep their workers."""
-    return sample
-
-
 def _plan(batch_size: int = 9, workers: int = 0, distributed: bool = False):
     builder = (
         DataLoaderBuilder()
@@ -54,7 +49,7 @@ def _plan(batch_size: int = 9, workers: int = 0, distributed: bool = False):
         .with_workers(workers)
     )
     if workers:
-        builder = builder.with_transform(_same)
+        builder = builder.with_transform(unchanged)
     if distributed:
         builder = builder.with_distributed()
     return builder.compile()

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from lk_testdata import unchanged
 from lk_torchrun import LAUNCH_TIMEOUT, torchrun
 
 from loaderkit import DataLoaderBuilder, DataModule
@@ -35,12 +36,6 @@ TRAIN = {"x": torch.arange(N_TRAIN, dtype=torch.float32)}
 VAL = {"x": torch.arange(1000, 1000 + N_VAL, dtype=torch.float32)}
 
 
-def _same(sample):
-    """The sample as it is: with it, workers are started (a source of tensors alone is read
-    in the main process, whatever num_workers says), so the worker cases keep their workers."""
-    return sample
-
-
 def _train_plan(workers: int = 2, split: bool = False):
     builder = (
         DataLoaderBuilder()
@@ -51,7 +46,7 @@ def _train_plan(workers: int = 2, split: bool = False):
         .with_workers(workers)
     )
     if workers:
-        builder = builder.with_transform(_same)
+        builder = builder.with_transform(unchanged)
     if split:
         builder = builder.with_split(val=0.2)
     return builder.compile()
@@ -60,7 +55,7 @@ def _train_plan(workers: int = 2, split: bool = False):
 def _val_plan(workers: int = 2):
     plan = DataLoaderBuilder().with_dataset(VAL).with_batch_size(10).with_workers(workers)
     if workers:
-        plan = plan.with_transform(_same)
+        plan = plan.with_transform(unchanged)
     return plan.with_shuffle().compile().for_eval()
 
 

@@ -24,6 +24,7 @@ from loaderkit import DataLoaderBuilder
 pytest.importorskip("transformers", reason="transformers is in the test extra")
 pytest.importorskip("accelerate", reason="Accelerate is in the test extra")
 
+from lk_testdata import unchanged
 from transformers import Trainer, TrainingArguments
 
 from loaderkit.integrations.transformers import LoaderkitTrainer
@@ -31,12 +32,6 @@ from loaderkit.integrations.transformers import LoaderkitTrainer
 pytestmark = [pytest.mark.timeout(300), pytest.mark.filterwarnings("ignore")]
 
 N = 28  # 7 batches of 4 per epoch: with 3 accumulation steps, windows of 3, 3 and 1
-
-
-def _same(sample):
-    """The sample as it is: with it, workers are started (a source of tensors alone is read
-    in the main process, whatever num_workers says), so the worker cases keep their workers."""
-    return sample
 
 
 def _plan(workers: int = 0):
@@ -51,7 +46,7 @@ def _plan(workers: int = 0):
         .with_seed(9)
         .with_workers(workers)
     )
-    return (builder.with_transform(_same) if workers else builder).compile()
+    return (builder.with_transform(unchanged) if workers else builder).compile()
 
 
 class Recorder(torch.nn.Module):

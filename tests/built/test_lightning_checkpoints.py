@@ -34,6 +34,7 @@ from typing import Any, NamedTuple
 
 import pytest
 import torch
+from lk_testdata import unchanged
 
 from loaderkit import DataLoaderBuilder, DataModule
 from loaderkit.integrations.lightning import for_lightning
@@ -186,17 +187,11 @@ class _Stream(torch.utils.data.IterableDataset):  # type: ignore[type-arg]
             yield {key: value[i] for key, value in DATA.items()}
 
 
-def _same(sample: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-    """The sample as it is: a transform, so that 2 workers are started for the map-style data
-    (a dict of tensors alone is read in the main process, whatever num_workers says)."""
-    return sample
-
-
 def _plan(workers: int, stream: bool) -> Any:
     source: Any = _Stream() if stream else DATA
     builder = DataLoaderBuilder().with_dataset(source).with_batch_size(BATCH).with_seed(5)
     if not stream:
-        builder = builder.with_transform(_same)
+        builder = builder.with_transform(unchanged)
     builder = builder.with_shuffle(buffer_size=8) if stream else builder.with_shuffle()
     return builder.with_workers(workers).compile()
 
