@@ -233,10 +233,12 @@ class DataLoaderBuilder(SamplingCalls, ExecutionCalls):
         dataset's ``__getitem__`` and before the transform of each sample (from the batch's
         index before a collator of your own), and put back afterwards in the main process;
         torchvision's random transforms and datasets that draw from the global RNGs then
-        give the same batches for any number of workers and after a resume.
-        ``"per_worker"``: torch's habit, seeded once per worker and epoch; cheaper for a
-        cheap ``__getitem__``, but the batches depend on ``num_workers``. Replaces any
-        earlier mode.
+        give the same batches for any number of workers and after a resume. Only the RNGs
+        your code is seen drawing from are seeded (each batch is checked; the batch that
+        first draws from one is made again with it seeded), so code drawing nothing pays
+        nothing. ``"per_worker"``: torch's habit, seeded once per worker and epoch; it
+        saves the seeding of code that draws on every sample, but the batches depend on
+        ``num_workers``. Replaces any earlier mode.
         """
         return self._with(global_rngs=global_rngs_spec(mode))
 

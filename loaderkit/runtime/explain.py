@@ -10,6 +10,7 @@ import numpy.typing as npt
 from loaderkit._text import inert_lines
 from loaderkit.order.token_budget import padding_stats
 from loaderkit.plan.sections.bucketing import budget_split
+from loaderkit.runtime.global_rngs import seen_line
 from loaderkit.runtime.planners import (
     BucketPlanner,
     CurriculumPlanner,
@@ -45,6 +46,9 @@ def explain_loader(loader: Loader, planner: Planner, part: npt.NDArray[Any] | No
     for name, line in decode_lines(loader):
         lines.append(f"  images      {name!r}: {line}")
     lines.extend(f"  storage     {report.line()}" for report in loader._fetcher.storage)
+    seeding = loader._fetcher.seeding
+    if seeding is not None and seeding.watch:
+        lines.append(f"  global rngs {seen_line(seeding.log)}")
     lines.extend(collator_lines(loader._fetcher.collate))
     if loader.workers.auto is not None:
         lines.append(f"  workers     resolved {loader.workers.reason}")

@@ -8,6 +8,7 @@ so are the global RNGs around the user's code under ``with_global_rngs("per_samp
 
 from __future__ import annotations
 
+import functools
 import traceback
 from collections.abc import Callable, MutableMapping
 from typing import TYPE_CHECKING, Any, NamedTuple, NoReturn
@@ -22,13 +23,7 @@ from loaderkit.errors import DataError, data_error, portable_exception, portable
 from loaderkit.order.keys import sample_rng, worker_seed
 from loaderkit.runtime.cache import Cache, CachedSource, CacheUnusableError
 from loaderkit.runtime.crossing import type_name, unpicklable, unsendable_message
-from loaderkit.runtime.global_rngs import (
-    SampleSeeding,
-    restore_rngs,
-    sample_seeding,
-    seed_all,
-    user_rngs,
-)
+from loaderkit.runtime.global_rngs import SampleSeeding, sample_seeding, seed_all
 from loaderkit.runtime.outcomes import resource_error
 from loaderkit.runtime.sources import MixtureSource, Source, make_source
 from loaderkit.runtime.storage import StorageReport, stored
@@ -206,17 +201,17 @@ class BatchFetcher:
 
         A dataset defining ``set_epoch(epoch)`` hears of each new epoch before its first
         sample is fetched, in whichever process fetches it (persistent workers included).
+        Under ``with_global_rngs("per_sample")`` the batch is made by
+        :meth:`SampleSeeding.around` (made again if the user's code drew from an RNG not
+        seeded yet).
         """
         if self.epoch_hooks and request.epoch != self.seen_epoch:
             for hook in self.epoch_hooks:
                 hook(request.epoch)
             self.seen_epoch = request.epoch
-        if self.seeding is not None and _worker_id() is None:
-            states = user_rngs()  # the main process: the user's draws go on undisturbed
-            try:
-                return self._fetch(request)
-            finally:
-                restore_rngs(states)
+        if self.seeding is not None:  # seeds the RNGs the user's code draws from
+            fetch = functools.partial(self._fetch, request)
+            return self.seeding.around(fetch, request.epoch, request.batch_index, _worker_id())
         return self._fetch(request)
 
     def _fetch(self, request: BatchRequest) -> Any:
@@ -501,7 +496,7 @@ class BatchFetcher:
     def _read(self, request: BatchRequest) -> list[Any]:
         """The samples of ``request`` (the global RNGs seeded per sample, if the plan says)."""
         seeding = self.seeding
-        if seeding is None or not seeding.getitem:
+        if seeding is None or not seeding.reads_seeded:
             return self.source.samples(request.indices)
         if self.batched_reads:  # the dataset's __getitems__: one call, seeded once
             if len(request.indices):
@@ -650,6 +645,6 @@ def plan_fetcher(
         skip=plan.error_policy.policy == "skip",
         cache=cache if plan.cache is not None and plan.cache.stage == "transformed" else None,
         batched=plan.batch.batched,
-        seeding=sample_seeding(plan),
+        seeding=sample_seeding(plan, num_workers),
         storage=tuple(reports),
     )

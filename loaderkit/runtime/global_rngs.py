@@ -8,12 +8,23 @@ by element position (:mod:`loaderkit.runtime.stream_read`), a map-style plan wit
 ``with_global_rngs("per_sample")`` (the default) by sample index (:class:`SampleSeeding`), and
 every worker once per epoch (``WorkerSeeder`` in :mod:`loaderkit.runtime.fetch`). In the main
 process, :func:`user_rngs` and :func:`restore_rngs` put the user's own states back afterwards.
+
+Seeding costs ~12 us a sample (three generators); most datasets draw from none of them. So
+:class:`SampleSeeding` seeds only the RNGs the user's code was *seen* drawing from: each batch
+is made between two :class:`RngStates` (a copy of each generator's state, ~3 us), and a batch
+after which an RNG not yet seeded moved is made again, with that RNG seeded per sample from
+then on. The batches are the ones seeding every RNG before every sample gives: where the
+user's code draws nothing from an RNG, seeding it changes nothing.
 """
 
 from __future__ import annotations
 
+import ctypes
 import random
-from typing import TYPE_CHECKING, Any
+import struct
+import sys
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, Any, Literal, TypeVar, get_args
 
 import numpy as np
 import torch
@@ -24,14 +35,25 @@ if TYPE_CHECKING:
     from loaderkit.plan.plan import LoaderPlan
 
 __all__ = [
+    "RNGS",
+    "DrawLog",
+    "Rng",
+    "RngStates",
     "SampleSeeding",
     "restore_rngs",
     "sample_seeding",
     "seed_all",
     "seed_globals",
+    "seed_rngs",
+    "seen_line",
     "user_rngs",
 ]
 
+Rng = Literal["torch", "numpy", "random"]
+"""A global RNG: torch's CPU generator, numpy's legacy ``np.random``, Python's ``random``."""
+RNGS: tuple[Rng, ...] = get_args(Rng)
+
+_T = TypeVar("_T")
 
 _PY_RANDOM: Any = getattr(random, "_inst", None)
 """The instance behind ``random``'s module functions (CPython's ``random._inst``)."""
@@ -39,22 +61,31 @@ _MT_SEED = random.Random.__mro__[1].seed  # type: ignore[attr-defined]
 """The Mersenne Twister's own ``seed`` (``_random.Random.seed``), under ``random.seed``."""
 _DIRECT = type(_PY_RANDOM) is random.Random
 """Whether ``random`` is CPython's (its state and ``gauss_next`` are seeded directly)."""
+_NP_RANDOM: Any = np.random.mtrand._rand
+"""The ``RandomState`` behind ``np.random``'s module functions."""
+
+
+def seed_rngs(value: int, rngs: Iterable[Rng]) -> None:
+    """Seed the global RNGs named by ``rngs`` with ``value`` (in ``[0, 2**64)``).
+
+    ``random`` is seeded as ``random.seed(value)`` does (the generator's state and the
+    ``gauss`` value it keeps), without the checks of its Python wrapper.
+    """
+    for rng in rngs:
+        if rng == "torch":
+            torch.default_generator.manual_seed(value)
+        elif rng == "numpy":
+            np.random.seed(value % 2**32)
+        elif _DIRECT:
+            _MT_SEED(_PY_RANDOM, value)
+            _PY_RANDOM.gauss_next = None
+        else:  # another Python: its own way
+            random.seed(value)
 
 
 def seed_all(value: int) -> None:
-    """Seed the three global RNGs with ``value`` (in ``[0, 2**64)``).
-
-    ``random`` is seeded as ``random.seed(value)`` does (the generator's state and the
-    ``gauss`` value it keeps), without the checks of its Python wrapper (a few microseconds
-    a sample under ``with_global_rngs("per_sample")``).
-    """
-    torch.default_generator.manual_seed(value)
-    np.random.seed(value % 2**32)
-    if _DIRECT:
-        _MT_SEED(_PY_RANDOM, value)
-        _PY_RANDOM.gauss_next = None
-    else:  # another Python: its own way
-        random.seed(value)
+    """Seed the three global RNGs with ``value`` (in ``[0, 2**64)``)."""
+    seed_rngs(value, RNGS)
 
 
 def seed_globals(seed: int, *components: str | int) -> None:
@@ -67,16 +98,247 @@ def seed_globals(seed: int, *components: str | int) -> None:
     seed_all(derive_key(seed, *components))
 
 
-def user_rngs() -> tuple[Any, Any, torch.Tensor]:
+# -- reading the states cheaply ---------------------------------------------------------------
+#
+# ``random.getstate()`` (~10 us) and ``np.random.get_state()`` (~35 us) build tuples of 625
+# Python ints; a copy of the bytes behind them costs ~0.5 us. Where the bytes are is found
+# once, here, on generators of our own, and checked against the official getters; where a
+# check fails (another Python, another numpy), the official getters are used instead.
+
+_MT_WORDS = 624
+_MT_BYTES = _MT_WORDS * 4 + 4
+"""The bytes of a Mersenne Twister's words and position (CPython's and numpy's alike)."""
+_PTR = struct.calcsize("P")
+
+
+def _python_offset() -> int | None:
+    """Where CPython's ``_random.Random`` keeps its position and words, or ``None``.
+
+    ``RandomObject`` is ``{PyObject_HEAD; int index; uint32_t state[624];}``: the position,
+    then the words, right after the object's header.
+    """
+    if not _DIRECT or sys.implementation.name != "cpython":
+        return None
+    offset = object.__basicsize__
+    if random.Random.__mro__[1].__basicsize__ < offset + _MT_BYTES:  # not that layout
+        return None
+    for seed in (1, 2**40 + 7):
+        probe = random.Random(seed)
+        for _ in range(seed % 5 + 1):
+            probe.random()
+        index, *words = struct.unpack(
+            f"<i{_MT_WORDS}I", ctypes.string_at(id(probe) + offset, _MT_BYTES)
+        )
+        state = probe.getstate()[1]
+        if tuple(words) != state[:_MT_WORDS] or index != state[_MT_WORDS]:
+            return None
+    return offset
+
+
+def _numpy_layout(rs: Any) -> tuple[int, int] | None:
+    """Where a legacy ``RandomState`` points at its state, and its gaussian cache; or ``None``.
+
+    ``RandomState`` holds a ``bitgen_t`` (five pointers, the first at the Mersenne Twister's
+    state) followed by an ``aug_bitgen_t`` ``{bitgen_t *; int has_gauss; double gauss;}``
+    whose pointer points back at that ``bitgen_t``. Found by those two pointers; checked by
+    setting the state and the cache through ``set_state`` and reading them back.
+    """
+    size = type(rs).__basicsize__
+    raw = ctypes.string_at(id(rs), size)
+    address = rs._bit_generator.ctypes.state_address
+    for at in range(0, size - 8 * _PTR + 1, _PTR):
+        aug = at + 5 * _PTR
+        if struct.unpack_from("P", raw, at)[0] != address:
+            continue
+        if struct.unpack_from("P", raw, aug)[0] != id(rs) + at:
+            continue
+        return at, aug + _PTR
+    return None
+
+
+def _numpy_checked() -> tuple[int, int] | None:
+    """:func:`_numpy_layout` of ``np.random``'s ``RandomState``, checked on one of our own."""
+    try:
+        probe = np.random.RandomState(3)
+        layout = _numpy_layout(probe)
+        if layout is None or _numpy_layout(_NP_RANDOM) != layout:
+            return None
+        key = (np.arange(_MT_WORDS, dtype=np.uint64) * 2654435761 % 2**32).astype(np.uint32)
+        for pos, has, gauss in ((5, 1, 1.5), (623, 0, 0.0), (0, 1, -2.75)):
+            probe.set_state(("MT19937", key, pos, has, gauss))
+            if _numpy_parts(_numpy_read(probe, layout)) != (key.tobytes(), pos, has, gauss):
+                return None
+            probe.random_sample(3)
+            if _numpy_parts(_numpy_read(probe, layout)) != _numpy_official(probe):
+                return None
+    except Exception:  # noqa: BLE001 - any surprise: the official getter is used
+        return None
+    return layout
+
+
+def _numpy_read(rs: Any, layout: tuple[int, int]) -> tuple[bytes, bytes]:
+    """The raw words and position, and the raw gaussian cache, of ``rs`` (see ``layout``)."""
+    at, cache = layout
+    address = ctypes.c_void_p.from_address(id(rs) + at).value  # numpy's current state
+    return ctypes.string_at(address, _MT_BYTES), ctypes.string_at(id(rs) + cache, 16)  # type: ignore[arg-type]
+
+
+def _numpy_parts(raw: tuple[bytes, bytes]) -> tuple[bytes, int, int, float]:
+    """The words, position, ``has_gauss`` and ``gauss`` of a :func:`_numpy_read`."""
+    words, cache = raw
+    (pos,) = struct.unpack_from("<i", words, _MT_WORDS * 4)
+    has, _, gauss = struct.unpack("<iid", cache)
+    return words[: _MT_WORDS * 4], pos, has, gauss
+
+
+def _numpy_official(rs: Any) -> tuple[bytes, int, int, float]:
+    """The same through ``get_state()`` (~35 us)."""
+    _, key, pos, has, gauss = rs.get_state()
+    return key.tobytes(), int(pos), int(has), float(gauss)
+
+
+_PY_OFFSET = _python_offset()
+_NP_LAYOUT = _numpy_checked()
+_GENERATOR = torch.default_generator
+_STATE_BYTES = _GENERATOR.get_state().numel()
+
+
+def _read_torch() -> bytes:
+    state = _GENERATOR.get_state()  # held while its bytes are copied
+    return ctypes.string_at(state.data_ptr(), _STATE_BYTES)
+
+
+class _Raw:
+    """The bytes at a fixed address, read through one ctypes array made once (~0.2 us)."""
+
+    __slots__ = ("array",)
+
+    def __init__(self, address: int, size: int) -> None:
+        self.array = (ctypes.c_char * size).from_address(address)
+
+    def __call__(self) -> bytes:
+        return self.array.raw
+
+
+class _NumpyReader:
+    """The raw state and gaussian cache of ``np.random``'s ``RandomState`` (see ``layout``).
+
+    The pointer to the state is read each time (numpy's current one); the array over the
+    state is made again only when it changed.
+    """
+
+    __slots__ = ("cache", "pointer", "words", "words_at")
+
+    def __init__(self, layout: tuple[int, int]) -> None:
+        at, cache = layout
+        self.pointer = ctypes.c_void_p.from_address(id(_NP_RANDOM) + at)
+        self.cache = _Raw(id(_NP_RANDOM) + cache, 16)
+        self.words_at = 0
+        self.words = _Raw(self._address(), _MT_BYTES)
+
+    def _address(self) -> int:
+        address = self.pointer.value
+        assert address is not None
+        self.words_at = address
+        return address
+
+    def __call__(self) -> tuple[bytes, bytes]:
+        if self.pointer.value != self.words_at:
+            self.words = _Raw(self._address(), _MT_BYTES)
+        return self.words(), self.cache()
+
+
+def _read_numpy_official() -> tuple[bytes, int, int, float]:
+    return _numpy_official(_NP_RANDOM)
+
+
+def _read_random_official() -> Any:
+    return random.getstate()
+
+
+class _RandomReader:
+    """The raw position and words of ``random``'s generator, and its ``gauss_next``."""
+
+    __slots__ = ("words",)
+
+    def __init__(self, offset: int) -> None:
+        self.words = _Raw(id(_PY_RANDOM) + offset, _MT_BYTES)
+
+    def __call__(self) -> tuple[bytes, Any]:
+        return self.words(), _PY_RANDOM.gauss_next
+
+
+_READERS: dict[Rng, Callable[[], Any]] = {
+    "torch": _read_torch,
+    "numpy": _read_numpy_official if _NP_LAYOUT is None else _NumpyReader(_NP_LAYOUT),
+    "random": _read_random_official if _PY_OFFSET is None else _RandomReader(_PY_OFFSET),
+}
+"""Each RNG's state, as a value that compares equal to an unchanged one (0.2-1.5 us)."""
+
+
+def _write(rng: Rng, state: Any) -> None:
+    """Put back a state :data:`_READERS` gave (through the generators' own setters)."""
+    if rng == "torch":
+        _GENERATOR.set_state(torch.frombuffer(bytearray(state), dtype=torch.uint8))
+    elif rng == "numpy":
+        words, pos, has, gauss = _numpy_parts(state) if _NP_LAYOUT is not None else state
+        np.random.set_state(("MT19937", np.frombuffer(words, np.uint32), pos, has, gauss))
+    elif _PY_OFFSET is not None:
+        raw, gauss_next = state
+        index, *words = struct.unpack(f"<i{_MT_WORDS}I", raw)
+        random.setstate((random.Random.VERSION, (*words, index), gauss_next))
+    else:
+        random.setstate(state)
+
+
+_READER_TUPLES: dict[tuple[Rng, ...], tuple[Callable[[], Any], ...]] = {}
+"""The readers of each tuple of RNGs taken (a batch takes the same tuple every time)."""
+
+
+class RngStates:
+    """The states of some global RNGs at one moment: what moved since, and putting them back.
+
+    Taking one costs ~2 us for the three (copies of the bytes behind the generators, not
+    ``getstate()``'s tuples of ints; torch's ``get_state()`` is most of it).
+    """
+
+    __slots__ = ("rngs", "values")
+
+    def __init__(self, rngs: tuple[Rng, ...] = RNGS) -> None:
+        self.rngs = rngs
+        readers = _READER_TUPLES.get(rngs)
+        if readers is None:
+            readers = _READER_TUPLES[rngs] = tuple(_READERS[rng] for rng in rngs)
+        self.values = tuple([read() for read in readers])
+
+    def moved(self, rngs: Iterable[Rng] | None = None) -> tuple[Rng, ...]:
+        """Those of ``rngs`` (default: all taken) whose state is no longer the one taken."""
+        if rngs is None:
+            return self.since(RngStates(self.rngs))
+        taken = dict(zip(self.rngs, self.values, strict=True))
+        return tuple(r for r in rngs if _READERS[r]() != taken[r])
+
+    def since(self, later: RngStates) -> tuple[Rng, ...]:
+        """The RNGs whose state in ``later`` (taken of the same RNGs) is not this one's."""
+        return tuple(
+            r for r, a, b in zip(self.rngs, self.values, later.values, strict=True) if a != b
+        )
+
+    def restore(self, rngs: Iterable[Rng] | None = None) -> None:
+        """Put back the states taken of ``rngs`` (default: all taken)."""
+        taken = dict(zip(self.rngs, self.values, strict=True))
+        for rng in self.rngs if rngs is None else rngs:
+            _write(rng, taken[rng])
+
+
+def user_rngs() -> RngStates:
     """The main process's global RNG states, to put back once a batch was made there."""
-    return random.getstate(), np.random.get_state(), torch.get_rng_state()
+    return RngStates()
 
 
-def restore_rngs(states: tuple[Any, Any, torch.Tensor]) -> None:
+def restore_rngs(states: RngStates) -> None:
     """Put back the global RNG states :func:`user_rngs` took."""
-    random.setstate(states[0])
-    np.random.set_state(states[1])
-    torch.set_rng_state(states[2])
+    states.restore()
 
 
 _MASK = 2**64 - 1
@@ -90,6 +352,54 @@ def _splitmix64(key: int, index: int) -> int:
     return z ^ (z >> 31)
 
 
+class DrawLog:
+    """Where the user's code was first seen drawing from each global RNG (``explain()``).
+
+    One row per RNG of :data:`RNGS`: ``(seen, epoch, batch, process)``, ``process`` 0 for
+    the main process and ``w + 1`` for worker ``w``. Kept in shared memory when workers
+    fetch (each worker finds out for itself; the main process reads what they found).
+    """
+
+    def __init__(self, shared: bool) -> None:
+        table = torch.zeros((len(RNGS), 4), dtype=torch.int64)
+        self.table = table.share_memory_() if shared else table  # type: ignore[no-untyped-call]
+
+    def saw(self, rngs: Iterable[Rng], epoch: int, batch: int, worker: int | None) -> None:
+        """Record that the user's code drew from ``rngs`` in that batch (the first time)."""
+        for rng in rngs:
+            row = self.table[RNGS.index(rng)]
+            if not int(row[0]):
+                row.copy_(torch.tensor([1, epoch, batch, 0 if worker is None else worker + 1]))
+
+    def seen(self) -> dict[Rng, tuple[int, int, int | None]]:
+        """``{rng: (epoch, batch, worker)}`` of the RNGs seen drawn from (``None``: main)."""
+        out: dict[Rng, tuple[int, int, int | None]] = {}
+        for rng, (seen, epoch, batch, process) in zip(RNGS, self.table.tolist(), strict=True):
+            if seen:
+                out[rng] = (epoch, batch, None if process == 0 else process - 1)
+        return out
+
+
+def seen_line(log: DrawLog) -> str:
+    """``loader.explain()``'s words for what :class:`DrawLog` recorded."""
+    seen = log.seen()
+    if not seen:
+        return (
+            "your code was not seen drawing from torch, numpy or random so far: none is "
+            "seeded (each batch is checked)"
+        )
+    found = ", ".join(
+        f"{rng} (first in batch {batch} of epoch {epoch}, "
+        f"{'in the main process' if worker is None else f'in worker {worker}'})"
+        for rng, (epoch, batch, worker) in seen.items()
+    )
+    rest = [rng for rng in RNGS if rng not in seen]
+    line = f"your code was seen drawing from {found}: seeded per sample since"
+    if rest:
+        line += f"; {' and '.join(rest)}: not seen drawing, not seeded"
+    return line
+
+
 class SampleSeeding:
     """``with_global_rngs("per_sample")`` for a map-style plan: where the RNGs are seeded.
 
@@ -101,22 +411,99 @@ class SampleSeeding:
 
     The value for sample ``i`` is ``splitmix64(derive_key(seed, "global-rngs", part, epoch),
     i)``: the keyed hash once per part and epoch, then a few integer operations per sample.
+
+    Only the RNGs in :attr:`seeded` are seeded. With ``watch`` (the default), that starts
+    empty: :meth:`around` makes each batch between two :class:`RngStates`, and when an RNG
+    not yet seeded moved, it joins :attr:`seeded` and the batch is made again (so every batch
+    is the one seeding all three would give). Without ``watch`` all three are always seeded
+    (a cache stores a sample as soon as it is made: there is no making it again).
     """
 
-    def __init__(self, seed: int, *, getitem: bool, transform: bool, collator: bool) -> None:
+    def __init__(
+        self,
+        seed: int,
+        *,
+        getitem: bool,
+        transform: bool,
+        collator: bool,
+        watch: bool = True,
+        log: DrawLog | None = None,
+    ) -> None:
         self.seed = seed
         self.getitem = getitem
         self.transform = transform
         self.collator = collator
+        self.watch = watch
+        self.seeded: tuple[Rng, ...] = () if watch else RNGS
+        """The RNGs seeded before the user's code: those it was seen drawing from."""
+        self._quiet: tuple[Rng, ...] = RNGS if watch else ()
+        """The RNGs watched (not seeded yet)."""
+        self._last: tuple[int, RngStates] | None = None
+        """In a worker: the epoch and the states after its last batch."""
+        self.log = log if log is not None else DrawLog(shared=False)
         self._keys: dict[tuple[str, int], int] = {}
 
+    def around(self, fetch: Callable[[], _T], epoch: int, batch: int, worker: int | None) -> _T:
+        """``fetch()``, made again with the RNGs seeded that it was seen drawing from.
+
+        In the main process (``worker`` ``None``) the user's own states of the RNGs seeded
+        are put back afterwards, so the user's draws go on as if nothing had run. A first
+        attempt that raised is made again too if it drew (its error may have been a draw's).
+        In a worker, the states after a batch are those before the next one of the epoch
+        (only the worker's seeding at a new epoch runs in between).
+        """
+        main = worker is None
+        quiet = self._quiet
+        if not quiet and not main:
+            return fetch()
+        taken = RNGS if main else quiet
+        last = self._last
+        if main or last is None or last[0] != epoch or last[1].rngs != taken:
+            before = RngStates(taken)
+        else:
+            before = last[1]
+        self._last = None
+        try:
+            while True:
+                try:
+                    result = fetch()
+                except Exception:
+                    drawn = [r for r in before.since(RngStates(taken)) if r in quiet]
+                    if not drawn:
+                        raise
+                else:
+                    after = RngStates(taken)
+                    if after.values == before.values:  # nothing moved (the usual case)
+                        if not main:
+                            self._last = (epoch, after)
+                        return result
+                    drawn = [r for r in before.since(after) if r in quiet]
+                    if not drawn:
+                        if not main:
+                            self._last = (epoch, after)
+                        return result
+                # drew from an RNG not seeded: seed it from now on, and make the batch again
+                self.log.saw(drawn, epoch, batch, worker)
+                self.seeded = tuple(r for r in RNGS if r in self.seeded or r in drawn)
+                quiet = self._quiet = tuple(r for r in quiet if r not in drawn)
+        finally:
+            if main and self.seeded:
+                before.restore(self.seeded)
+
     def _seed(self, part: str, epoch: int, index: int) -> None:
+        if not self.seeded:
+            return
         key = self._keys.get((part, epoch))
         if key is None:
             if len(self._keys) > 64:  # epochs long gone
                 self._keys.clear()
             key = self._keys[part, epoch] = derive_key(self.seed, "global-rngs", part, epoch)
-        seed_all(_splitmix64(key, index))
+        seed_rngs(_splitmix64(key, index), self.seeded)
+
+    @property
+    def reads_seeded(self) -> bool:
+        """Whether reading samples seeds RNGs now (else the source reads them in one go)."""
+        return self.getitem and bool(self.seeded)
 
     def before_sample(self, epoch: int, index: int) -> None:
         """Seed them for reading sample ``index`` of ``epoch``."""
@@ -135,11 +522,12 @@ class SampleSeeding:
         self._seed("collate", epoch, batch_index)
 
 
-def sample_seeding(plan: LoaderPlan) -> SampleSeeding | None:
+def sample_seeding(plan: LoaderPlan, num_workers: int = 0) -> SampleSeeding | None:
     """The per-sample seeding of a map-style ``plan``, or ``None`` where there is none.
 
     ``None`` for ``"per_worker"``, and where none of the user's code runs (see
-    :func:`~loaderkit.plan.sections.global_rngs.seeded_parts`).
+    :func:`~loaderkit.plan.sections.global_rngs.seeded_parts`). With a cache (``with_cache``)
+    every RNG is seeded (see :class:`SampleSeeding`).
     """
     from loaderkit.plan.sections.global_rngs import seeded_parts
 
@@ -153,4 +541,6 @@ def sample_seeding(plan: LoaderPlan) -> SampleSeeding | None:
         getitem="__getitem__" in parts,
         transform="transform" in parts,
         collator="collator" in parts,
+        watch=plan.cache is None,
+        log=DrawLog(shared=num_workers > 0),
     )
