@@ -52,7 +52,7 @@ def test_the_dry_run_runs_every_workload_and_prints_the_whole_table():
     lines = result.stdout.splitlines()
     assert lines[0].startswith("device: DRY RUN on the CPU")
     table = [line for line in lines if line.startswith("  ") and "reference" in line]
-    assert [line.split("  ")[1] for line in table] == [row for row in _rows()]
+    assert [line.split("  ")[1] for line in table] == list(_rows())
     assert all("x (" in line for line in table)  # every row has its ratio, none is n/a
     checks = [line for line in lines if line.startswith("  check OK: ")]
     assert [c.split(": ")[1] for c in checks] == ["copy", "vision", "decode"]
