@@ -8,8 +8,10 @@ Usage, from the repository root::
 
 Each module's ``main()`` prints its own table and returns ``dict[str, float]``. Targets are read
 from keys ``met:<target>`` (1.0 met, 0.0 not met); modules that predate that convention get a
-small adapter below. Benchmarks report, they do not gate: the exit code is 0 when targets are
-missed and 1 only when a benchmark crashes.
+small adapter below. A module that needs what this machine lacks (``bench_device``: CUDA)
+defines ``unavailable() -> str | None``; where it returns a reason, the module is skipped and
+the summary says why. Benchmarks report, they do not gate: the exit code is 0 when targets are
+missed or modules skipped, and 1 only when a benchmark crashes.
 """
 
 from __future__ import annotations
@@ -77,15 +79,29 @@ def targets_of(name: str, module: ModuleType, figures: dict[str, float]) -> dict
     return met
 
 
-def run(names: list[str], quick: bool) -> tuple[dict[str, dict[str, bool]], list[str]]:
-    """Run each module's ``main()``; return targets per module and the modules that crashed."""
+def unavailable(module: ModuleType) -> str | None:
+    """Why ``module`` cannot run on this machine (its ``unavailable()``), or ``None``."""
+    check = getattr(module, "unavailable", None)
+    return check() if callable(check) else None
+
+
+def run(
+    names: list[str], quick: bool
+) -> tuple[dict[str, dict[str, bool]], list[str], dict[str, str]]:
+    """Run each module's ``main()``: targets per module, the crashed ones, the skipped ones."""
     results: dict[str, dict[str, bool]] = {}
     crashed: list[str] = []
+    skipped: dict[str, str] = {}
     for name in names:
         print(f"=== {name}" + (" (--quick)" if quick else ""), flush=True)
         start = time.perf_counter()
         try:
             module = importlib.import_module(name)
+            why = unavailable(module)
+            if why is not None:
+                print(f"  skipped: {why}\n", flush=True)
+                skipped[name] = why
+                continue
             kwargs = _kwargs(module.main, quick)
             if quick and not kwargs:
                 print("  (this benchmark has no quick mode: full run)")
@@ -97,10 +113,15 @@ def run(names: list[str], quick: bool) -> tuple[dict[str, dict[str, bool]], list
             traceback.print_exc()
             crashed.append(name)
         print(f"  ({time.perf_counter() - start:.1f} s)\n", flush=True)
-    return results, crashed
+    return results, crashed, skipped
 
 
-def summary(results: dict[str, dict[str, bool]], crashed: list[str], quick: bool) -> None:
+def summary(
+    results: dict[str, dict[str, bool]],
+    crashed: list[str],
+    quick: bool,
+    skipped: dict[str, str] | None = None,
+) -> None:
     """Print every target, met or not, and the totals."""
     title = "summary" + (" (QUICK run: fewer repeats, smaller untargeted sizes)" if quick else "")
     print(f"=== {title}")
@@ -114,7 +135,14 @@ def summary(results: dict[str, dict[str, bool]], crashed: list[str], quick: bool
             print(f"  {'met    ' if ok else 'NOT MET'}  {name}: {target}")
     for name in crashed:
         print(f"  CRASHED  {name}")
-    print(f"  {met}/{total} targets met" + (f"; {len(crashed)} crashed" if crashed else ""))
+    skipped = skipped or {}
+    for name, why in skipped.items():
+        print(f"  SKIPPED  {name}: {why}")
+    print(
+        f"  {met}/{total} targets met"
+        + (f"; {len(crashed)} crashed" if crashed else "")
+        + (f"; {len(skipped)} skipped" if skipped else "")
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -132,8 +160,8 @@ def main(argv: list[str] | None = None) -> int:
     if not names:
         print(f"no benchmark matches {args.only}", file=sys.stderr)
         return 2
-    results, crashed = run(names, args.quick)
-    summary(results, crashed, args.quick)
+    results, crashed, skipped = run(names, args.quick)
+    summary(results, crashed, args.quick, skipped)
     return 1 if crashed else 0
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -80,3 +81,65 @@ def test_no_public_name_shadows_a_common_package():
         missing = [n for n in public if not hasattr(module, n)]
         assert not missing, f"{name}.__all__ names what it does not define: {missing}"
         assert not [n for n in public if n in common], f"{name} shadows {common & set(public)}"
+
+
+def _pyproject() -> dict[str, Any]:
+    try:
+        import tomllib
+    except ModuleNotFoundError:  # Python 3.10
+        import tomli as tomllib
+    with (ROOT / "pyproject.toml").open("rb") as f:
+        data: dict[str, Any] = tomllib.load(f)
+    return data
+
+
+def _names(requirements: list[str]) -> list[str]:
+    """Distribution names of requirement strings (``"torch>=2.1"`` -> ``"torch"``)."""
+    return [re.split(r"[\s<>=!~;\[]", r, maxsplit=1)[0].lower() for r in requirements]
+
+
+def _install_comment(extra: str) -> str:
+    """The comment of getting-started's ``pip install -e <target>`` line, continuations too."""
+    target = "." if not extra else f"'.[{extra}]'"
+    lines = (ROOT / "docs" / "getting-started.md").read_text().splitlines()
+    for i, line in enumerate(lines):
+        if line.startswith(f"python -m pip install -e {target} "):
+            comment = [line.split("#", 1)[1]]
+            for after in lines[i + 1 :]:
+                if not after.lstrip().startswith("#"):
+                    break
+                comment.append(after.split("#", 1)[1])
+            return " ".join(comment).lower()
+    raise AssertionError(f"docs/getting-started.md has no `pip install -e {target}` line")
+
+
+def test_the_install_comments_name_what_each_install_pulls():
+    project = _pyproject()["project"]
+    for extra, requirements in [
+        ("", project["dependencies"]),
+        *((e, project["optional-dependencies"][e]) for e in ("vision", "test")),
+    ]:
+        comment = _install_comment(extra)
+        missing = [n for n in _names(requirements) if not re.search(rf"\b{n}\b", comment)]
+        assert not missing, f"the install comment of {extra or 'the package'} omits {missing}"
+
+
+def test_the_vision_extra_installs_what_the_vision_guide_imports():
+    import sys
+
+    project = _pyproject()["project"]
+    installed = {
+        *_names(project["dependencies"]),
+        *_names(project["optional-dependencies"]["vision"]),
+    }
+    text = (ROOT / "docs" / "vision.md").read_text()
+    code = "\n".join(re.findall(r"```python\n(.+?)\n```", text, flags=re.S))
+    modules = set(re.findall(r"^\s*(?:from|import) (\w+)", code, flags=re.M))
+    distributions = {"PIL": "pillow"}
+    needed = {
+        distributions.get(m, m).lower()
+        for m in modules
+        if m not in sys.stdlib_module_names and m != "loaderkit"
+    }
+    assert "torchvision" in needed  # the recipe's transforms: the check has something to check
+    assert needed <= installed, f"[vision] lacks {sorted(needed - installed)}"

@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from loaderkit.runtime.loader import Loader
     from loaderkit.runtime.stream import StreamLoader
 
-__all__ = ["explain_loader", "explain_stream"]
+__all__ = ["explain_loader", "explain_stream", "explained_epoch"]
 
 
 def explain_loader(loader: Loader, planner: Planner, part: npt.NDArray[Any] | None) -> str:
@@ -36,7 +36,11 @@ def explain_loader(loader: Loader, planner: Planner, part: npt.NDArray[Any] | No
     for the epoch on this rank, and what reading its values cost).
 
     ``planner`` and ``part`` are the loader's planner and its split part (or ``None``).
+    The epoch reported is the one the loader is at (a pass in progress, or the position
+    ``set_epoch`` or ``load_state_dict`` set), or, once its last pass ran to the end, the one
+    the next pass reads (:func:`explained_epoch`).
     """
+    epoch, which = explained_epoch(loader)
     lines = [
         loader.plan.explain(),
         f"  resolved    rank {loader.rank} of {loader.world_size} "
@@ -60,9 +64,8 @@ def explain_loader(loader: Loader, planner: Planner, part: npt.NDArray[Any] | No
             f"{loader.plan.dataset.length:,} samples"
         )
     if loader.world_size > 1:
-        epoch = loader.epoch
         lines.append(
-            f"  ranks       epoch {epoch}: {planner.num_batches(epoch):,} batches on this "
+            f"  ranks       epoch {epoch}{which}: {planner.num_batches(epoch):,} batches on this "
             f"rank; {planner.repeated(epoch):,} samples delivered twice across ranks to "
             f"even them out (wrap-around)"
         )
@@ -70,13 +73,13 @@ def explain_loader(loader: Loader, planner: Planner, part: npt.NDArray[Any] | No
     if isinstance(sampler, CurriculumPlanner):
         cost = loader.lengths_cost if loader.sampler_planner is None else loader.sampler_cost
         lines.append(
-            f"  curriculum  difficulties: {cost}; epoch {loader.epoch}: "
-            f"{sampler.eligible(loader.epoch):,} of {len(sampler.order):,} samples eligible, "
-            f"{planner.num_batches(loader.epoch):,} batches on this rank"
+            f"  curriculum  difficulties: {cost}; epoch {epoch}{which}: "
+            f"{sampler.eligible(epoch):,} of {len(sampler.order):,} samples eligible, "
+            f"{planner.num_batches(epoch):,} batches on this rank"
         )
     if isinstance(planner, BucketPlanner):
         spec = planner.spec
-        mine = planner.batches(loader.epoch)
+        mine = planner.batches(epoch)
         stats = padding_stats(
             planner.lengths,
             mine,
@@ -95,7 +98,7 @@ def explain_loader(loader: Loader, planner: Planner, part: npt.NDArray[Any] | No
             }[type(loader.sampler_planner)]
             grouped = f"{mine.num_samples:,} {what} in "
         line = (
-            f"  bucketing   lengths: {loader.lengths_cost}; epoch {loader.epoch}: "
+            f"  bucketing   lengths: {loader.lengths_cost}; epoch {epoch}{which}: "
             f"{grouped}{len(mine):,} batches of {int(sizes.min())}-{int(sizes.max())} "
             f"samples, padding {stats['waste']:.1%} of tokens"
         )
@@ -105,6 +108,19 @@ def explain_loader(loader: Loader, planner: Planner, part: npt.NDArray[Any] | No
             line += f"; weights: {loader.sampler_cost}"
         lines.append(line)
     return inert_lines("\n".join(lines))  # names of the data: untrusted text
+
+
+def explained_epoch(loader: Loader) -> tuple[int, str]:
+    """The epoch ``explain()`` reports, and how it is labelled (``""`` or ``" (next pass)"``).
+
+    While a pass is in progress, or after ``set_epoch(e)`` / ``load_state_dict(state)``
+    (before the next ``iter()``), that is :attr:`Loader.epoch`. Once the last pass ran to
+    its end, and so after loading a state taken at that point, the loader is done with that
+    epoch: the report is about the epoch the next pass reads (:attr:`Loader.next_pass`).
+    """
+    if loader._pass_ended:
+        return loader.next_pass[0], " (next pass)"
+    return loader.epoch, ""
 
 
 def collator_lines(collate: object) -> list[str]:

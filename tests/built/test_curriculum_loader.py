@@ -131,3 +131,48 @@ def test_curriculum_fields_are_stream_fields():
         BASE.with_curriculum("hardness", half_then_all).compile().fingerprint,
     }
     assert len(prints) == 8
+
+
+def _explained(loader, label: str) -> str:
+    """The line of ``loader.explain()`` that reports ``label`` for the resolved epoch."""
+    lines = loader.explain().splitlines()
+    (line,) = [line for line in lines if line.startswith(f"  {label}") and "this rank" in line]
+    return line
+
+
+def test_explain_reports_the_epoch_the_loader_is_at_or_starts_after_a_resume():
+    # issue 29: after loading a state taken when epoch 0 ended, the loader starts epoch 1, and
+    # explain() said "epoch 0"; the eligible count and batches differ per epoch here
+    plan = BASE.with_curriculum("hardness", horizon=4, start=0.25).compile()
+    first = plan.build()
+    assert "epoch 0: 25 of 100 samples eligible, 3 batches" in _explained(first, "curriculum")
+    collect(first)
+    ended = first.state_dict()
+    resumed = plan.build()
+    resumed.load_state_dict(ended)
+    line = _explained(resumed, "curriculum")
+    ids = _ids(collect(resumed))  # what the next pass (epoch 1) delivers
+    assert f"epoch 1 (next pass): {len(ids)} of 100 samples eligible" in line
+    assert len(ids) != 25
+
+    for stage in ("mid-epoch state", "pass in progress"):  # at epoch 1: no "next pass"
+        loader = plan.build()
+        loader.set_epoch(1)
+        batches = iter(loader)
+        next(batches)
+        if stage == "mid-epoch state":
+            state = loader.state_dict()
+            loader = plan.build()
+            loader.load_state_dict(state)
+        assert f"epoch 1: {len(ids)} of 100 samples eligible" in _explained(loader, "curriculum")
+
+
+def test_explain_reports_a_ranks_next_epoch_after_a_resume():
+    plan = BASE.with_distributed(world_size=2, rank=0).compile()
+    first = plan.build()
+    collect(first)
+    resumed = plan.build()
+    resumed.load_state_dict(first.state_dict())
+    assert _explained(resumed, "ranks").startswith("  ranks       epoch 1 (next pass): 5 batches")
+    resumed.set_epoch(0)
+    assert _explained(resumed, "ranks").startswith("  ranks       epoch 0: 5 batches")

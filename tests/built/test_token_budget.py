@@ -115,9 +115,13 @@ def test_the_preset_default_lets_the_budget_bind_and_explain_says_so():
     assert "at most max_batch_size=256 samples and max_tokens=4,096 padded tokens" in text
     assert "max_batch_size closes batches whose rows are at most 16 tokens wide" in text
     with plan.build() as loader:
-        rows = [b["input_ids"].shape[0] for b in loader]
-        sizes = [b["input_ids"].numel() for b in loader]
+        for _ in loader:  # epoch 0, to its end: explain() is then about the next pass
+            pass
         report = loader.explain()
+        assert "epoch 1 (next pass):" in report
+        batches = [b["input_ids"] for b in loader]  # epoch 1
+    rows = [b.shape[0] for b in batches]
+    sizes = [b.numel() for b in batches]
     assert max(sizes) <= 4_096
     capped = sum(r == 256 for r in rows) / len(rows)
     assert capped < 0.1  # the budget closes almost every batch

@@ -171,6 +171,48 @@ def test_a_binding_of_another_dataset_is_refused():
     assert "9 samples given" in str(err.value) and "10 samples expected" in str(err.value)
 
 
+class IndexDataset:
+    """A map-style dataset of its indices (a class of this module, by ``module.qualname``)."""
+
+    def __init__(self, n: int) -> None:
+        self.n = n
+
+    def __len__(self) -> int:
+        return self.n
+
+    def __getitem__(self, index: int) -> int:
+        return index
+
+
+def test_a_binding_of_a_same_named_class_from_elsewhere_names_both_types():
+    # the issue-29 case: the plan's class from a module, the bound one defined in __main__
+    plan = DataLoaderBuilder().with_dataset(IndexDataset(1000)).with_batch_size(10).compile()
+    in_main = type("IndexDataset", (IndexDataset,), {"__module__": "__main__"})
+    with pytest.raises(PlanError) as err:
+        LoaderPlan.from_dict(plan.to_dict(), bindings={"dataset": in_main(1000)})
+    (problem,) = err.value.problems
+    assert problem.path == "dataset"
+    assert (
+        "torch_map __main__.IndexDataset of 1000 samples given, "
+        f"torch_map {__name__}.IndexDataset of 1000 samples expected" in problem.message
+    )
+
+
+def test_a_mismatch_shows_each_field_that_differs_on_both_sides():
+    from loaderkit.plan.sections.dataset import describe_recorded
+    from loaderkit.plan.specs import DatasetSpec
+
+    base = DatasetSpec("d", "hf", "datasets.Dataset", 10, "abc", ("x",), ("Value",))
+    same = describe_recorded(base, base)
+    assert same == "hf Dataset of 10 samples, identity abc"
+    other = DatasetSpec("d", "hf", "datasets.Dataset", 10, None, ("x", "y"), ("Value",))
+    assert describe_recorded(base, other) == "hf Dataset of 10 samples, identity abc, columns ['x']"
+    assert describe_recorded(other, base) == (
+        "hf Dataset of 10 samples, no identity, columns ['x', 'y']"
+    )
+    assert describe_recorded(base, other) != describe_recorded(other, base)
+
+
 def test_unused_bindings_are_refused_with_a_suggestion():
     with pytest.raises(PlanError) as err:
         LoaderPlan.from_dict(_plan().to_dict(), bindings={"trian": list(range(10))})

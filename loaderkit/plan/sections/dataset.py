@@ -242,7 +242,8 @@ def read_dataset(
             Problem(
                 path,
                 f"the object bound to {binding!r} is not the dataset the plan was made "
-                f"for: {describe_recorded(live)} given, {describe_recorded(recorded)} "
+                f"for: {describe_recorded(live, recorded)} given, "
+                f"{describe_recorded(recorded, live)} "
                 f"expected; bind the same dataset or compile a new plan",
             )
         )
@@ -340,7 +341,8 @@ def _rebuilt(
             Problem(
                 path,
                 f"the dataset made by {source.describe()} is not the one the plan was made "
-                f"for: {describe_recorded(live)} made, {describe_recorded(recorded)} expected; "
+                f"for: {describe_recorded(live, recorded)} made, "
+                f"{describe_recorded(recorded, live)} expected; "
                 f"its data changed: compile a new plan, or bind the original dataset "
                 f"(bindings={{{binding!r}: ...}})",
             )
@@ -360,11 +362,32 @@ def _repath(problems: Sequence[Problem], path: str) -> list[Problem]:
     ]
 
 
-def describe_recorded(spec: DatasetSpec) -> str:
-    """``"map list of 10 samples"``: a dataset as a message names it."""
+def describe_recorded(spec: DatasetSpec, against: DatasetSpec | None = None) -> str:
+    """``"map list of 10 samples"``: a dataset as a message names it.
+
+    With ``against`` (the other side of a mismatch), every field in which the two differ is
+    shown, so that the two descriptions never read alike: the type in full
+    (``module.qualname``) where the types differ, the identity (``none`` where one side has
+    none), the columns, the HF features and the source that makes the dataset again.
+    """
     size = "?" if spec.length is None else str(spec.length)
-    ident = f", identity {spec.identity}" if spec.identity else ""
-    return f"{spec.kind} {spec.type_name.rsplit('.', 1)[-1]} of {size} samples{ident}"
+    differs = against is not None and against.type_name != spec.type_name
+    type_name = spec.type_name if differs else spec.type_name.rsplit(".", 1)[-1]
+    text = f"{spec.kind} {type_name} of {size} samples"
+    if spec.identity:
+        text += f", identity {spec.identity}"
+    elif against is not None and against.identity:
+        text += ", no identity"
+    if against is None:
+        return text
+    if spec.columns != against.columns:
+        text += f", columns {list(spec.columns)}"
+    if spec.features != against.features:
+        text += f", features {list(spec.features)}"
+    if spec.source != against.source:
+        made = "no source" if spec.source is None else f"made by {spec.source.describe()}"
+        text += f", {made}"
+    return text
 
 
 def dataset_calls(spec: DatasetSpec, ctx: ReprContext) -> tuple[str, ...]:

@@ -323,8 +323,10 @@ def read_mixture(reader: Reader, data: Mapping[str, Any]) -> MixtureSpec | None:
             reader.problems.append(
                 Problem(
                     "dataset",
-                    f"does not match the mixture's sources: {describe_recorded(dataset)} recorded, "
-                    f"{describe_recorded(expected)} from the sources; compile the plan again",
+                    f"does not match the mixture's sources: "
+                    f"{describe_recorded(dataset, expected)} recorded, "
+                    f"{describe_recorded(expected, dataset)} from the sources; compile the "
+                    f"plan again",
                 )
             )
     return chosen
