@@ -20,6 +20,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from loaderkit import DataError, DataLoaderBuilder, LoaderPlan
+from loaderkit.runtime import global_rngs
 from loaderkit.runtime.global_rngs import RNGS, RngStates, SampleSeeding
 from loaderkit.testing import assert_worker_invariant
 
@@ -204,6 +205,7 @@ def leave_caches_full() -> None:
     random.gauss(0, 1)  # likewise (gauss_next)
 
 
+@pytest.mark.usefixtures("readers")
 @pytest.mark.parametrize(
     "pattern",
     [{}, {11: ("numpy-gauss",)}, {11: ("random-gauss",)}, {2: ("torch", "numpy", "random")}],
@@ -223,6 +225,7 @@ def test_the_main_process_keeps_its_states_gaussian_caches_included(
     assert same(list(got), list(expected))
 
 
+@pytest.mark.usefixtures("readers")
 def test_a_cached_gaussian_is_not_handed_to_a_sample() -> None:
     """The sample's one draw would be the user's cached normal if it went unseen."""
     plan = builder(Sometimes({11: ("numpy-gauss",), 12: ("random-gauss",)})).compile()
@@ -274,6 +277,27 @@ def test_with_a_cache_all_three_are_seeded_always() -> None:
     assert "with a cache all three are seeded always" in plan.explain()
 
 
+@pytest.fixture(params=["bytes", "official"])
+def readers(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """The states read as bytes (the layouts found at import) or by the official getters (the
+    fallback where a layout check fails)."""
+    if request.param == "official":
+        monkeypatch.setattr(
+            global_rngs,
+            "_READERS",
+            {
+                "torch": global_rngs._read_torch,
+                "numpy": global_rngs._read_numpy_official,
+                "random": global_rngs._read_random_official,
+            },
+        )
+        monkeypatch.setattr(global_rngs, "_READER_TUPLES", {})
+    else:  # this interpreter's layouts were found and checked
+        assert global_rngs._PY_OFFSET is not None and global_rngs._NP_LAYOUT is not None
+    return str(request.param)
+
+
+@pytest.mark.usefixtures("readers")
 @pytest.mark.parametrize("rng", RNGS)
 def test_states_see_every_kind_of_draw_and_put_back_exactly(rng: str) -> None:
     draws: dict[str, list[Callable[[], Any]]] = {
