@@ -81,7 +81,7 @@ def main(quick: bool = False) -> dict[str, float]:
         folder = tempfile.mkdtemp()
         base = DataLoaderBuilder().with_dataset(dataset).with_batch_size(64).with_shuffle()
         if workers:
-            base = base.with_workers(workers, start_method="fork")
+            base = base.with_workers(workers)
         loaders: dict[str, Any] = {
             "torch": DataLoader(
                 dataset,

@@ -60,7 +60,7 @@ def _loader(dataset: Dataset[Any], workers: int, policy: str) -> Any:
         DataLoaderBuilder().with_dataset(dataset).with_batch_size(64).with_shuffle().with_seed(1)
     )
     if workers:
-        builder = builder.with_workers(workers, start_method="fork")
+        builder = builder.with_workers(workers)
     return builder.with_error_policy(policy).compile().build()
 
 
