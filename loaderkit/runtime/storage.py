@@ -6,6 +6,10 @@ each worker ends up with its own copy of it (torch's copy-on-read growth). Store
 (:mod:`loaderkit.datasets.serialized`: one byte buffer plus offsets, made at ``build()``), reading
 a sample unpickles a slice of a buffer the workers share. See ``with_dataset(storage=...)``
 and ``docs/workers.md``.
+
+A dataset of the user's own class is not stored (its ``__getitem__`` is the user's): the large
+Python containers it holds are reported instead (:mod:`loaderkit.runtime.copy_on_read`), in
+``explain()`` and in one warning at ``build()`` (:func:`warn_copies`).
 """
 
 from __future__ import annotations
@@ -15,11 +19,13 @@ from typing import Any, Literal
 
 import attrs
 
+from loaderkit._text import inert
 from loaderkit.datasets.serialized import FlatSamples, NotSerializableError, serialize
 from loaderkit.errors import DataError
 from loaderkit.plan.specs import AUTO_FLAT_MIN_SAMPLES, DatasetSpec
+from loaderkit.runtime.copy_on_read import Held, held_containers
 
-__all__ = ["StorageReport", "stored"]
+__all__ = ["StorageReport", "held_report", "stored", "warn_copies"]
 
 _LOG = logging.getLogger("loaderkit")
 
@@ -33,6 +39,15 @@ class StorageReport:
     why: str
     nbytes: int = 0
     seconds: float = 0.0
+    held: tuple[Held, ...] = ()
+    """The large Python containers a dataset object holds, which each worker copies."""
+    num_workers: int = 0
+
+    def lines(self) -> list[str]:
+        """The explain lines: :meth:`line`, or one line per container :attr:`held`."""
+        if not self.held:
+            return [self.line()]
+        return [f"{self.binding!r}: {held.describe(self.num_workers)}" for held in self.held]
 
     def line(self) -> str:
         """``"'train': flat, 131.7 MB serialized in 1.2 s (storage='auto': ...)"``."""
@@ -56,6 +71,8 @@ def stored(
     pickle; ``"auto"`` then keeps the objects, and says why. ``choosable=False`` for a
     mixture's source, whose storage is always ``"auto"`` (no ``storage=`` to suggest).
     """
+    if spec.kind == "torch_map":
+        return data, held_report(data, spec, num_workers)
     if spec.kind != "samples" or isinstance(data, FlatSamples):
         return data, None
     storage = spec.storage
@@ -93,3 +110,49 @@ def stored(
         else f"storage='auto': {num_workers} workers read {n:,} samples"
     )
     return flat, StorageReport(spec.binding, "flat", why, flat.nbytes, flat.seconds)
+
+
+def held_report(data: Any, spec: DatasetSpec, num_workers: int) -> StorageReport | None:
+    """The large Python containers a dataset of the user's class holds, for workers to copy.
+
+    ``None`` without workers or where it holds none (see
+    :mod:`loaderkit.runtime.copy_on_read`). Only ``torch_map`` and ``torch_iterable`` datasets
+    are looked into: the other kinds are loaderkit's to read (a list is stored as
+    ``storage`` says, columns are gathered).
+    """
+    if num_workers == 0 or spec.kind not in ("torch_map", "torch_iterable"):
+        return None
+    held = held_containers(data)
+    if not held:
+        return None
+    why = "a dataset of your class: its own code reads what it holds"
+    return StorageReport(spec.binding, "objects", why, held=held, num_workers=num_workers)
+
+
+def warn_copies(reports: tuple[StorageReport, ...], num_workers: int) -> None:
+    """One warning for all the containers ``reports`` hold that workers copy (none: silent).
+
+    Called at ``build()`` once the loader knows its workers start (``num_workers > 0``).
+    """
+    held = [(r.binding, h) for r in reports for h in r.held]
+    if not held or num_workers == 0:
+        return
+    total = sum(h.item_bytes for _, h in held) / 1e6
+    each = "; ".join(
+        f"{h.where} ({h.kind} of {h.length:,} items, about {h.item_bytes / 1e6:,.1f} MB; "
+        f"fix: {h.fix()})"
+        for _, h in held
+    )
+    bindings = ", ".join(sorted({repr(b) for b, _ in held}))
+    _LOG.warning(
+        "%s",
+        inert(
+            f"loaderkit: dataset {bindings}: each of the {num_workers} workers will copy about "
+            f"{total:,.1f} MB of Python objects your dataset holds ({total * num_workers:,.1f} "
+            f"MB in all, estimated): a worker that reads a Python object writes its reference "
+            f"count, so the pages holding it are copied into the worker (copy-on-read). "
+            f"{each}. loaderkit does not store them flat by itself, since your __getitem__ may "
+            f"change them or use them as lists; loader.explain() lists them",
+            4000,
+        ),
+    )
