@@ -14,7 +14,10 @@ Python containers it holds are reported instead (:mod:`loaderkit.runtime.copy_on
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import logging
+from collections.abc import Iterator
 from typing import Any, Literal
 
 import attrs
@@ -25,9 +28,26 @@ from loaderkit.errors import DataError
 from loaderkit.plan.specs import AUTO_FLAT_MIN_SAMPLES, DatasetSpec
 from loaderkit.runtime.copy_on_read import Held, held_containers
 
-__all__ = ["StorageReport", "held_report", "stored", "warn_copies"]
+__all__ = ["StorageReport", "held_report", "quiet_copies", "stored", "warn_copies"]
 
 _LOG = logging.getLogger("loaderkit")
+
+_QUIET: contextvars.ContextVar[bool] = contextvars.ContextVar("quiet_copies", default=False)
+"""Whether :func:`warn_copies` is silenced (see :func:`quiet_copies`)."""
+
+
+@contextlib.contextmanager
+def quiet_copies() -> Iterator[None]:
+    """Builds inside say nothing of copied containers (``explain()`` still does).
+
+    For loaders that loaderkit builds for its own measuring (``plan.autotune()``'s trials):
+    the warning is for the loader the user builds.
+    """
+    token = _QUIET.set(True)
+    try:
+        yield
+    finally:
+        _QUIET.reset(token)
 
 
 @attrs.frozen
@@ -135,7 +155,7 @@ def warn_copies(reports: tuple[StorageReport, ...], num_workers: int) -> None:
     Called at ``build()`` once the loader knows its workers start (``num_workers > 0``).
     """
     held = [(r.binding, h) for r in reports for h in r.held]
-    if not held or num_workers == 0:
+    if not held or num_workers == 0 or _QUIET.get():
         return
     total = sum(h.item_bytes for _, h in held) / 1e6
     each = "; ".join(

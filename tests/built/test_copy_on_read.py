@@ -181,6 +181,21 @@ def test_a_stream_read_by_workers(caplog: pytest.LogCaptureFixture) -> None:
     assert _storage(text) == [] and warnings == []
 
 
+@pytest.mark.timeout(300)
+def test_autotune_trials_say_nothing_the_loader_built_after_does(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    plan = _builder(Annotations(_dicts(N)), workers=1).compile()
+    with caplog.at_level(logging.WARNING, logger="loaderkit"):
+        tuned, report = plan.autotune(
+            budget_s=60, num_workers=(1,), prefetch_factors=(2,), warmup_batches=1, batches=2
+        )
+    assert report.trials  # loaders were built and read, with a worker
+    assert not [m for m in caplog.messages if "copy-on-read" in m]
+    text, warnings = _built(tuned, caplog)  # type: ignore[arg-type]
+    assert len(warnings) == 1 and len(_storage(text)) == 1
+
+
 # -- when it does not ------------------------------------------------------------------------
 
 
