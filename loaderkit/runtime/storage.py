@@ -93,6 +93,8 @@ def stored(
     """
     if spec.kind == "torch_map":
         return data, held_report(data, spec, num_workers)
+    if spec.kind == "columns":
+        return _stored_columns(data, spec, num_workers, choosable)
     if spec.kind != "samples" or isinstance(data, FlatSamples):
         return data, None
     storage = spec.storage
@@ -130,6 +132,68 @@ def stored(
         else f"storage='auto': {num_workers} workers read {n:,} samples"
     )
     return flat, StorageReport(spec.binding, "flat", why, flat.nbytes, flat.seconds)
+
+
+def _stored_columns(
+    data: Any, spec: DatasetSpec, num_workers: int, choosable: bool
+) -> tuple[Any, StorageReport | None]:
+    """A dict of columns with its Python list (or tuple) columns stored as ``storage`` says.
+
+    Provably safe to do by itself: loaderkit reads a column only by ``len`` and
+    ``column[i]`` (:class:`~loaderkit.runtime.sources.ColumnsSource`), which a
+    :class:`FlatSamples` answers with an equal value. Only exact ``list`` and ``tuple``
+    columns (a subclass's indexing may be its own); numpy and tensor columns are gathered and
+    copy nothing. ``None`` where no column is a list.
+    """
+    names = [k for k, c in data.items() if type(c) in (list, tuple)]
+    if not names:
+        return data, None
+    n = spec.length or 0
+    shown_names = ", ".join(repr(k) for k in names[:8]) + (" ..." if len(names) > 8 else "")
+    what = f"the Python list column{'s' if len(names) > 1 else ''} {shown_names}"
+    storage = spec.storage
+    if storage == "objects":
+        return data, StorageReport(spec.binding, "objects", f"storage='objects': {what}")
+    if storage == "auto":
+        if num_workers == 0:  # nothing is copied: nothing to say
+            return data, None
+        if n < AUTO_FLAT_MIN_SAMPLES:
+            return data, StorageReport(
+                spec.binding,
+                "objects",
+                f"storage='auto': {what} of {n:,} samples, fewer than the "
+                f"{AUTO_FLAT_MIN_SAMPLES:,} it stores flat"
+                + ("; storage='flat' to store them flat anyway" if choosable else ""),
+            )
+    columns = dict(data)
+    nbytes, seconds, kept = 0, 0.0, []
+    for name in names:
+        try:
+            flat = serialize(columns[name])
+        except NotSerializableError as exc:
+            if storage == "flat":
+                raise DataError(
+                    f"dataset {spec.binding!r} (storage='flat'): column {name!r}: "
+                    f"{exc.describe()}, and flat storage pickles every value; make it "
+                    f"picklable, or read the columns themselves with with_dataset(..., "
+                    f"storage='objects')",
+                    sample_index=exc.index,
+                ) from exc.cause
+            kept.append(f"column {name!r}: {exc.describe()}, so it is read as it is")
+            continue
+        columns[name] = flat
+        nbytes, seconds = nbytes + flat.nbytes, seconds + flat.seconds
+    why = (
+        f"storage='flat': {what}"
+        if storage == "flat"
+        else f"storage='auto': {num_workers} workers read {n:,} samples of {what}"
+    )
+    if kept:
+        why += "; " + "; ".join(kept)
+        _LOG.warning("loaderkit: dataset %r: %s", spec.binding, inert("; ".join(kept), 2000))
+    if len(kept) == len(names):
+        return data, StorageReport(spec.binding, "objects", why)
+    return columns, StorageReport(spec.binding, "flat", why, nbytes, seconds)
 
 
 def held_report(data: Any, spec: DatasetSpec, num_workers: int) -> StorageReport | None:

@@ -354,6 +354,78 @@ def test_bounded_whatever_the_object_holds() -> None:
     assert held_containers(deep) == ()  # deeper than DEPTH datasets: not looked into
 
 
+# -- where loaderkit stores it flat by itself: a dict's Python list columns ------------------
+
+
+class _Opaque:
+    """Pickles only by failing."""
+
+    def __reduce__(self) -> Any:
+        raise TypeError("cannot pickle '_Opaque' object")
+
+
+class _Tagged(list):  # type: ignore[type-arg]
+    """A list subclass: its own indexing may differ, so it is left as it is."""
+
+
+def _columns(n: int) -> dict[str, Any]:
+    return {
+        "text": [f"line {i}" for i in range(n)],
+        "ids": tuple([i, i + 1] for i in range(n)),
+        "label": np.arange(n),
+    }
+
+
+def _column_batches(loader: Any) -> list[Any]:
+    return [(b["text"], b["ids"].tolist(), b["label"].tolist()) for b in loader]
+
+
+@pytest.mark.timeout(300)
+def test_a_dicts_list_columns_are_stored_flat_for_workers() -> None:
+    columns = _columns(N)
+    base = DataLoaderBuilder().with_dataset(columns).with_batch_size(500).with_shuffle()
+    want = _column_batches(base.build())
+    with base.with_workers(2, timeout=120).build() as loader:
+        (line,) = _storage(loader.explain())
+        assert _column_batches(loader) == want
+    assert "'dataset': flat, " in line
+    assert "2 workers read 20,000 samples of the Python list columns 'text', 'ids'" in line
+    assert "label" not in line  # a numpy column is gathered: nothing to store
+    assert _storage(base.build().explain()) == []  # no workers: nothing is copied
+    with base.with_dataset(columns, storage="objects").with_workers(2, timeout=120).build() as lo:
+        assert _storage(lo.explain()) == [
+            "  storage     'dataset': Python objects (storage='objects': the Python list "
+            "columns 'text', 'ids')"
+        ]
+        assert _column_batches(lo) == want
+    small = base.with_dataset(_columns(100)).with_workers(2, timeout=120).build()
+    with small:
+        assert "fewer than the 10,000 it stores flat; storage='flat'" in small.explain()
+    with base.with_dataset(_columns(100), storage="flat").build() as flat:
+        assert "flat, " in flat.explain()
+    assert isinstance(columns["text"], list)  # the user's dict is left as it was
+
+
+@pytest.mark.timeout(300)
+def test_list_columns_that_cannot_be_stored_flat(caplog: pytest.LogCaptureFixture) -> None:
+    columns = _columns(N)
+    columns["handle"] = [_Opaque() if i == 777 else i for i in range(N)]
+    columns["tagged"] = _Tagged(range(N))
+    base = DataLoaderBuilder().with_batch_size(100)
+    with pytest.raises(loaderkit.DataError, match=r"column 'handle': sample 777 does not pickle"):
+        base.with_dataset(columns, storage="flat").build()
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="loaderkit"):
+        loader = base.with_dataset(columns).with_workers(2, timeout=120).build()
+    with loader:
+        (line,) = _storage(loader.explain())
+        source = loader._fetcher.source.data
+    assert "column 'handle': sample 777 does not pickle" in line
+    assert any("sample 777 does not pickle" in m for m in caplog.messages)
+    assert type(source["handle"]) is list and type(source["tagged"]) is _Tagged
+    assert isinstance(source["text"], loaderkit.datasets.FlatSamples)
+
+
 # -- the issue's scenario: the growth is real, the fix removes it ---------------------------
 
 
