@@ -243,6 +243,17 @@ def test_silent_for_what_workers_do_not_copy(value: Any) -> None:
     assert held == ()
 
 
+def test_a_numpy_array_of_python_objects_is_copied() -> None:
+    records = np.empty(N, dtype=object)
+    records[:] = _dicts(N)
+    ints = np.asarray(range(1000, 1000 + 3 * N), dtype=object)  # Python ints: 1.9 MB
+    held, numbers = held_containers(Held(10, records=records, ints=ints))
+    assert held.kind == "object array" and held.length == N and not held.numbers
+    assert held.fix().startswith("self.records = loaderkit.datasets.flat(list(self.records))")
+    assert numbers.kind == "object array" and not numbers.numbers  # numpy.asarray keeps objects
+    assert numbers.fix().startswith("self.ints = loaderkit.datasets.flat(list(self.ints))")
+
+
 def test_flat_samples_and_an_arrow_table_are_not_copied() -> None:
     pa = pytest.importorskip("pyarrow")
     table = pa.table({"id": list(range(N)), "tag": [f"t{i}" for i in range(N)]})
