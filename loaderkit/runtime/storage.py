@@ -7,9 +7,11 @@ each worker ends up with its own copy of it (torch's copy-on-read growth). Store
 a sample unpickles a slice of a buffer the workers share. See ``with_dataset(storage=...)``
 and ``docs/workers.md``.
 
-A dataset of the user's own class is not stored (its ``__getitem__`` is the user's): the large
-Python containers it holds are reported instead (:mod:`loaderkit.runtime.copy_on_read`), in
-``explain()`` and in one warning at ``build()`` (:func:`warn_copies`).
+A dict of columns has its Python list columns stored flat the same way (loaderkit is their
+only reader). A dataset of the user's own class is not stored (its ``__getitem__`` is the
+user's): the large Python containers it holds are reported instead
+(:mod:`loaderkit.runtime.copy_on_read`), in ``explain()`` and in one warning at ``build()``
+(:func:`warn_copies`).
 """
 
 from __future__ import annotations
@@ -85,7 +87,10 @@ def stored(
     """``data`` as the workers should read it, and what was chosen.
 
     The report is ``None`` where there is nothing to choose: not a list, or ``"auto"``
-    without workers (the list is read in place, nothing is copied).
+    without workers (the list is read in place, nothing is copied). A dict of columns has its
+    Python list columns stored the same way (:func:`_stored_columns`); a dataset of the
+    user's class is returned as it is, with a report of the large containers it holds that
+    workers would copy (:func:`held_report`).
 
     ``storage="flat"`` raises :class:`~loaderkit.DataError` naming a sample that does not
     pickle; ``"auto"`` then keeps the objects, and says why. ``choosable=False`` for a

@@ -226,21 +226,14 @@ def test_silent_for_a_source_read_in_the_main_process(caplog: pytest.LogCaptureF
         np.asarray([f"s{i}" for i in range(N)]),  # fixed-width strings: one buffer
         "x" * (N * 100),
         b"x" * (N * 100),
-        list(range(N * 10)),  # small ints repeat: 0..N*10 are not all small, see below
         list(range(-5, 257)) * 100,  # shared small ints only: nothing to copy
         _dicts(9_999),  # under 10,000 items
         [None] * (N * 10),
     ],
-    ids=["numpy", "tensor", "numpy-str", "str", "bytes", "ints", "small-ints", "short", "none"],
+    ids=["numpy", "tensor", "numpy-str", "str", "bytes", "small-ints", "short", "none"],
 )
 def test_silent_for_what_workers_do_not_copy(value: Any) -> None:
-    held = held_containers(Held(10, value=value))
-    if isinstance(value, list) and len(value) == N * 10 and type(value[-1]) is int:
-        # 200,000 ints past 256: real objects (32 bytes each), reported as numbers
-        (found,) = held
-        assert found.numbers and found.fix().startswith("self.value = numpy.asarray(")
-        return
-    assert held == ()
+    assert held_containers(Held(10, value=value)) == ()
 
 
 def test_a_numpy_array_of_python_objects_is_copied() -> None:
