@@ -79,9 +79,10 @@ class DataLoaderBuilder(SamplingCalls, ExecutionCalls):
         refer to it: pass ``bindings={name: dataset}`` when loading the plan. Replaces any
         earlier dataset.
 
-        ``storage`` (a list or tuple of samples only) is how the samples reach the workers:
-        ``"flat"`` serializes them at ``build()`` into one buffer plus offsets, so reading a
-        sample in a worker copies no page of the list (``loaderkit.datasets.flat``);
+        ``storage`` (a list or tuple of samples, or a dict of columns for its Python list
+        columns) is how the samples reach the workers: ``"flat"`` serializes them at
+        ``build()`` into one buffer plus offsets, so reading a sample in a worker copies no
+        page of the list (``loaderkit.datasets.flat``);
         ``"objects"`` reads the list itself; ``"auto"`` (default) is ``"flat"`` when the
         loader has workers and the list holds at least 10,000 samples that all pickle, else
         ``"objects"``. Batches, states and fingerprints are the same either way;

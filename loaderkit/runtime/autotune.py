@@ -40,6 +40,7 @@ from loaderkit._checks import check_int, check_number
 from loaderkit.errors import PlanError
 from loaderkit.plan.sections.workers import WorkersSpec
 from loaderkit.plan.workers import resolve_auto_workers, resolve_workers
+from loaderkit.runtime.storage import quiet_copies
 
 if TYPE_CHECKING:
     from loaderkit.plan.plan import LoaderPlan
@@ -248,7 +249,8 @@ class _Search:
         timed = 0
         startup: float | None = None
         note = ""
-        loader = plan.build()
+        with quiet_copies():  # the warning is for the loader the user builds
+            loader = plan.build()
         unused = setting[0] > 0 and loader.workers_unused is not None
         if unused:
             self.unused.add(setting)

@@ -49,7 +49,9 @@ def explain_loader(loader: Loader, planner: Planner, part: npt.NDArray[Any] | No
     ]
     for name, line in decode_lines(loader):
         lines.append(f"  images      {name!r}: {line}")
-    lines.extend(f"  storage     {report.line()}" for report in loader._fetcher.storage)
+    lines.extend(
+        f"  storage     {line}" for report in loader._fetcher.storage for line in report.lines()
+    )
     seeding = loader._fetcher.seeding
     if seeding is not None and seeding.watch:
         lines.append(f"  global rngs {seen_line(seeding.log)}")
@@ -241,6 +243,7 @@ def explain_stream(loader: StreamLoader) -> str:
                 f"({loader.world_size}): batches come round-robin from the producers; change "
                 f"either and the order changes",
                 f"  resume      {resume}; now at epoch {epoch}, {delivered} batch(es) delivered",
+                *(f"  storage     {line}" for r in loader.storage for line in r.lines()),
                 *collator_lines(loader._collate),
                 *ranks,
                 *errors,

@@ -58,6 +58,7 @@ from loaderkit.runtime.state import (
     check_stream,
     read_pass_ended,
 )
+from loaderkit.runtime.storage import warn_copies
 from loaderkit.runtime.world import resolve_world
 
 if TYPE_CHECKING:
@@ -189,6 +190,9 @@ class Loader:
             self.workers = ResolvedWorkers(
                 0, pin_memory=self.workers.pin_memory, auto=self.workers.auto
             )
+            # read in the main process: nothing a dataset holds is copied, nothing to say
+            self._fetcher.storage = tuple(r for r in self._fetcher.storage if not r.held)
+        warn_copies(self._fetcher.storage, self.workers.num_workers)
         self.skipped: list[Skipped] = []
         """The last :data:`~loaderkit.runtime.skips.SKIPPED_RECORDS_KEPT` samples the ``skip``
         policy dropped, in order (index, epoch, batch, worker, exception type, message);

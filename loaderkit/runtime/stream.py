@@ -76,6 +76,7 @@ from loaderkit.runtime.state import (
     check_stream_state,
     read_pass_ended,
 )
+from loaderkit.runtime.storage import StorageReport, held_report, warn_copies
 from loaderkit.runtime.stream_delivery import stream_batches
 from loaderkit.runtime.stream_pass import StreamPass
 from loaderkit.runtime.stream_producer import Producer
@@ -149,6 +150,10 @@ class StreamLoader(Loader):
         """Whether the producers' first elements are compared (see :data:`WORKER_SPLIT`)."""
         self.data = data
         """What the producers read: the bound dataset (HF: this rank's split of it)."""
+        held = held_report(bindings[plan.dataset.binding], plan.dataset, self.num_workers)
+        self.storage: tuple[StorageReport, ...] = () if held is None else (held,)
+        """The large Python containers the dataset holds, which each worker copies."""
+        warn_copies(self.storage, self.num_workers)
         d = plan.distributed
         self.even_batches = d.enabled and d.even_batches and self.world_size > 1
         """Whether every rank's producer ``w`` stops at the shortest rank's one (trim)."""

@@ -79,14 +79,15 @@ def dataset_spec(dataset: object, name: object = None) -> DatasetSpec:
 def storage_spec(spec: DatasetSpec, storage: object, path: str = "dataset.storage") -> DatasetSpec:
     """``spec`` holding its samples as ``storage`` says (``with_dataset(..., storage=...)``).
 
-    Only a list or tuple of samples has a storage to choose: another dataset refuses
-    anything but ``"auto"``.
+    Only a list or tuple of samples, and a dict of columns (its Python list columns), has a
+    storage to choose: another dataset refuses anything but ``"auto"``.
     """
     chosen: Storage = check_choice(path, storage, STORAGES)  # type: ignore[assignment]
-    if chosen != "auto" and spec.kind != "samples":
+    if chosen != "auto" and spec.kind not in ("samples", "columns"):
         raise PlanError.single(
             path,
-            f"storage={chosen!r} applies to a list or tuple of samples, and dataset "
+            f"storage={chosen!r} applies to a list or tuple of samples or a dict of columns, "
+            f"and dataset "
             f"{spec.binding!r} is a {DATASET_KINDS.get(spec.kind, spec.kind)} "
             f"({spec.type_name}); drop storage, or hold your samples flat inside your own "
             f"Dataset with loaderkit.datasets.flat(samples)",
