@@ -248,14 +248,14 @@ class _NumpyReader:
     state is made again only when it changed.
     """
 
-    __slots__ = ("cache", "pointer", "words", "words_at")
+    __slots__ = ("cache", "head", "pointer", "tail", "words", "words_at")
 
     def __init__(self, layout: tuple[int, int]) -> None:
         at, cache = layout
         self.pointer = ctypes.c_void_p.from_address(id(_NP_RANDOM) + at)
         self.cache = _Raw(id(_NP_RANDOM) + cache, 16)
         self.words_at = 0
-        self.words = _Raw(self._address(), _MT_BYTES)
+        self._arrays()
 
     def _address(self) -> int:
         address = self.pointer.value
@@ -263,15 +263,140 @@ class _NumpyReader:
         self.words_at = address
         return address
 
+    def _arrays(self) -> None:
+        address = self._address()
+        self.words = _Raw(address, _MT_BYTES)
+        self.head = _Raw(address, _MT_HEAD)
+        self.tail = _Raw(address + _MT_TAIL, _MT_BYTES - _MT_TAIL)
+
     def __call__(self) -> tuple[bytes, bytes]:
         if self.pointer.value != self.words_at:
-            self.words = _Raw(self._address(), _MT_BYTES)
+            self._arrays()
         return self.words(), self.cache()
 
-    def write(self, state: tuple[bytes, bytes]) -> None:
+    def mark(self) -> tuple[bytes, bytes, bytes]:
+        """What tells a moved generator from an unmoved one (see :data:`_MARKS`)."""
+        if self.pointer.value != self.words_at:
+            self._arrays()
+        return self.head(), self.tail(), self.cache()
+
+    @staticmethod
+    def mark_of(state: Any) -> tuple[bytes, bytes, bytes]:
+        """:meth:`mark` of a state read whole."""
+        return state[0][:_MT_HEAD], state[0][_MT_TAIL:], state[1]
+
+    def write(self, state: Any) -> None:
         """Put back a state read here (~0.5 us; ``set_state`` takes ~30)."""
         assert _NP_LAYOUT is not None
         _numpy_write(_NP_RANDOM, _NP_LAYOUT, state)
+
+
+_TORCH_HEAD, _TORCH_TAIL = 36, 2500
+"""The engine's seed, position and first 4 words; its last 4 words and cached normals."""
+_MT_HEAD, _MT_TAIL = 20, _MT_BYTES - 20
+"""A Mersenne Twister's first and last bytes (numpy: words then position; CPython: position
+then words): with the position, 4 words at each end."""
+
+_ENGINE_BYTES = 2544
+"""``CPUGeneratorImpl``'s ``engine_`` (``mt19937_data_pod``: ``seed_``, ``left_``,
+``seeded_``, ``next_``, 624 words: 2520 bytes) and its two cached normals
+(``std::optional<float>``, ``std::optional<double>``)."""
+
+
+def _torch_offset(generator: torch.Generator) -> tuple[int, int] | None:
+    """Where ``generator``'s implementation keeps its engine and cached normals, or ``None``.
+
+    ``get_state()`` allocates and fills a 5 KB tensor (~2 us in a loop that makes tensors);
+    the bytes behind it are read in ~0.4 us. ``THPGenerator`` is ``{PyObject_HEAD;
+    at::Generator cdata;}`` (one pointer to the ``CPUGeneratorImpl``); the engine is found by
+    its first fields (seed, position) as ``get_state()`` gives them, and the layout is checked
+    by draws of every kind: the bytes change exactly when ``get_state()`` does, a cached
+    normal included, and writing them back gives ``get_state()`` back.
+    """
+    if sys.byteorder != "little" or _PTR != 8 or sys.implementation.name != "cpython":
+        return None
+    address = ctypes.c_void_p.from_address(id(generator) + object.__basicsize__).value
+    if address is None or address % 16 or not 2**16 < address < 2**47:
+        return None  # not a heap pointer: another layout
+    state = generator.get_state().numpy().tobytes()
+    seed, left, _, _ = struct.unpack_from("<QiiQ", state, 0)
+    words = struct.unpack_from(f"<{_MT_WORDS}Q", state, 24)
+    head = ctypes.string_at(address, 256)
+    at = head.find(struct.pack("<Qi", seed, left))
+    if at < 0 or at % 8 or head.find(struct.pack("<Qi", seed, left), at + 1) >= 0:
+        return None
+    raw = ctypes.string_at(address + at, _ENGINE_BYTES)
+    if struct.unpack_from(f"<{_MT_WORDS}I", raw, 20) != words:
+        return None
+    draws: tuple[Callable[[], object], ...] = (
+        lambda: torch.rand(1, generator=generator),
+        lambda: torch.randn((), dtype=torch.float64, generator=generator),  # caches one
+        lambda: torch.randn((), dtype=torch.float64, generator=generator),  # uses it only
+        lambda: torch.randn((), generator=generator),
+        lambda: torch.randn((), generator=generator),
+        lambda: torch.randn(17, generator=generator),
+        lambda: torch.randint(9, (3,), generator=generator),
+        lambda: torch.rand(_MT_WORDS + 1, generator=generator),  # past a twist
+    )
+    taken = ctypes.string_at(address + at, _ENGINE_BYTES)
+    official = generator.get_state().numpy().tobytes()
+    for draw in draws:
+        before = ctypes.string_at(address + at, _ENGINE_BYTES)
+        was = generator.get_state().numpy().tobytes()
+        draw()
+        moved = ctypes.string_at(address + at, _ENGINE_BYTES) != before
+        if moved != (generator.get_state().numpy().tobytes() != was) or not moved:
+            return None
+    ctypes.memmove(address + at, taken, _ENGINE_BYTES)
+    if generator.get_state().numpy().tobytes() != official:
+        return None
+    return object.__basicsize__, at
+
+
+class _TorchReader:
+    """The raw engine and cached normals of torch's default CPU generator (~0.2 us).
+
+    The pointer to the implementation is read each time (``torch.default_generator`` keeps
+    its one; the array over it is made again only if it changed); written back by the bytes
+    too (``set_state`` checks and converts 5 KB).
+    """
+
+    __slots__ = ("at", "engine", "engine_at", "head", "pointer", "tail")
+
+    def __init__(self, layout: tuple[int, int]) -> None:
+        self.pointer = ctypes.c_void_p.from_address(id(_GENERATOR) + layout[0])
+        self.at = layout[1]
+        self.engine_at = 0
+        self.engine = self._engine()
+
+    def _engine(self) -> _Raw:
+        address = self.pointer.value
+        assert address is not None
+        self.engine_at = address
+        self.head = _Raw(address + self.at, _TORCH_HEAD)
+        self.tail = _Raw(address + self.at + _TORCH_TAIL, _ENGINE_BYTES - _TORCH_TAIL)
+        return _Raw(address + self.at, _ENGINE_BYTES)
+
+    def __call__(self) -> bytes:
+        if self.pointer.value != self.engine_at:
+            self.engine = self._engine()
+        return self.engine()
+
+    def mark(self) -> tuple[bytes, bytes]:
+        """What tells a moved generator from an unmoved one (see :data:`_MARKS`)."""
+        if self.pointer.value != self.engine_at:
+            self.engine = self._engine()
+        return self.head(), self.tail()
+
+    @staticmethod
+    def mark_of(state: Any) -> tuple[bytes, bytes]:
+        """:meth:`mark` of a state read whole."""
+        return state[:_TORCH_HEAD], state[_TORCH_TAIL:]
+
+    def write(self, state: Any) -> None:
+        """Put back a state read here."""
+        self()  # the engine where it is now
+        ctypes.memmove(ctypes.addressof(self.engine.array), state, _ENGINE_BYTES)
 
 
 def _read_numpy_official() -> tuple[bytes, int, int, float]:
@@ -285,37 +410,93 @@ def _read_random_official() -> Any:
 class _RandomReader:
     """The raw position and words of ``random``'s generator, and its ``gauss_next``."""
 
-    __slots__ = ("words",)
+    __slots__ = ("head", "tail", "words")
 
     def __init__(self, offset: int) -> None:
         self.words = _Raw(id(_PY_RANDOM) + offset, _MT_BYTES)
+        self.head = _Raw(id(_PY_RANDOM) + offset, _MT_HEAD)
+        self.tail = _Raw(id(_PY_RANDOM) + offset + _MT_TAIL, _MT_BYTES - _MT_TAIL)
 
     def __call__(self) -> tuple[bytes, Any]:
         return self.words(), _PY_RANDOM.gauss_next
 
-    def write(self, state: tuple[bytes, Any]) -> None:
+    def mark(self) -> tuple[bytes, bytes, Any]:
+        """What tells a moved generator from an unmoved one (see :data:`_MARKS`)."""
+        return self.head(), self.tail(), _PY_RANDOM.gauss_next
+
+    @staticmethod
+    def mark_of(state: Any) -> tuple[bytes, bytes, Any]:
+        """:meth:`mark` of a state read whole."""
+        return state[0][:_MT_HEAD], state[0][_MT_TAIL:], state[1]
+
+    def write(self, state: Any) -> None:
         """Put back a state read here (~0.5 us; ``setstate`` takes ~10)."""
         raw, gauss_next = state
         ctypes.memmove(ctypes.addressof(self.words.array), raw, _MT_BYTES)
         _PY_RANDOM.gauss_next = gauss_next
 
 
-_READERS: dict[Rng, Callable[[], Any]] = {
-    "torch": _read_torch,
-    "numpy": _read_numpy_official if _NP_LAYOUT is None else _NumpyReader(_NP_LAYOUT),
-    "random": _read_random_official if _PY_OFFSET is None else _RandomReader(_PY_OFFSET),
+def _torch_checked() -> tuple[int, int] | None:
+    """:func:`_torch_offset` of torch's default generator, found on a generator of our own."""
+    try:
+        probe = torch.Generator().manual_seed(11)
+        layout = _torch_offset(probe)
+        if layout is None:
+            return None
+        state = _GENERATOR.get_state()
+        try:
+            if _torch_offset(_GENERATOR) != layout:
+                return None
+        finally:
+            _GENERATOR.set_state(state)  # the check drew from it: the user's state as it was
+    except Exception:  # noqa: BLE001 - any surprise: get_state() is used
+        return None
+    return layout
+
+
+_TORCH_LAYOUT = _torch_checked()
+
+
+class _Official:
+    """A state read by the generator's own getter (the fallback): its mark is all of it."""
+
+    __slots__ = ("get",)
+
+    def __init__(self, get: Callable[[], Any]) -> None:
+        self.get = get
+
+    def __call__(self) -> Any:
+        return self.get()
+
+    def mark(self) -> Any:
+        return self.get()
+
+    @staticmethod
+    def mark_of(state: Any) -> Any:
+        return state
+
+
+_Reader = _TorchReader | _NumpyReader | _RandomReader | _Official
+
+_READERS: dict[Rng, _Reader] = {
+    "torch": _Official(_read_torch) if _TORCH_LAYOUT is None else _TorchReader(_TORCH_LAYOUT),
+    "numpy": _Official(_read_numpy_official) if _NP_LAYOUT is None else _NumpyReader(_NP_LAYOUT),
+    "random": _Official(_read_random_official) if _PY_OFFSET is None else _RandomReader(_PY_OFFSET),
 }
-"""Each RNG's state, as a value that compares equal to an unchanged one (0.2-1.5 us)."""
+"""Each RNG's state, as a value that compares equal to an unchanged one (0.2-0.5 us), and
+its *mark*: a few bytes that change whenever the state does (~0.1 us). A draw moves the
+position; a draw of exactly a multiple of 624 words leaves the position where it was but
+makes every word anew, so 4 words at each end differ (all 8 staying the same has a chance of
+2**-256); the cached normals are part of it."""
 
 
 def _write(rng: Rng, state: Any) -> None:
     """Put back a state :data:`_READERS` gave."""
-    if rng == "torch":
-        _GENERATOR.set_state(torch.frombuffer(bytearray(state), dtype=torch.uint8))
-        return
     reader = _READERS[rng]
-    if isinstance(reader, _NumpyReader | _RandomReader):
+    if not isinstance(reader, _Official):
         reader.write(state)
+    elif rng == "torch":
+        _GENERATOR.set_state(torch.frombuffer(bytearray(state), dtype=torch.uint8))
     elif rng == "numpy":
         words, pos, has, gauss = state
         np.random.set_state(("MT19937", np.frombuffer(words, np.uint32), pos, has, gauss))
@@ -323,8 +504,20 @@ def _write(rng: Rng, state: Any) -> None:
         random.setstate(state)
 
 
-_READER_TUPLES: dict[tuple[Rng, ...], tuple[Callable[[], Any], ...]] = {}
+_READER_TUPLES: dict[tuple[Rng, ...], tuple[_Reader, ...]] = {}
 """The readers of each tuple of RNGs taken (a batch takes the same tuple every time)."""
+
+
+def _readers(rngs: tuple[Rng, ...]) -> tuple[_Reader, ...]:
+    found = _READER_TUPLES.get(rngs)
+    if found is None:
+        found = _READER_TUPLES[rngs] = tuple(_READERS[rng] for rng in rngs)
+    return found
+
+
+def marks(rngs: tuple[Rng, ...]) -> tuple[Any, ...]:
+    """The marks of ``rngs`` now (see :data:`_READERS`): equal marks, unmoved generators."""
+    return tuple([reader.mark() for reader in _readers(rngs)])
 
 
 class RngStates:
@@ -338,10 +531,11 @@ class RngStates:
 
     def __init__(self, rngs: tuple[Rng, ...] = RNGS) -> None:
         self.rngs = rngs
-        readers = _READER_TUPLES.get(rngs)
-        if readers is None:
-            readers = _READER_TUPLES[rngs] = tuple(_READERS[rng] for rng in rngs)
-        self.values = tuple([read() for read in readers])
+        self.values = tuple([read() for read in _readers(rngs)])
+
+    def marks(self) -> tuple[Any, ...]:
+        """The marks of the states taken (compare with :func:`marks` of now)."""
+        return tuple([r.mark_of(v) for r, v in zip(_readers(self.rngs), self.values, strict=True)])
 
     def moved(self, rngs: Iterable[Rng] | None = None) -> tuple[Rng, ...]:
         """Those of ``rngs`` (default: all taken) whose state is no longer the one taken."""
@@ -432,6 +626,13 @@ def seen_line(log: DrawLog) -> str:
     return line
 
 
+def _moved(
+    rngs: tuple[Rng, ...], before: tuple[Any, ...], now: tuple[Any, ...], among: tuple[Rng, ...]
+) -> tuple[Rng, ...]:
+    """Those of ``among`` whose mark in ``now`` differs from the one in ``before``."""
+    return tuple(r for r, a, b in zip(rngs, before, now, strict=True) if a != b and r in among)
+
+
 class SampleSeeding:
     """``with_global_rngs("per_sample")`` for a map-style plan: where the RNGs are seeded.
 
@@ -470,8 +671,8 @@ class SampleSeeding:
         """The RNGs seeded before the user's code: those it was seen drawing from."""
         self._quiet: tuple[Rng, ...] = RNGS if watch else ()
         """The RNGs watched (not seeded yet)."""
-        self._last: tuple[int, RngStates] | None = None
-        """In a worker: the epoch and the states after its last batch."""
+        self._last: tuple[int, tuple[Rng, ...], tuple[Any, ...]] | None = None
+        """In a worker: the epoch, the RNGs watched and their marks after its last batch."""
         self.log = log if log is not None else DrawLog(shared=False)
         self._keys: dict[tuple[str, int], int] = {}
 
@@ -489,37 +690,41 @@ class SampleSeeding:
         if not quiet and not main:
             return fetch()
         taken = RNGS if main else quiet
-        last = self._last
-        if main or last is None or last[0] != epoch or last[1].rngs != taken:
-            before = RngStates(taken)
+        before = None
+        if main:  # the user's states, whole, to put back
+            before = RngStates(RNGS)
+            first = before.marks()
+        elif self._last is not None and self._last[0] == epoch and self._last[1] == quiet:
+            first = self._last[2]
         else:
-            before = last[1]
+            first = marks(quiet)
         self._last = None
         try:
             while True:
                 try:
                     result = fetch()
                 except Exception:
-                    drawn = [r for r in before.since(RngStates(taken)) if r in quiet]
+                    drawn = _moved(taken, first, marks(taken), quiet)
                     if not drawn:
                         raise
                 else:
-                    after = RngStates(taken)
-                    if after.values == before.values:  # nothing moved (the usual case)
+                    now = marks(taken)
+                    drawn = () if now == first else _moved(taken, first, now, quiet)
+                    if not drawn:  # the usual case: nothing (or only what we seeded) moved
                         if not main:
-                            self._last = (epoch, after)
-                        return result
-                    drawn = [r for r in before.since(after) if r in quiet]
-                    if not drawn:
-                        if not main:
-                            self._last = (epoch, after)
+                            self._last = (epoch, quiet, now)
                         return result
                 # drew from an RNG not seeded: seed it from now on, and make the batch again
                 self.log.saw(drawn, epoch, batch, worker)
                 self.seeded = tuple(r for r in RNGS if r in self.seeded or r in drawn)
                 quiet = self._quiet = tuple(r for r in quiet if r not in drawn)
+                if not main:  # the others did not move: their marks are those from before
+                    taken = quiet
+                    first = marks(quiet)
+                    if not quiet:
+                        return fetch()
         finally:
-            if main and self.seeded:
+            if before is not None and self.seeded:
                 before.restore(self.seeded)
 
     def _seed(self, part: str, epoch: int, index: int) -> None:

@@ -286,14 +286,15 @@ def readers(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> 
             global_rngs,
             "_READERS",
             {
-                "torch": global_rngs._read_torch,
-                "numpy": global_rngs._read_numpy_official,
-                "random": global_rngs._read_random_official,
+                "torch": global_rngs._Official(global_rngs._read_torch),
+                "numpy": global_rngs._Official(global_rngs._read_numpy_official),
+                "random": global_rngs._Official(global_rngs._read_random_official),
             },
         )
         monkeypatch.setattr(global_rngs, "_READER_TUPLES", {})
     else:  # this interpreter's layouts were found and checked
         assert global_rngs._PY_OFFSET is not None and global_rngs._NP_LAYOUT is not None
+        assert global_rngs._TORCH_LAYOUT is not None
     return str(request.param)
 
 
@@ -316,3 +317,21 @@ def test_states_see_every_kind_of_draw_and_put_back_exactly(rng: str) -> None:
         states.restore()
         assert states.moved() == ()
         assert same(list(users_draws()), list(expected))
+
+
+@pytest.mark.usefixtures("readers")
+@pytest.mark.parametrize(
+    ("rng", "whole_turn"),
+    [
+        ("random", lambda: [random.getrandbits(32) for _ in range(624)]),
+        ("numpy", lambda: np.random.bytes(624 * 4)),
+        ("torch", lambda: torch.randint(0, 2**31, (312,), dtype=torch.int64)),
+    ],
+    ids=["random", "numpy", "torch"],
+)
+def test_a_draw_of_exactly_624_words_is_seen(rng: str, whole_turn: Callable[[], Any]) -> None:
+    """The Mersenne Twister's position comes back where it was; its words do not."""
+    states = RngStates((rng,))  # type: ignore[arg-type]
+    whole_turn()
+    assert global_rngs.marks((rng,)) != states.marks()  # type: ignore[arg-type]
+    assert states.moved() == (rng,)
