@@ -164,6 +164,10 @@ class StreamLoader(Loader):
         self.trimmed_samples = 0
         """The stream elements ``even_batches`` left out on this rank in the current (or
         last) pass: its producers ran longer than another rank's (also logged)."""
+        self.stream_changed: tuple[str, ...] = ()
+        """How the dataset changed itself while a pass read it, the first time it did
+        (``("epoch: 0 -> 1",)``; logged once): no pass keeps such a change (see
+        :mod:`~loaderkit.runtime.stream_changes`). ``()``: none seen."""
         self.resume_native, self.resume_replays_because = resume_mode(plan, data, self.sharding)
         """Whether a resume loads each producer's saved source state (O(1)) instead of
         replaying the stream, and if not, why not."""
