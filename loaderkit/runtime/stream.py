@@ -58,10 +58,12 @@ import copy
 from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, Literal
 
+from loaderkit._text import sample_list
 from loaderkit.checks import CheckReport, batch_checker
 from loaderkit.errors import NotBuiltYetError
 from loaderkit.plan.workers import resolve_workers
 from loaderkit.runtime.callables import plan_collate, resolve_callable
+from loaderkit.runtime.crossing import Unarrived, unarrived_message
 from loaderkit.runtime.device import resolve_device, wants_pinning
 from loaderkit.runtime.explain import explain_stream
 from loaderkit.runtime.fetch import Fetched, Skipped
@@ -374,7 +376,27 @@ class StreamLoader(Loader):
                     self.close()
                     raise
                 raise worker_error from exc
+            if isinstance(item, Unarrived):  # it pickled in its worker, not unpickled here
+                item = self._unarrived(item)
             yield item
+
+    def _unarrived(self, unarrived: Unarrived) -> StreamItem:
+        """The failed (consumed) item of a batch a worker sent that could not be unpickled."""
+        item: StreamItem = unarrived.origin
+        what = (
+            f"batch {item.local} of worker {item.worker} on rank {self.rank} in epoch "
+            f"{self._epoch} (stream elements {sample_list(item.positions)})"
+        )
+        exc = unarrived.error
+        return item._replace(
+            batch=None,
+            error=unarrived_message(what, unarrived),
+            consumed=True,  # its place in the shard is used up: the producer went on
+            dropped=False,
+            skipped=(),
+            original_type=type(exc),
+            cause=exc,
+        )
 
     def _start_pass(self) -> tuple[int, int]:
         """Apply the iteration rule (see :class:`~loaderkit.runtime.loader.Loader`)."""

@@ -131,13 +131,13 @@ class Producer(ShippedToWorkers, IterableDataset[Any]):
                 self._collated = None
                 yield item
                 continue
-            try:
-                sent = pickled(item)
+            try:  # what the item is, in case it cannot be unpickled in the main process
+                sent = pickled(item, origin=item._replace(batch=None, cause=None))
             except Exception as exc:  # noqa: BLE001 - any pickling failure: named, sent as data
                 error = self._unsendable(worker, item, exc)
                 error.__cause__ = exc
                 failed = _error_item(worker, error, consumed=True, state=item.state)
-                sent = pickled(failed._replace(digest=item.digest))
+                sent = pickled(failed._replace(digest=item.digest, local=item.local))
             self._collated = None
             yield sent
 
@@ -395,7 +395,7 @@ class Producer(ShippedToWorkers, IterableDataset[Any]):
                 item = self._batch(worker, done, positions, kept, samples, skipped, state)
             except DataError as error:  # the source is intact: its next batch follows
                 item = _error_item(worker, error, consumed=True, state=state)
-            yield item
+            yield item._replace(local=done)
             done += 1
         return 0
 
