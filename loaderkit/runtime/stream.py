@@ -30,6 +30,13 @@ Shards: with ``W = max(num_workers, 1)`` producers per rank and ``world_size`` r
 
 So the order depends on ``num_workers`` and the world size (both are in the fingerprint).
 
+Passes: every pass reads the dataset as it stands in the main process when the pass starts,
+after ``dataset.set_epoch(epoch)`` (when it defines one): each worker reads a copy made for the
+pass (workers are started per pass), and the main process (``num_workers=0``) reads one too
+(:mod:`~loaderkit.runtime.stream_changes`), so what a dataset's ``__iter__`` changes in itself
+reaches no other pass, whatever the workers, and a resume in a new process reads the same.
+Such a change is logged once (:attr:`StreamLoader.stream_changed`).
+
 Positions: element ``k`` of a stream read by element has position ``k``; element ``j`` of
 shard ``s`` read through the hook or by HF has position ``j x (world_size x W) + s``. Unique in
 an epoch over all ranks and workers, they stand for sample indices in errors, skip records,

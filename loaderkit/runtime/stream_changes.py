@@ -13,9 +13,10 @@ A :class:`~loaderkit.runtime.stream.StreamLoader` promises the same batches for 
 process when the pass starts (after ``set_epoch(epoch)``): a copy of it in each worker, and
 with ``num_workers=0`` the copy :func:`pass_copy` makes. What ``__iter__`` changes stays in
 that copy, and :class:`Watch` finds it once the producer has read its stream to the end, in
-the process that read it; the loader logs it once (see
-:meth:`~loaderkit.runtime.stream.StreamLoader`), naming the attribute and the fix
-(``set_epoch(epoch)``, which the loader calls before each pass, also before a resumed one).
+the process that read it; the loader logs it once (and keeps it in
+:attr:`~loaderkit.runtime.stream.StreamLoader.stream_changed`), naming the attribute and the
+fix (``set_epoch(epoch)``, which the loader calls before each pass, also before a resumed
+one).
 
 What is compared is a *shallow* snapshot of the dataset's attributes: an attribute added,
 removed or bound to another object (``self.epoch += 1``), a list, dict, set, deque or
