@@ -388,21 +388,30 @@ class StreamLoader(Loader):
             yield item
 
     def _unarrived(self, unarrived: Unarrived) -> StreamItem:
-        """The failed (consumed) item of a batch a worker sent that could not be unpickled."""
-        item: StreamItem = unarrived.origin
+        """The failed (consumed) item of a batch a worker sent that could not be unpickled.
+
+        Its origin (see ``Producer.__iter__``) is ``(local, positions, state, digest, end,
+        consumed)``.
+        """
+        local, positions, state, digest, end, consumed = unarrived.origin
+        worker = unarrived.worker or 0
+        if end:  # a producer's end (only its text could fail): it ended all the same
+            return StreamItem(worker, end=True)
         what = (
-            f"batch {item.local} of worker {item.worker} on rank {self.rank} in epoch "
-            f"{self._epoch} (stream elements {sample_list(item.positions)})"
+            f"batch {local} of worker {worker} on rank {self.rank} in epoch {self._epoch} "
+            f"(stream elements {sample_list(positions)})"
         )
         exc = unarrived.error
-        return item._replace(
-            batch=None,
+        return StreamItem(
+            worker,
+            positions=positions,
             error=unarrived_message(what, unarrived),
-            consumed=True,  # its place in the shard is used up: the producer went on
-            dropped=False,
-            skipped=(),
+            consumed=consumed,  # a batch's place in the shard is used up: the producer went on
+            digest=digest,
+            state=state,
             original_type=type(exc),
             cause=exc,
+            local=local,
         )
 
     def _start_pass(self) -> tuple[int, int]:

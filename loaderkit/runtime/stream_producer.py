@@ -131,8 +131,12 @@ class Producer(ShippedToWorkers, IterableDataset[Any]):
                 self._collated = None
                 yield item
                 continue
-            try:  # what the item is, in case it cannot be unpickled in the main process
-                sent = pickled(item, origin=item._replace(batch=None, cause=None))
+            # what the item is, in case it cannot be unpickled in the main process (see
+            # StreamLoader._unarrived): a few plain fields, not the whole header (~4 us less)
+            consumed = item.consumed or item.error is None  # a read error is read again
+            origin = (item.local, item.positions, item.state, item.digest, item.end, consumed)
+            try:
+                sent = pickled(item, origin)
             except Exception as exc:  # noqa: BLE001 - any pickling failure: named, sent as data
                 error = self._unsendable(worker, item, exc)
                 error.__cause__ = exc
