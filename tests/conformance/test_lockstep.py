@@ -784,6 +784,8 @@ class Lockstep:
                 continue
             if ref in handle.diverged:
                 self.diverge(ref, handle)  # its iterator may be another handle's too
+                if outcomes[ref].message.startswith("from iter():"):
+                    self.retire(ref)  # a loader whose iter() raises is broken, compared or not
                 continue
             self.judge(ref, handle, outcomes[ref], mine, facts)
         return mine
