@@ -8,23 +8,43 @@ loaders' workers pickle each result themselves (:func:`pickled`, with torch's
 smaller ones in the bytes) and send the bytes; a result
 that does not pickle is replaced by an error naming the sample and the part of it that cannot
 be sent (:func:`unpicklable`). Nothing is pickled twice: the queue pickles only the bytes.
+
+The other way round, a result that pickled in the worker may still fail to unpickle in the
+main process (a class the main process cannot import, a ``__setstate__`` or ``__reduce__``
+that works only in a worker). Raised inside torch's result queue, that error would reach the
+program as a bare exception, and torch's iterator would lose track of the batch. So the bytes
+are unpickled by :func:`arrived`, which returns an :class:`Unarrived` in the result's place
+(naming the worker, what the result was, and the type that failed); the loaders make it a
+``DataError`` for that batch (:func:`unarrived_message`) and go on with the next.
 """
 
 from __future__ import annotations
 
 import io
+import os
 import pickle
+import re
 import reprlib
+import traceback
 from collections.abc import Mapping
 from multiprocessing.reduction import ForkingPickler
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import torch
 
 from loaderkit.datasets.serialized import by_value
 
-__all__ = ["Pickled", "pickled", "type_name", "unpicklable", "unsendable_message"]
+__all__ = [
+    "Pickled",
+    "Unarrived",
+    "arrived",
+    "pickled",
+    "type_name",
+    "unarrived_message",
+    "unpicklable",
+    "unsendable_message",
+]
 
 _PROTOCOL = pickle.HIGHEST_PROTOCOL  # 5: small tensors' values go in as buffers, one copy
 _LEAVES = (str, bytes, int, float, complex, bool, type(None))
@@ -35,15 +55,77 @@ _CHILDREN = 10_000
 
 
 class Pickled:
-    """A worker's result as bytes: unpickled where it arrives (the main process)."""
+    """A worker's result as bytes: unpickled where it arrives (the main process).
 
-    __slots__ = ("payload",)
+    ``origin`` is plain data saying what the result is (a batch's epoch and index), for the
+    message if it cannot be unpickled there; ``worker`` and ``pid`` are the sender's.
+    """
 
-    def __init__(self, payload: bytes) -> None:
+    __slots__ = ("origin", "payload", "pid", "worker")
+
+    def __init__(
+        self, payload: bytes, origin: object = None, worker: int | None = None, pid: int = 0
+    ) -> None:
         self.payload = payload
+        self.origin = origin
+        self.worker = worker
+        self.pid = pid
 
-    def __reduce__(self) -> tuple[Any, tuple[bytes]]:
-        return (ForkingPickler.loads, (self.payload,))
+    def __reduce__(self) -> tuple[Any, tuple[bytes, object, int | None, int]]:
+        return (arrived, (self.payload, self.origin, self.worker, self.pid))
+
+
+class Unarrived(NamedTuple):
+    """A worker's result that could not be unpickled in the main process, in its place."""
+
+    origin: Any
+    """What the sender said the result is (see :class:`Pickled`)."""
+    worker: int | None
+    pid: int
+    failed_type: str
+    """The type (or function) whose unpickling raised, as far as can be told."""
+    error: BaseException
+    """What unpickling raised (its traceback attached)."""
+
+
+def arrived(payload: bytes, origin: object, worker: int | None, pid: int) -> Any:
+    """The result pickled in ``payload``, or an :class:`Unarrived` if unpickling it raises."""
+    try:
+        return ForkingPickler.loads(payload)
+    except Exception as exc:  # noqa: BLE001 - any failure: named, delivered as the batch's error
+        return Unarrived(origin, worker, pid, _failed_type(exc), exc)
+
+
+_NO_ATTRIBUTE = re.compile(r"Can't get attribute '([^']+)' on <module '([^']+)'")
+_NO_MODULE = re.compile(r"No module named '([^']+)'")
+
+
+def _failed_type(exc: BaseException) -> str:
+    """The type whose unpickling raised ``exc`` (caught in :func:`arrived`).
+
+    The frame the unpickler called is the one after :func:`arrived`'s in the traceback: a
+    ``__setstate__`` (its ``self`` names the type), a ``__reduce__``'s callable (a class or a
+    function). Without one (the unpickler itself raised: a class or module it cannot find)
+    the message names what was missing.
+    """
+    tb = exc.__traceback__
+    called = tb.tb_next if tb is not None else None
+    if called is not None:
+        frame = called.tb_frame
+        owner = frame.f_locals.get("self")
+        if owner is not None:
+            return type_name(owner)
+        module = frame.f_globals.get("__name__", "")
+        name = frame.f_code.co_qualname
+        return f"{module}.{name}" if module else name
+    text = str(exc)
+    found = _NO_ATTRIBUTE.search(text)
+    if found:
+        return f"{found.group(2)}.{found.group(1)}"
+    found = _NO_MODULE.search(text)
+    if found:
+        return f"a class of module {found.group(1)!r}"
+    return type(exc).__name__
 
 
 BY_VALUE_BYTES = 1 << 20
@@ -64,15 +146,18 @@ class _WorkerPickler(ForkingPickler):
         return by_value(obj, max_bytes=BY_VALUE_BYTES, grad=False)
 
 
-def pickled(value: object) -> Pickled:
+def pickled(value: object, origin: object = None) -> Pickled:
     """``value`` pickled; raises what pickling raises.
 
     Small tensors go by value, the rest as torch's ``ForkingPickler`` sends them (shared
-    memory).
+    memory). ``origin`` (plain data: what ``value`` is) travels beside it, for the message
+    if ``value`` cannot be unpickled where it arrives (:class:`Unarrived`).
     """
     stream = io.BytesIO()
     _WorkerPickler(stream, _PROTOCOL).dump(value)
-    return Pickled(stream.getvalue())
+    info = torch.utils.data.get_worker_info()
+    worker = None if info is None else int(info.id)
+    return Pickled(stream.getvalue(), origin, worker, os.getpid())
 
 
 def _sends(value: object) -> bool:
@@ -155,4 +240,25 @@ def unsendable_message(
         f"transform and collator) return picklable data (tensors, arrays, numbers, strings, "
         f"containers of them), or load in the main process (num_workers=0), where nothing "
         f"is pickled"
+    )
+
+
+def unarrived_message(what: str, unarrived: Unarrived) -> str:
+    """The message for ``what`` (``"batch 3 of epoch 0"``) that could not be unpickled here."""
+    exc = unarrived.error
+    said = str(exc)
+    said = said if len(said) <= _SHOWN else said[:_SHOWN] + "..."
+    who = "a worker" if unarrived.worker is None else f"worker {unarrived.worker}"
+    trace = "".join(traceback.format_exception(exc)).rstrip()
+    return (
+        f"{what} was pickled in {who} (pid {unarrived.pid}) but could not be unpickled in "
+        f"the main process: unpickling {unarrived.failed_type} raised {type(exc).__name__}: "
+        f"{said}. The main process must be able to rebuild every object a worker sends: "
+        f"define its class at the top level of a module the main process imports (not in a "
+        f"spawned worker's __main__, nor made while the worker runs), and make its "
+        f"__reduce__ / __setstate__ work outside a worker (not depending on "
+        f"get_worker_info(), the worker's pid or what only the worker opened); or return "
+        f"plain data (tensors, arrays, numbers, strings, containers of them), or load in the "
+        f"main process (num_workers=0), where nothing is pickled. The pass goes on with the "
+        f"next batch.\n\nThe traceback of the unpickling:\n{trace}"
     )

@@ -12,12 +12,15 @@ when the batch is delivered.
 from __future__ import annotations
 
 import collections
+import contextlib
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 from torch.utils.data import DataLoader
 
-from loaderkit.errors import DataError
+from loaderkit._text import sample_list
+from loaderkit.errors import DataError, data_error
+from loaderkit.runtime.crossing import Unarrived, unarrived_message
 from loaderkit.runtime.fetch import Failure, Fetched, WorkerSeeder
 from loaderkit.runtime.outcomes import NO_BATCH, Raised
 from loaderkit.runtime.pool import shutdown_pool, worker_pool
@@ -91,11 +94,32 @@ def _fetched(loader: Loader, epoch: int, start: int, generation: int) -> Iterato
                     item.reraise()
                 except DataError as error:
                     item = Raised(error)
+            elif isinstance(item, Unarrived):  # it pickled in its worker, not unpickled here
+                item = Raised(unarrived_error(loader, item))
             yield item
     finally:
         if not persistent and loader._pool is iterator:
             loader._pool = None
             shutdown_pool(iterator)
+
+
+def unarrived_error(loader: Loader, unarrived: Unarrived) -> DataError:
+    """The :class:`DataError` of a batch a worker sent that the main process cannot unpickle.
+
+    It names the batch's epoch and index (and samples), the worker, the type and the fix.
+    """
+    epoch, index = unarrived.origin
+    what = f"batch {index} of epoch {epoch}"
+    with contextlib.suppress(Exception):  # naming the samples is a courtesy
+        what += f" (samples {sample_list(loader.batch_indices(epoch, index))})"
+    error = data_error(
+        unarrived_message(what, unarrived),
+        unarrived.error,
+        worker_id=unarrived.worker,
+        batch_index=index,
+    )
+    error.__cause__ = unarrived.error
+    return error
 
 
 def worker_loader(loader: Loader) -> tuple[DataLoader[Any], RequestSampler]:

@@ -106,7 +106,9 @@ class BatchDataset(ShippedToWorkers, Dataset[Any]):
         """The batch of ``request`` (or its :class:`Failure`), pickled here in the worker.
 
         A batch that does not pickle becomes the :class:`Failure` of a :class:`DataError`
-        naming the sample (or the collator's output) and the part that cannot be sent.
+        naming the sample (or the collator's output) and the part that cannot be sent; one
+        that does not unpickle in the main process arrives there as an
+        :class:`~loaderkit.runtime.crossing.Unarrived` naming ``(epoch, batch index)``.
         """
         self.check_arrived()
         self.seeder(request.epoch)
@@ -114,9 +116,10 @@ class BatchDataset(ShippedToWorkers, Dataset[Any]):
             result = self.fetcher(request)
         except DataError as failed:
             result = failure_from(failed, request)
+        origin = (request.epoch, request.batch_index)  # named if it cannot be unpickled
         try:
-            return pickled(result)
+            return pickled(result, origin)
         except Exception as exc:  # noqa: BLE001 - any pickling failure: named, sent as data
             unsent = self.fetcher.unsendable(request, result, exc)
             unsent.__cause__ = exc
-            return pickled(failure_from(unsent, request))
+            return pickled(failure_from(unsent, request), origin)

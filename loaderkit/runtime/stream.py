@@ -30,6 +30,13 @@ Shards: with ``W = max(num_workers, 1)`` producers per rank and ``world_size`` r
 
 So the order depends on ``num_workers`` and the world size (both are in the fingerprint).
 
+Passes: every pass reads the dataset as it stands in the main process when the pass starts,
+after ``dataset.set_epoch(epoch)`` (when it defines one): each worker reads a copy made for the
+pass (workers are started per pass), and the main process (``num_workers=0``) reads one too
+(:mod:`~loaderkit.runtime.stream_changes`), so what a dataset's ``__iter__`` changes in itself
+reaches no other pass, whatever the workers, and a resume in a new process reads the same.
+Such a change is logged once (:attr:`StreamLoader.stream_changed`).
+
 Positions: element ``k`` of a stream read by element has position ``k``; element ``j`` of
 shard ``s`` read through the hook or by HF has position ``j x (world_size x W) + s``. Unique in
 an epoch over all ranks and workers, they stand for sample indices in errors, skip records,
@@ -58,10 +65,12 @@ import copy
 from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, Literal
 
+from loaderkit._text import sample_list
 from loaderkit.checks import CheckReport, batch_checker
 from loaderkit.errors import NotBuiltYetError
 from loaderkit.plan.workers import resolve_workers
 from loaderkit.runtime.callables import plan_collate, resolve_callable
+from loaderkit.runtime.crossing import Unarrived, unarrived_message
 from loaderkit.runtime.device import resolve_device, wants_pinning
 from loaderkit.runtime.explain import explain_stream
 from loaderkit.runtime.fetch import Fetched, Skipped
@@ -169,6 +178,10 @@ class StreamLoader(Loader):
         self.trimmed_samples = 0
         """The stream elements ``even_batches`` left out on this rank in the current (or
         last) pass: its producers ran longer than another rank's (also logged)."""
+        self.stream_changed: tuple[str, ...] = ()
+        """How the dataset changed itself while a pass read it, the first time it did
+        (``("epoch: 0 -> 1",)``; logged once): no pass keeps such a change (see
+        :mod:`~loaderkit.runtime.stream_changes`). ``()``: none seen."""
         self.resume_native, self.resume_replays_because = resume_mode(plan, data, self.sharding)
         """Whether a resume loads each producer's saved source state (O(1)) instead of
         replaying the stream, and if not, why not."""
@@ -375,7 +388,36 @@ class StreamLoader(Loader):
                     self.close()
                     raise
                 raise worker_error from exc
+            if isinstance(item, Unarrived):  # it pickled in its worker, not unpickled here
+                item = self._unarrived(item)
             yield item
+
+    def _unarrived(self, unarrived: Unarrived) -> StreamItem:
+        """The failed (consumed) item of a batch a worker sent that could not be unpickled.
+
+        Its origin (see ``Producer.__iter__``) is ``(local, positions, state, digest, end,
+        consumed)``.
+        """
+        local, positions, state, digest, end, consumed = unarrived.origin
+        worker = unarrived.worker or 0
+        if end:  # a producer's end (only its text could fail): it ended all the same
+            return StreamItem(worker, end=True)
+        what = (
+            f"batch {local} of worker {worker} on rank {self.rank} in epoch {self._epoch} "
+            f"(stream elements {sample_list(positions)})"
+        )
+        exc = unarrived.error
+        return StreamItem(
+            worker,
+            positions=positions,
+            error=unarrived_message(what, unarrived),
+            consumed=consumed,  # a batch's place in the shard is used up: the producer went on
+            digest=digest,
+            state=state,
+            original_type=type(exc),
+            cause=exc,
+            local=local,
+        )
 
     def _start_pass(self) -> tuple[int, int]:
         """Apply the iteration rule (see :class:`~loaderkit.runtime.loader.Loader`)."""

@@ -42,7 +42,7 @@ def stream_batches(
     sent: collections.deque[tuple[StreamItem, bool]] = collections.deque()
 
     def host() -> Iterator[Any]:
-        produced = _trimmed(loader, loader._items(producer), epoch)
+        produced = _ended(loader, loader._items(producer), epoch)
         if loader.compares_streams:
             produced = same_streams(produced, loader.producers)
         items = round_robin(produced, loader.producers, loader._next_worker)
@@ -67,9 +67,16 @@ def stream_batches(
         loader._iterator = None
 
 
-def _trimmed(loader: StreamLoader, items: Iterator[StreamItem], epoch: int) -> Iterator[StreamItem]:
-    """``items``, counting (and logging) what ``even_batches`` trimmed as producers end."""
+def _ended(loader: StreamLoader, items: Iterator[StreamItem], epoch: int) -> Iterator[StreamItem]:
+    """``items``, with what is told as each producer ends.
+
+    What ``even_batches`` trimmed is counted and logged, and a dataset that changed itself
+    while read is logged (once per loader).
+    """
     for item in items:
+        if item.end and item.changed and not loader.stream_changed:
+            loader.stream_changed = item.changed
+            _LOG.warning("loaderkit: %s", changed_message(loader, item, epoch))
         if item.end and item.trimmed:
             loader.trimmed_samples += item.trimmed
             _LOG.warning(
@@ -83,6 +90,24 @@ def _trimmed(loader: StreamLoader, items: Iterator[StreamItem], epoch: int) -> I
                 item.worker,
             )
         yield item
+
+
+def changed_message(loader: StreamLoader, item: StreamItem, epoch: int) -> str:
+    """What to tell of a dataset that changed itself while producer ``item.worker`` read it."""
+    where = f"worker {item.worker}" if loader.num_workers else "the main process"
+    kind = type(loader.data).__name__
+    return (
+        f"the iterable dataset {loader.plan.dataset.binding!r} ({kind}) changed itself while "
+        f"epoch {epoch} was read in {where}: {'; '.join(item.changed)}. loaderkit keeps no such "
+        f"change: every pass reads the dataset as it stood in the main process when the pass "
+        f"started (a copy of it in each worker, and with num_workers=0), so the batches are "
+        f"the same for any num_workers, with or without persistent workers, and after a "
+        f"resume in a new process (torch keeps the change with num_workers=0 or persistent "
+        f"workers, and loses it without). To make the stream depend on the epoch, define "
+        f"set_epoch(epoch) on {kind}: loaderkit calls it in the main process before each "
+        f"pass, a resumed one too; to resume inside a pass from the dataset's own position, "
+        f"define state_dict() and load_state_dict(state). (Said once per loader.)"
+    )
 
 
 def _delivered_batches(

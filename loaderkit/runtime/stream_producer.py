@@ -28,6 +28,7 @@ from loaderkit.runtime.fetch import Skipped, WorkerSeeder
 from loaderkit.runtime.global_rngs import seed_globals
 from loaderkit.runtime.outcomes import resource_error
 from loaderkit.runtime.pool import ShippedToWorkers
+from loaderkit.runtime.stream_changes import Watch, pass_copy
 from loaderkit.runtime.stream_read import (
     SHARD_HOOK,
     WORKER_SPLIT,
@@ -35,6 +36,7 @@ from loaderkit.runtime.stream_read import (
     StreamItem,
     StreamProbe,
     buffer_shuffle,
+    is_stateful,
     seeded_elements,
 )
 
@@ -116,9 +118,12 @@ class Producer(ShippedToWorkers, IterableDataset[Any]):
         worker = 0 if info is None else int(info.id)
         if info is not None:  # the worker's global RNGs, as the map-style loader seeds them
             WorkerSeeder(self.seed, self.rank)(self.epoch)
+        # a worker reads its own copy of the dataset, made for this pass; the main process
+        # reads one too, so a dataset changing itself changes no other pass (stream_changes)
+        data = self.data if info is not None or self.mode == "hf" else pass_copy(self.data)
         probe = StreamProbe(self._probe_size()) if self.probe else None
         first = True
-        for item in self._items(worker, info, probe):
+        for item in self._items(worker, data, probe):
             if first and probe is not None and item.error is None:  # a failed read: no digest
                 item = item._replace(digest=probe.value())
             first = False
@@ -126,13 +131,17 @@ class Producer(ShippedToWorkers, IterableDataset[Any]):
                 self._collated = None
                 yield item
                 continue
+            # what the item is, in case it cannot be unpickled in the main process (see
+            # StreamLoader._unarrived): a few plain fields, not the whole header (~4 us less)
+            consumed = item.consumed or item.error is None  # a read error is read again
+            origin = (item.local, item.positions, item.state, item.digest, item.end, consumed)
             try:
-                sent = pickled(item)
+                sent = pickled(item, origin)
             except Exception as exc:  # noqa: BLE001 - any pickling failure: named, sent as data
                 error = self._unsendable(worker, item, exc)
                 error.__cause__ = exc
                 failed = _error_item(worker, error, consumed=True, state=item.state)
-                sent = pickled(failed._replace(digest=item.digest))
+                sent = pickled(failed._replace(digest=item.digest, local=item.local))
             self._collated = None
             yield sent
 
@@ -175,13 +184,23 @@ class Producer(ShippedToWorkers, IterableDataset[Any]):
         shards = self.world_size * self.producers
         return max(1, min(_PROBE, (self.batch_size - 1) * shards + 1))
 
-    def _items(self, worker: int, info: object, probe: StreamProbe | None) -> Iterator[StreamItem]:
+    def _items(self, worker: int, data: Any, probe: StreamProbe | None) -> Iterator[StreamItem]:
+        """The items of this producer, reading ``data`` (this pass's copy of the dataset).
+
+        The end item says how the source changed itself meanwhile (:class:`Watch`), unless it
+        is an HF dataset or a stateful source (its attributes hold its position on purpose).
+        """
         trimmed = 0
+        watch: Watch | None = None
         try:
-            trimmed = yield from self._batches(worker, probe)
+            source, start, resumed = self._source(worker, data)
+            if self.mode != "hf" and not is_stateful(source):
+                watch = Watch(source)
+            trimmed = yield from self._batches(worker, source, start, resumed, probe)
         except DataError as error:  # the source (or a gated rank's) could not be read: the end
             yield _error_item(worker, error)
-        yield StreamItem(worker, end=True, trimmed=trimmed)
+        changed = () if watch is None else watch.changes()
+        yield StreamItem(worker, end=True, trimmed=trimmed, changed=changed)
 
     def _gate(self, worker: int) -> EvenGate | None:
         """The gate of this producer's batches under ``even_batches`` (``None``: ungated)."""
@@ -213,15 +232,16 @@ class Producer(ShippedToWorkers, IterableDataset[Any]):
             f"{self.rank}, worker {worker})"
         )
 
-    def _source(self, worker: int) -> tuple[Any, int, bool]:
+    def _source(self, worker: int, data: Any) -> tuple[Any, int, bool]:
         """What this producer iterates, the elements of it read before, and if it resumes.
 
-        ``resumed`` is True when a saved source state was loaded (a resume without replay).
+        What it iterates is ``data`` (this pass's dataset), or a copy of it; ``resumed`` is
+        True when a saved source state was loaded (a resume without replay).
         """
         state = self.states[worker] if worker < len(self.states) else None
         if state is None:
-            return self.data, 0, False
-        source = self.data
+            return data, 0, False
+        source = data
         if self.mode == "hf" or self.peers:
             # HF keeps a loaded state for later passes, and the gate reads the source from
             # its start: load it on a copy
@@ -350,10 +370,12 @@ class Producer(ShippedToWorkers, IterableDataset[Any]):
         return local + 1
 
     def _batches(
-        self, worker: int, probe: StreamProbe | None = None
+        self, worker: int, source: Any, start: int, resumed: bool, probe: StreamProbe | None
     ) -> Generator[StreamItem, None, int]:
-        """Make the items of this producer; return the elements ``even_batches`` trimmed."""
-        source, start, resumed = self._source(worker)
+        """Make the items of this producer; return the elements ``even_batches`` trimmed.
+
+        ``source`` continues after ``start`` elements; ``resumed``: it loaded a saved state.
+        """
         elements = self._elements(worker, source, start, None if resumed else probe)
         if self.buffer_size is not None:
             key = derive_key(self.seed, "stream-buffer", self.epoch, self.rank, worker)
@@ -377,7 +399,7 @@ class Producer(ShippedToWorkers, IterableDataset[Any]):
                 item = self._batch(worker, done, positions, kept, samples, skipped, state)
             except DataError as error:  # the source is intact: its next batch follows
                 item = _error_item(worker, error, consumed=True, state=state)
-            yield item
+            yield item._replace(local=done)
             done += 1
         return 0
 

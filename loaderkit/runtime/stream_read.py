@@ -160,6 +160,11 @@ class StreamItem(NamedTuple):
     """With ``error``: the type of the exception the data raised, if pickle can name it."""
     cause: BaseException | None = None
     """With ``error``: that exception, if it survives pickling."""
+    local: int = -1
+    """The producer's number for the batch: its batches of the epoch count from 0."""
+    changed: tuple[str, ...] = ()
+    """On a producer's end item: how the dataset changed itself while the producer read it
+    (``"epoch: 0 -> 1"``; see :mod:`loaderkit.runtime.stream_changes`)."""
 
 
 def buffer_shuffle(items: Iterable[Any], size: int, rng: np.random.Generator) -> Iterator[Any]:

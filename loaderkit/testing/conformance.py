@@ -52,6 +52,9 @@ SITUATIONS: dict[str, str] = {
     "a stream split by worker, unsaid": "the dataset is an ``IterableDataset`` that yields "
     "another part of the stream in each worker (by ``get_worker_info()``) without saying so "
     "(no ``splits_by_worker``)",
+    "a stream that changes itself": "the dataset is an ``IterableDataset`` whose ``__iter__`` "
+    "changes the dataset (once it yielded its elements it counts the pass: "
+    "``self.passes += 1``) and tags each element with that count",
     "state_dict()": "the call is ``state_dict()`` (the others are ``next()`` calls)",
     "iter()": "the call is ``iter(loader)`` while the program holds other iterators",
     "a new pass": "the iterator's first ``next()``",
@@ -132,6 +135,10 @@ class Difference:
     """Whether loaderkit chose the epoch there (``set_epoch``): an epoch that differs from the
     one the suite paired with the reference's shuffled order is paired anew, and the pass goes
     on being compared."""
+    only_tags: bool = False
+    """Whether the difference is only in the tags a stream that changes itself put on its
+    elements: the same elements at the same place, read from the dataset in another state
+    (the pass goes on being compared: its other batches may differ so too, and only so)."""
 
 
 DIFFERENCES: tuple[Difference, ...] = (
@@ -320,6 +327,29 @@ DIFFERENCES: tuple[Difference, ...] = (
         workers=(2,),
     ),
     Difference(
+        key="a stream that changes itself",
+        habit="an `IterableDataset` whose `__iter__` changes the dataset (`self.epoch += 1` "
+        "once it yielded its elements, which it tags with `self.epoch`), read pass after pass",
+        torch="with `num_workers=0` the program's dataset object keeps the change, and with "
+        "persistent workers each worker's copy does: the passes read tags 0, 1, 2, ...; "
+        "without persistent workers each pass's workers copy the unchanged object: 0, 0, 0",
+        torchdata="the same as torch",
+        loaderkit="every pass reads the dataset as it stood in the main process when the pass "
+        "started, in a copy (with any `num_workers`): tags 0, 0, 0; the change is logged once, "
+        "naming the attribute (`epoch: 0 -> 1`)",
+        why="the batches must not depend on `num_workers` or persistent workers, and a resume "
+        "in a new process (where the dataset is as constructed) must read what the run would "
+        "have read; a stream that changes per epoch defines `set_epoch(epoch)`, which loaderkit "
+        "calls in the main process before each pass, a resumed one too",
+        when=("a stream that changes itself",),
+        loaderkit_gives="batch",
+        reference_gives="batch",
+        kinds=("stream",),
+        persistent=(True,),
+        other_batches=True,
+        only_tags=True,
+    ),
+    Difference(
         key="a stream state taken after a resume",
         habit="a stream's state loaded, then `state_dict()` taken again in the resumed pass (or "
         "before it), then a resume from that state",
@@ -370,6 +400,9 @@ _STREAM = "stream, 0 workers"
 _SHUFFLED_W2 = "map, shuffled, 2 workers"
 _SHUFFLED_W2P = "map, shuffled, 2 workers, persistent"
 _STREAM_W2 = "stream, 2 workers"
+_CHANGING = "changing stream, 0 workers"
+_CHANGING_W2 = "changing stream, 2 workers"
+_CHANGING_W2P = "changing stream, 2 workers, persistent"
 _RESUME = ("iter", "next", "next", "save", "break", "load")
 """Two batches of a pass, a state, and fresh loaders it is loaded into."""
 
@@ -571,6 +604,17 @@ HABITS: tuple[Habit, ...] = (
         loaderkit="every element once",
         configs=("whole stream, 2 workers",),
         differences=("a stream read by workers",),
+    ),
+    Habit(
+        habit="an `IterableDataset` whose `__iter__` changes the dataset (`self.epoch += 1` at "
+        "its end, its elements tagged with it), three loops",
+        script=("iter", "next*", "break") * 3,
+        reference="tags 0, 1, 2 with `num_workers=0` and with persistent workers (the object, or "
+        "each worker's copy, keeps the change); 0, 0, 0 with workers that are not persistent",
+        loaderkit="tags 0, 0, 0 with any workers: each pass reads a copy of the dataset as it "
+        "stood when the pass started (the change is logged once)",
+        configs=(_CHANGING, _CHANGING_W2, _CHANGING_W2P),
+        differences=("a stream that changes itself",),
     ),
     Habit(
         habit="a stream resumed, its state taken again in the resumed pass, then a resume",

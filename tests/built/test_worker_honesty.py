@@ -246,3 +246,61 @@ def test_resource_errors_are_the_declared_ones():
     assert not resource_error(OSError(errno.ENOENT, "x"))
     assert not resource_error(ValueError("bad record"))
     assert not resource_error(RecursionError())
+
+
+# -- a batch that pickles in its worker but does not unpickle in the main process --------------
+
+
+class WorkerOnly:
+    """A value that can be rebuilt only in a worker: its ``__setstate__`` raises elsewhere."""
+
+    def __init__(self, i: int) -> None:
+        self.i = i
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        if torch.utils.data.get_worker_info() is None:
+            raise RuntimeError("WorkerOnly is rebuilt only inside a worker")
+        self.__dict__.update(state)
+
+
+def worker_only(i: int) -> Any:
+    return WorkerOnly(i)
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["map", "stream"])
+def test_a_batch_that_does_not_unpickle_in_the_main_process_is_a_data_error(stream):
+    data = HoldingStream(worker_only) if stream else Holding(worker_only)
+    plan = (
+        DataLoaderBuilder()
+        .with_dataset(data)
+        .with_batch_size(4)
+        .with_workers(2, timeout=60)  # a lost batch would time out, not hang
+        .with_collator(passthrough)
+        .compile()
+    )
+    with plan.build() as loader:
+        for epoch in range(2):  # the loader iterates again after it, as after any DataError
+            seen, errors = drain(loader)
+            assert len(errors) == 1, errors
+            error = errors[0]
+            assert isinstance(error, DataError) and isinstance(error, RuntimeError)
+            message = str(error)
+            assert error.worker_id in (0, 1)
+            assert f"pickled in worker {error.worker_id} (pid " in message
+            assert "could not be unpickled in the main process" in message
+            assert "unpickling test_worker_honesty.WorkerOnly raised RuntimeError" in message
+            assert "WorkerOnly is rebuilt only inside a worker" in message
+            assert "__setstate__ work outside a worker" in message  # the fix
+            if stream:  # element k to worker k % 2: BAD is in worker 1's first batch
+                assert error.worker_id == 1
+                assert f"batch 0 of worker 1 on rank 0 in epoch {epoch} " in message
+                assert "(stream elements 1, 3, 5, 7)" in message
+            else:
+                assert error.batch_index == 1
+                assert f"batch 1 of epoch {epoch} (samples 4, 5, 6, 7)" in message
+            # only the batch that failed is missing: the pass went on
+            assert sorted(seen) == sorted(
+                set(range(16)) - ({1, 3, 5, 7} if stream else {4, 5, 6, 7})
+            )
+        state = loader.state_dict()
+    assert state["epoch"] == 1 and state["pass_ended"]

@@ -155,15 +155,38 @@ class WholeStream(IterableDataset[int]):
         return iter(range(N))
 
 
+TAG = 1000
+""":class:`ChangingStream` yields ``tag x TAG + k`` for its element ``k``."""
+
+
+class ChangingStream(Stream):
+    """:class:`Stream` that changes itself: it counts its passes, and tags elements with it.
+
+    Element ``k`` of the pass read after ``p`` passes of this very object ended is
+    ``p x TAG + k`` (issue 29): which object a loader reads each pass, the program's own one,
+    a copy kept by a persistent worker or a fresh copy, is observed through the tags.
+    """
+
+    def __init__(self) -> None:
+        self.passes = 0
+
+    def __iter__(self) -> Iterator[int]:
+        for k in super().__iter__():
+            yield self.passes * TAG + k
+        self.passes += 1
+
+
 STREAMS: dict[str, type[IterableDataset[int]]] = {
     "split": Stream,
     "whole": WholeStream,
     "unsaid": UnsaidStream,
+    "changing": ChangingStream,
 }
 STREAM_FACTS = {
     "split": (),
     "whole": ("a whole stream in each worker",),
     "unsaid": ("a stream split by worker, unsaid",),
+    "changing": ("a stream that changes itself",),
 }
 
 
@@ -175,12 +198,18 @@ class Config:
     shuffle: bool = False
     workers: int = 0
     persistent: bool = False
-    stream: Literal["split", "whole", "unsaid"] = "split"
-    """The stream's dataset: :class:`Stream`, :class:`WholeStream` or :class:`UnsaidStream`."""
+    stream: Literal["split", "whole", "unsaid", "changing"] = "split"
+    """The stream's dataset: :class:`Stream`, :class:`WholeStream`, :class:`UnsaidStream` or
+    :class:`ChangingStream`."""
 
     def __str__(self) -> str:
         if self.kind == "stream":
-            what = {"split": "stream", "whole": "whole stream", "unsaid": "unsaid split stream"}
+            what = {
+                "split": "stream",
+                "whole": "whole stream",
+                "unsaid": "unsaid split stream",
+                "changing": "changing stream",
+            }
             kind = what[self.stream]
         else:
             kind = "map, shuffled" if self.shuffle else "map"
@@ -755,6 +784,8 @@ class Lockstep:
                 continue
             if ref in handle.diverged:
                 self.diverge(ref, handle)  # its iterator may be another handle's too
+                if outcomes[ref].message.startswith("from iter():"):
+                    self.retire(ref)  # a loader whose iter() raises is broken, compared or not
                 continue
             self.judge(ref, handle, outcomes[ref], mine, facts)
         return mine
@@ -984,8 +1015,9 @@ class Lockstep:
 
     def verdict(
         self, ref: str, theirs: Outcome, mine: Outcome
-    ) -> Literal["same", "epoch", "other"]:
-        """``"same"``; ``"epoch"``: the same batch of another epoch than paired; ``"other"``."""
+    ) -> Literal["same", "epoch", "tags", "other"]:
+        """``"same"``; ``"epoch"``: the same batch of another epoch than paired; ``"tags"``:
+        the same elements of a :class:`ChangingStream`, tagged otherwise; ``"other"``."""
         if theirs.kind != mine.kind:
             return "other"
         if theirs.kind == "iterator":
@@ -998,7 +1030,10 @@ class Lockstep:
             return "same" if same else "other"
         their_place, my_place = self.place(ref, theirs), self.place("loaderkit", mine)
         if their_place is None or my_place is None:
-            return "same" if theirs.ids == mine.ids else "other"
+            if theirs.ids == mine.ids:
+                return "same"
+            untagged = [tuple(i % TAG for i in o.ids) for o in (theirs, mine)]
+            return "tags" if untagged[0] == untagged[1] else "other"
         if their_place[1] != my_place[1]:
             return "other"
         return "same" if self.pairing[ref].fits(their_place[0], my_place[0]) else "epoch"
@@ -1019,7 +1054,9 @@ class Lockstep:
             if their_place is not None and my_place is not None:
                 self.pairing[ref].pair(their_place[0], my_place[0])
             return
-        row = self.explain(ref, theirs, mine, facts, only_epoch=verdict == "epoch")
+        row = self.explain(
+            ref, theirs, mine, facts, only_epoch=verdict == "epoch", only_tags=verdict == "tags"
+        )
         if row is None:
             raise UnexplainedDifferenceError(self.report(ref, handle, theirs, mine, facts))
         self.fired.append(row.key)
@@ -1033,6 +1070,8 @@ class Lockstep:
         elif verdict == "epoch" and row.renumbers:
             assert their_place is not None and my_place is not None
             self.pairing[ref].pair(their_place[0], my_place[0], anew=True)
+        elif verdict == "tags":
+            pass  # the same elements in the same place: the pass goes on being compared
         else:
             assert handle is not None
             self.diverge(ref, handle)  # the rest of this pass is not compared
@@ -1062,16 +1101,19 @@ class Lockstep:
         facts: list[str],
         *,
         only_epoch: bool = False,
+        only_tags: bool = False,
     ) -> Difference | None:
         """The row of the table that explains this difference, if any: the most specific.
 
-        ``only_epoch``: the difference is only the epoch (the same batch of another order).
+        ``only_epoch``: the difference is only the epoch (the same batch of another order);
+        ``only_tags``: only the tags of a :class:`ChangingStream`'s elements (the same ones).
         """
         rows = [
             row
             for row in DIFFERENCES
             if self.applies(row, ref, facts)
             and (only_epoch or not row.only_epoch)
+            and (only_tags or not row.only_tags)
             and mine.gives(row.loaderkit_gives)
             and theirs.gives(row.reference_gives)
         ]
@@ -1219,6 +1261,10 @@ TestStreamPersistentWorkers = machine(
     Config("stream", workers=2, persistent=True), share=0.05, steps=12
 )
 TestStreamWorkers = machine(Config("stream", workers=2), share=0.02, steps=12)
+TestChangingStream = machine(Config("stream", stream="changing"), share=0.5, steps=30)
+TestChangingStreamPersistentWorkers = machine(
+    Config("stream", workers=2, persistent=True, stream="changing"), share=0.02, steps=12
+)
 TestFreshProcessMapShuffled = machine(
     Config("map", shuffle=True), share=0.03, steps=20, fresh_process=True, least=3
 )
@@ -1241,6 +1287,9 @@ CONFIGS = {
         Config("stream", workers=2, persistent=True),
         Config("stream", workers=2, stream="whole"),
         Config("stream", workers=2, stream="unsaid"),
+        Config("stream", stream="changing"),
+        Config("stream", workers=2, stream="changing"),
+        Config("stream", workers=2, persistent=True, stream="changing"),
     )
 }
 
