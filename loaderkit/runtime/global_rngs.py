@@ -11,10 +11,12 @@ process, :func:`user_rngs` and :func:`restore_rngs` put the user's own states ba
 
 Seeding costs ~12 us a sample (three generators); most datasets draw from none of them. So
 :class:`SampleSeeding` seeds only the RNGs the user's code was *seen* drawing from: each batch
-is made between two :class:`RngStates` (a copy of each generator's state, ~3 us), and a batch
-after which an RNG not yet seeded moved is made again, with that RNG seeded per sample from
-then on. The batches are the ones seeding every RNG before every sample gives: where the
-user's code draws nothing from an RNG, seeding it changes nothing.
+is made between two looks at the generators (their *marks*, :func:`marks`: the position, a
+few words and the cached normals, read from the bytes behind each generator; in the main
+process a whole :class:`RngStates` first, to put the user's states back), and a batch after
+which an RNG not yet seeded moved is made again, with that RNG seeded per sample from then
+on. The batches are the ones seeding every RNG before every sample gives: where the user's
+code draws nothing from an RNG, seeding it changes nothing.
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ __all__ = [
     "Rng",
     "RngStates",
     "SampleSeeding",
+    "marks",
     "restore_rngs",
     "sample_seeding",
     "seed_all",

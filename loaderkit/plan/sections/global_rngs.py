@@ -12,17 +12,18 @@ it runs. Two modes:
   back afterwards, so your own draws go on as if loaderkit had not touched them. The batches
   are then the same for any number of workers, after a resume at any point, and (per
   sample) across world sizes. Which RNGs your code draws from is seen, not guessed: every
-  batch is made between two copies of the three states (~3 us), and the batch after which
-  one not yet seeded moved is made again with it seeded, from then on (in each process), so
-  the batches are those seeding all three before everything would give, and code that draws
-  from none pays nothing for the seeding (10-15 us a sample for all three). With a cache
-  (``with_cache``) all three are seeded always: a sample is stored as soon as it is made.
+  batch is made between two looks at the three generators (a few us), and the batch after
+  which one not yet seeded moved is made again with it seeded, from then on (in each
+  process), so the batches are those seeding all three before everything would give, and
+  code that draws from none pays nothing for the seeding (10-15 us a sample for all
+  three). With a cache (``with_cache``) all three are seeded always: a sample is stored as
+  soon as it is made.
   Sources that cannot draw (tensors, arrays, HF datasets, columns) and loaderkit's own
   collators are not watched: they cost nothing.
 - ``"per_worker"``: torch's habit. Each worker seeds them once per epoch from (seed, epoch,
-  rank, worker); in the main process they are left alone. Faster for a dataset of your own
-  with a cheap ``__getitem__`` (no seeding per sample), but what is drawn depends on which
-  worker reads a sample: the batches change with ``num_workers`` and after a resume.
+  rank, worker); in the main process they are left alone. It saves the seeding of code that
+  draws on every sample, but what is drawn depends on which worker reads a sample: the
+  batches change with ``num_workers`` and after a resume.
 
 A streamed dataset is always seeded per element (its exact resume replays elements by
 position): ``"per_worker"`` is refused for it.
@@ -136,7 +137,7 @@ def global_rngs_line(plan: LoaderPlan) -> str:
     return (
         f"seeded per sample from (seed, epoch, index) around your {listed}, each of torch, "
         f"numpy and random once your code is seen drawing from it (each batch is checked, "
-        f"~3 us; the batch that first draws from one is made again with it seeded): the "
+        f"a few us; the batch that first draws from one is made again with it seeded): the "
         f"same batches for any num_workers, and nothing to pay for the RNGs it leaves alone"
     )
 
