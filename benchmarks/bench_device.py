@@ -5,7 +5,7 @@ workloads (sizes: full / ``--quick``; ``--dry-run`` uses tiny ones on the CPU):
 
 1. **copy** - batches of float32 rows (32,768 x 4,096, batch 512: 64 batches of 8 MiB; quick
    16,384 rows), shuffled, through a real loaderkit loader with ``with_workers(0)``:
-   ``with_device("cuda")`` (loaderkit's delivery, ``loaderkit/runtime/device.py``: each host
+   ``with_device("cuda")`` (loaderkit's delivery, ``loaderkit/runtime/passes/device.py``: each host
    batch pinned and copied with ``non_blocking=True`` on a side stream, one batch ahead)
    against the same plan with ``with_device("cpu")`` and a synchronous pageable
    ``batch.to("cuda")`` in the loop. GB/s of batches delivered per epoch. A reference row

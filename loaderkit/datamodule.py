@@ -316,7 +316,7 @@ def _lightning_class(stages: frozenset[str] = frozenset(("train", *_STAGES))) ->
                 LightningStreamLoader,
                 LightningTrainLoader,
             )
-            from loaderkit.runtime.stream import StreamLoader
+            from loaderkit.runtime.stream.loader import StreamLoader
 
             loader = self.data.train_dataloader()
             if self._train is None or self._train.loader is not loader:

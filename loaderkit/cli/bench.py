@@ -36,8 +36,8 @@ from loaderkit.cli.demo import progress_bar
 from loaderkit.cli.digest import batch_samples
 from loaderkit.plan.workers import usable_cpus
 from loaderkit.runtime.autotune import endless_batches, with_worker_settings
-from loaderkit.runtime.device import move_to, pin, resolve_device, wants_pinning
-from loaderkit.runtime.fetch import BatchFetcher
+from loaderkit.runtime.fetch.fetcher import BatchFetcher
+from loaderkit.runtime.passes.device import move_to, pin, resolve_device, wants_pinning
 
 if TYPE_CHECKING:
     from loaderkit.plan import LoaderPlan

@@ -6,7 +6,7 @@ the packages they adapt to):
 - :mod:`loaderkit.integrations.accelerate`: ``skip_first_batches``, Accelerate's
   ``skip_first_batches`` for a loaderkit loader, and ``AcceleratedLoader``, kept for existing
   code (a loader itself tells Accelerate where each pass ends, so that ``accumulate()`` syncs
-  the last partial window of an epoch: :mod:`loaderkit.runtime.gradient_state`).
+  the last partial window of an epoch: :mod:`loaderkit.runtime.passes.gradient_state`).
 - :mod:`loaderkit.integrations.transformers`: ``LoaderkitTrainer``, a ``transformers.Trainer``
   that trains on a loaderkit loader and resumes from its checkpoints exactly.
 

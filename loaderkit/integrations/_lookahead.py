@@ -10,7 +10,7 @@ from a checkpoint taken there would skip it. :class:`LookaheadLoader` holds the 
 as it was *before* the batch read ahead, and answers ``state_dict()`` with it while a pass
 runs; everything else is the wrapped loader's. (Accelerate needs no such wrapper: a loader
 that reads ahead for it does so before the batch counts, see
-:mod:`loaderkit.runtime.gradient_state`.)
+:mod:`loaderkit.runtime.passes.gradient_state`.)
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ import copy
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from loaderkit.runtime.epoch_sampler import EpochSampler
+from loaderkit.runtime.passes.epoch_sampler import EpochSampler
 
 __all__ = ["LoaderView", "LookaheadLoader"]
 

@@ -16,7 +16,7 @@ taken at an epoch's end (``every_n_epochs``, ``on_train_epoch_end``, ``last.ckpt
 Lightning re-enters the finished epoch, reads one batch past its end, and counts one epoch
 ahead of the one it trains (a torch ``DataLoader`` with a ``DistributedSampler`` is off the
 same way). A loader's sampler, called by Lightning's fit loop, takes the epoch from that
-loop's ``trainer.current_epoch`` (:func:`~loaderkit.runtime.epoch_sampler.calling_trainer`);
+loop's ``trainer.current_epoch`` (:func:`~loaderkit.runtime.passes.epoch_sampler.calling_trainer`);
 a :class:`LightningTrainLoader` takes it from a trainer named outright.
 
 A loader without a length (a ``StreamLoader``) needs a wrapper, which :func:`for_lightning`
@@ -36,7 +36,7 @@ from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 from loaderkit.integrations._lookahead import LoaderView, LookaheadLoader
-from loaderkit.runtime.epoch_sampler import EpochSampler, calling_trainer
+from loaderkit.runtime.passes.epoch_sampler import EpochSampler, calling_trainer
 
 __all__ = ["LightningStreamLoader", "LightningTrainLoader", "for_lightning"]
 
@@ -284,14 +284,14 @@ def for_lightning(loader: Any, trainer: Any = None) -> Any:
       :class:`LightningTrainLoader`, told its epoch by ``trainer.current_epoch``;
     - a map-style loader without ``trainer``: ``loader`` itself. Its
       :attr:`~loaderkit.runtime.loader.Loader.sampler` finds the trainer of the Lightning
-      loop that calls it (:func:`~loaderkit.runtime.epoch_sampler.calling_trainer`), so every
+      loop that calls it (:func:`~loaderkit.runtime.passes.epoch_sampler.calling_trainer`), so every
       resume is exact with it too; ``trainer`` only names it outright.
 
     A stream's wrapper asks ``trainer`` (else the calling loop's trainer) how many batches
     Lightning's loop took, to give back a batch Lightning read ahead and dropped untrained,
     and which epoch a run resumed by epochs starts with (see :class:`LightningStreamLoader`).
     """
-    from loaderkit.runtime.stream import StreamLoader
+    from loaderkit.runtime.stream.loader import StreamLoader
 
     if isinstance(loader, StreamLoader):
         return LightningStreamLoader(loader, None if trainer is None else (lambda: trainer))

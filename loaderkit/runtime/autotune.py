@@ -40,7 +40,7 @@ from loaderkit._checks import check_int, check_number
 from loaderkit.errors import PlanError
 from loaderkit.plan.sections.workers import WorkersSpec
 from loaderkit.plan.workers import resolve_auto_workers, resolve_workers
-from loaderkit.runtime.storage import quiet_copies
+from loaderkit.runtime.workers.storage import quiet_copies
 
 if TYPE_CHECKING:
     from loaderkit.plan.plan import LoaderPlan

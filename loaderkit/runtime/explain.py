@@ -10,7 +10,7 @@ import numpy.typing as npt
 from loaderkit._text import inert_lines
 from loaderkit.order.token_budget import padding_stats
 from loaderkit.plan.sections.bucketing import budget_split
-from loaderkit.runtime.global_rngs import seen_line
+from loaderkit.runtime.fetch.global_rngs import seen_line
 from loaderkit.runtime.planners import (
     BucketPlanner,
     CurriculumPlanner,
@@ -18,11 +18,11 @@ from loaderkit.runtime.planners import (
     Planner,
     WeightedPlanner,
 )
-from loaderkit.runtime.stream_read import SHARD_HOOK, WORKER_SPLIT
+from loaderkit.runtime.stream.read import SHARD_HOOK, WORKER_SPLIT
 
 if TYPE_CHECKING:
     from loaderkit.runtime.loader import Loader
-    from loaderkit.runtime.stream import StreamLoader
+    from loaderkit.runtime.stream.loader import StreamLoader
 
 __all__ = ["explain_loader", "explain_stream", "explained_epoch"]
 

@@ -2,7 +2,8 @@
 
 Each iteration is a pass over an epoch (which one follows the rule in :class:`Loader`), and
 the loader knows its position, (epoch, batches delivered). The batch order is computed in the
-main process, one :class:`~loaderkit.runtime.fetch.BatchRequest` at a time, and every batch is a
+main process, one :class:`~loaderkit.runtime.fetch.fetcher.BatchRequest` at a time, and every batch
+is a
 pure function of its request, so batches are identical for any number of workers and a resume
 is O(1): the state is the position, and the next request is computed directly.
 """
@@ -23,43 +24,39 @@ from loaderkit.plan.display import loader_html
 from loaderkit.plan.fingerprint import compute_elastic_fingerprint
 from loaderkit.plan.sections.common import default_start_method
 from loaderkit.plan.workers import ResolvedWorkers, resolve_workers
-from loaderkit.runtime.cache import CacheStats, open_cache
-from loaderkit.runtime.callables import plan_collate, resolve_callable
-from loaderkit.runtime.dataset_length import LengthCheck
-from loaderkit.runtime.device import deliver, resolve_device, wants_pinning
-from loaderkit.runtime.epoch_sampler import EpochSampler
+from loaderkit.runtime.cache.samples import CacheStats, open_cache
 from loaderkit.runtime.explain import explain_loader
-from loaderkit.runtime.fetch import (
-    Fetched,
-    Skipped,
-    plan_fetcher,
-)
-from loaderkit.runtime.host_batches import host_batches
-from loaderkit.runtime.outcomes import NO_BATCH
-from loaderkit.runtime.passes import LoaderPass
-from loaderkit.runtime.planners import (
-    ListPlanner,
-    Planner,
-    PlannerContext,
-    select_planner,
-)
-from loaderkit.runtime.pool import (
-    broken_pool,
-    shutdown_pool,
-)
-from loaderkit.runtime.requests import Requests, RequestSampler
-from loaderkit.runtime.schedules import batch_sizes, max_lengths
-from loaderkit.runtime.skips import SKIPPED_RECORDS_KEPT, SkipCounts, over_budget
-from loaderkit.runtime.split import split_part
-from loaderkit.runtime.state import (
+from loaderkit.runtime.fetch.callables import plan_collate, resolve_callable
+from loaderkit.runtime.fetch.fetcher import plan_fetcher
+from loaderkit.runtime.passes.device import deliver, resolve_device, wants_pinning
+from loaderkit.runtime.passes.epoch_sampler import EpochSampler
+from loaderkit.runtime.passes.host_batches import host_batches
+from loaderkit.runtime.passes.map_pass import LoaderPass
+from loaderkit.runtime.passes.requests import Requests, RequestSampler
+from loaderkit.runtime.passes.skips import SKIPPED_RECORDS_KEPT, SkipCounts, over_budget
+from loaderkit.runtime.passes.state import (
     STATE_VERSION,
     check_epoch,
     check_state_shape,
     check_stream,
     read_pass_ended,
 )
-from loaderkit.runtime.storage import warn_copies
-from loaderkit.runtime.world import resolve_world
+from loaderkit.runtime.passes.world import resolve_world
+from loaderkit.runtime.planners import (
+    ListPlanner,
+    Planner,
+    PlannerContext,
+    select_planner,
+)
+from loaderkit.runtime.planners.dataset_length import LengthCheck
+from loaderkit.runtime.planners.schedules import batch_sizes, max_lengths
+from loaderkit.runtime.planners.split import split_part
+from loaderkit.runtime.records import NO_BATCH, Fetched, Skipped
+from loaderkit.runtime.workers.pool import (
+    broken_pool,
+    shutdown_pool,
+)
+from loaderkit.runtime.workers.storage import warn_copies
 
 if TYPE_CHECKING:
     from loaderkit.plan.plan import LoaderPlan
@@ -194,8 +191,8 @@ class Loader:
             self._fetcher.storage = tuple(r for r in self._fetcher.storage if not r.held)
         warn_copies(self._fetcher.storage, self.workers.num_workers)
         self.skipped: list[Skipped] = []
-        """The last :data:`~loaderkit.runtime.skips.SKIPPED_RECORDS_KEPT` samples the ``skip``
-        policy dropped, in order (index, epoch, batch, worker, exception type, message);
+        """The last :data:`~loaderkit.runtime.passes.skips.SKIPPED_RECORDS_KEPT` samples the
+        ``skip`` policy dropped, in order (index, epoch, batch, worker, exception type, message);
         :attr:`skip_counts` has the exact totals."""
         self._skip_counts = SkipCounts()
         self._unsettled: collections.deque[Fetched] = collections.deque()
@@ -223,7 +220,7 @@ class Loader:
         and Lightning calls it before every epoch, with the epoch it counts (after a restart
         too: ``set_epoch``'s rule keeps a loaded resume of that very epoch). Not a torch
         sampler: it yields no indices (see
-        :class:`~loaderkit.runtime.epoch_sampler.EpochSampler`).
+        :class:`~loaderkit.runtime.passes.epoch_sampler.EpochSampler`).
         """
         return EpochSampler(self)
 
@@ -635,10 +632,10 @@ def plan_bindings(plan: LoaderPlan) -> Mapping[str, object]:
 def build_loader(plan: LoaderPlan, *, split: str = "train") -> Loader:
     """Make the :class:`Loader` for ``plan`` (for ``split``, the part of its split).
 
-    An iterable (streamed) dataset gets a :class:`~loaderkit.runtime.stream.StreamLoader`.
+    An iterable (streamed) dataset gets a :class:`~loaderkit.runtime.stream.loader.StreamLoader`.
     """
     if plan.dataset.iterable and plan.bindings is not None:
-        from loaderkit.runtime.stream import StreamLoader  # it builds on this module
+        from loaderkit.runtime.stream.loader import StreamLoader  # it builds on this module
 
         return StreamLoader(plan)
     return Loader(plan, split=split)

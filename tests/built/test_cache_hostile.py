@@ -29,8 +29,8 @@ import pytest
 from lk_testdata import IndexDataset
 
 from loaderkit import DataError, DataLoaderBuilder, LoaderkitError, PlanError
-from loaderkit.runtime.cache import CODE_KEY, IDENTITY_KEY
-from loaderkit.runtime.cache_disk import KEY_BYTES, key_path
+from loaderkit.runtime.cache.disk import KEY_BYTES, key_path
+from loaderkit.runtime.cache.samples import CODE_KEY, IDENTITY_KEY
 from loaderkit.testing import assert_batches_equal, collect
 
 pytestmark = pytest.mark.timeout(180)
@@ -591,7 +591,7 @@ def test_a_write_failure_other_than_room_is_a_loaderkit_error(tmp_path):
 
 
 def test_a_system_that_cannot_refuse_links_gets_no_disk_cache(tmp_path, monkeypatch):
-    monkeypatch.setattr("loaderkit.runtime.cache_disk.SUPPORTED", False)
+    monkeypatch.setattr("loaderkit.runtime.cache.disk.SUPPORTED", False)
     with pytest.raises(PlanError, match=r"cache\.storage: a disk cache needs a POSIX system"):
         _run(tmp_path / "cache", 4)
     assert not (tmp_path / "cache").exists()
@@ -627,7 +627,7 @@ def test_every_connection_waits_for_another_writers_lock(tmp_path: Path) -> None
     Workers open the folder at once while another one writes: without the wait, opening it
     raised "database is locked" (seen with 2 workers on a loaded machine).
     """
-    from loaderkit.runtime.cache_disk import connect
+    from loaderkit.runtime.cache.disk import connect
 
     folder = tmp_path / "cache"
     folder.mkdir(mode=0o700)

@@ -19,8 +19,8 @@ from hypothesis import strategies as st
 from lk_testdata import IndexDataset, LoggedDataset
 
 from loaderkit import DataError, DataLoaderBuilder, LoaderkitError, PlanError
-from loaderkit.runtime.cache import CODE_KEY, IDENTITY_KEY
-from loaderkit.runtime.cache_format import CorruptEntryError, code_digest, decode, encode
+from loaderkit.runtime.cache.format import CorruptEntryError, code_digest, decode, encode
+from loaderkit.runtime.cache.samples import CODE_KEY, IDENTITY_KEY
 from loaderkit.testing import assert_batches_equal, collect
 
 pytestmark = pytest.mark.timeout(120)
@@ -529,7 +529,7 @@ def test_a_crafted_structure_with_a_valid_checksum_gives_plain_data_or_corrupt(h
     import hashlib
     import struct
 
-    from loaderkit.runtime.cache_format import MAGIC
+    from loaderkit.runtime.cache.format import MAGIC
 
     body = struct.pack("<I", len(header)) + header + b"\0" * 64 + bytes(range(64))
     entry = MAGIC + hashlib.sha256(b"k" + body).digest() + body
@@ -545,7 +545,7 @@ def test_a_crafted_header_with_a_valid_checksum_gives_plain_data_or_corrupt(head
     import hashlib
     import struct
 
-    from loaderkit.runtime.cache_format import MAGIC
+    from loaderkit.runtime.cache.format import MAGIC
 
     body = struct.pack("<I", len(header)) + header + b"\0" * 64 + b"\x01" * 64
     entry = MAGIC + hashlib.sha256(b"k" + body).digest() + body
@@ -577,7 +577,7 @@ def test_samples_the_format_does_not_keep_exactly_are_refused():
 def test_a_cache_folder_of_the_old_pickle_format_is_emptied_and_reused(tmp_path):
     import diskcache
 
-    from loaderkit.runtime.cache import cache_identity
+    from loaderkit.runtime.cache.samples import cache_identity
 
     plan = _builder(IndexDataset(6)).with_cache("disk", path=str(tmp_path / "c")).compile()
     with diskcache.Cache(str(tmp_path / "c")) as old:  # what loaderkit wrote before issue 15

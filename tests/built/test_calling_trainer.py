@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from loaderkit.runtime.epoch_sampler import EpochSampler, calling_trainer
+from loaderkit.runtime.passes.epoch_sampler import EpochSampler, calling_trainer
 
 
 class _Loader:

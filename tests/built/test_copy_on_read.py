@@ -3,7 +3,8 @@
 A ``Dataset`` of the user's own class that holds a large list (``self.items = [...]``) is
 copied page by page into each worker that reads it. ``build()`` warns once and ``explain()``
 names each such container, its length, the estimated copy per worker and the one-line fix
-(:mod:`loaderkit.runtime.copy_on_read`). These tests pin when it speaks and when it does not,
+(:mod:`loaderkit.runtime.workers.copy_on_read`). These tests pin when it speaks and when it does
+not,
 that it runs none of the dataset's code to find out, and, with ``psutil``, that the growth it
 warns about is real and that the fix it names removes it.
 """
@@ -24,8 +25,8 @@ from torch.utils.data import ConcatDataset, Dataset, IterableDataset, Subset, Te
 
 import loaderkit
 from loaderkit import DataLoaderBuilder
-from loaderkit.runtime import copy_on_read
-from loaderkit.runtime.copy_on_read import ATTRIBUTES, held_containers
+from loaderkit.runtime.workers import copy_on_read
+from loaderkit.runtime.workers.copy_on_read import ATTRIBUTES, held_containers
 
 N = 20_000
 """Items of a container that is reported (at least 10,000 and over 1 MB)."""

@@ -15,7 +15,7 @@ from lk_testdata import worker_block
 from torch.utils.data import IterableDataset
 
 from loaderkit import DataLoaderBuilder, PlanError, ResumeError
-from loaderkit.runtime.stream import StreamLoader
+from loaderkit.runtime.stream.loader import StreamLoader
 
 FIX = "compile the plan again after changing the dataset"
 

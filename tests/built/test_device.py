@@ -10,7 +10,7 @@ import torch
 
 import loaderkit as lk
 from loaderkit import DataLoaderBuilder
-from loaderkit.runtime import device as dev
+from loaderkit.runtime.passes import device as dev
 
 
 class Pair(NamedTuple):

@@ -23,7 +23,7 @@ from torch.utils.data import BatchSampler, RandomSampler, Sampler, SequentialSam
 from loaderkit import DataLoaderBuilder, DataModule
 from loaderkit.integrations.accelerate import AcceleratedLoader
 from loaderkit.integrations.lightning import LightningTrainLoader, for_lightning
-from loaderkit.runtime.epoch_sampler import EpochSampler
+from loaderkit.runtime.passes.epoch_sampler import EpochSampler
 
 pytestmark = [
     pytest.mark.timeout(120),

@@ -17,7 +17,7 @@ import pytest
 import torch
 
 from loaderkit import DataLoaderBuilder, LoaderPlan
-from loaderkit.runtime.crossing import BY_VALUE_BYTES, pickled
+from loaderkit.runtime.workers.crossing import BY_VALUE_BYTES, pickled
 from loaderkit.testing import assert_resumable, assert_worker_invariant, collect
 
 datasets = pytest.importorskip("datasets")

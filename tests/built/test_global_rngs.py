@@ -270,7 +270,7 @@ def test_torchvision_v2_random_transforms_per_worker_depend_on_the_workers() -> 
 
 def test_seeding_random_is_random_seed_gauss_included() -> None:
     """``seed_all`` seeds ``random`` as ``random.seed`` does, the cached gauss value too."""
-    from loaderkit.runtime.global_rngs import seed_all
+    from loaderkit.runtime.fetch.global_rngs import seed_all
 
     for value in (0, 5, 2**63 + 7, 123456789012345):
         random.seed(value)

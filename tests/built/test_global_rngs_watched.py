@@ -20,8 +20,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from loaderkit import DataError, DataLoaderBuilder, LoaderPlan
-from loaderkit.runtime import global_rngs
-from loaderkit.runtime.global_rngs import RNGS, RngStates, SampleSeeding
+from loaderkit.runtime.fetch import global_rngs
+from loaderkit.runtime.fetch.global_rngs import RNGS, RngStates, SampleSeeding
 from loaderkit.testing import assert_worker_invariant
 
 pytestmark = pytest.mark.timeout(240)

@@ -6,7 +6,7 @@ worker (the loader's grandchildren) and records their pids; the test then interr
 lets it close the loader, and waits (polling, up to :data:`WAIT` seconds) for the
 grandchildren to be gone. torch's ``DataLoader`` leaves them all running in each case
 (measured: 2 of 2 alive 10 s after each signal); loaderkit's workers lead a process group of
-their own, ended with them (``loaderkit.runtime.groups``).
+their own, ended with them (``loaderkit.runtime.workers.groups``).
 """
 
 from __future__ import annotations

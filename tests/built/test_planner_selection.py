@@ -17,7 +17,7 @@ from loaderkit.runtime.planners import (
     WeightedPlanner,
     select_planner,
 )
-from loaderkit.runtime.schedules import batch_sizes
+from loaderkit.runtime.planners.schedules import batch_sizes
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from torch.utils.data import IterableDataset
 
 from loaderkit import DataError, DataLoaderBuilder, LoaderPlan, PlanError, ResumeError
-from loaderkit.runtime.skips import SKIPPED_RECORDS_KEPT, SkipCounts
+from loaderkit.runtime.passes.skips import SKIPPED_RECORDS_KEPT, SkipCounts
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -13,8 +13,8 @@ from torch.utils.data import IterableDataset
 
 from loaderkit import DataLoaderBuilder
 from loaderkit.errors import DataError, PlanError, ResumeError
-from loaderkit.runtime.stream import StreamLoader
-from loaderkit.runtime.stream_read import buffer_shuffle
+from loaderkit.runtime.stream.loader import StreamLoader
+from loaderkit.runtime.stream.read import buffer_shuffle
 
 pytestmark = pytest.mark.timeout(240)
 

@@ -25,7 +25,7 @@ import torch
 from torch.utils.data import IterableDataset
 
 from loaderkit import DataLoaderBuilder
-from loaderkit.runtime.stream_changes import Watch, pass_copy
+from loaderkit.runtime.stream.changes import Watch, pass_copy
 
 pytestmark = pytest.mark.timeout(300)
 

@@ -19,7 +19,7 @@ import pytest
 import torch
 
 from loaderkit import DataError, DataLoaderBuilder
-from loaderkit.runtime.outcomes import RESOURCE_ERRNOS, resource_error
+from loaderkit.runtime.records import RESOURCE_ERRNOS, resource_error
 
 pytestmark = pytest.mark.timeout(180)
 

@@ -26,7 +26,7 @@ import torch
 import loaderkit
 from loaderkit import DataLoaderBuilder
 from loaderkit.errors import WorkerError
-from loaderkit.runtime.pool import main_module_unguarded
+from loaderkit.runtime.workers.pool import main_module_unguarded
 
 pytestmark = pytest.mark.timeout(240)
 

@@ -18,8 +18,8 @@ import numpy as np
 import numpy.typing as npt
 
 from loaderkit.order.batches import EpochBatches
-from loaderkit.runtime.fetch import BatchRequest
-from loaderkit.runtime.schedules import Schedule
+from loaderkit.runtime.planners.schedules import Schedule
+from loaderkit.runtime.records import BatchRequest
 
 if TYPE_CHECKING:
     from loaderkit.plan.plan import LoaderPlan

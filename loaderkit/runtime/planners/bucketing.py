@@ -23,7 +23,6 @@ from loaderkit.order.padding import BatchPadding
 from loaderkit.order.token_budget import oversize_message, oversize_sample
 from loaderkit.plan.padding_rule import bucket_padding
 from loaderkit.plan.sections.bucketing import bucket_plan
-from loaderkit.runtime.lengths import mixture_lengths, sample_lengths
 from loaderkit.runtime.planners.base import (
     ListPlanner,
     PlannerContext,
@@ -32,6 +31,7 @@ from loaderkit.runtime.planners.base import (
     Shard,
 )
 from loaderkit.runtime.planners.curriculum import CurriculumPlanner
+from loaderkit.runtime.planners.lengths import mixture_lengths, sample_lengths
 from loaderkit.runtime.planners.mixture import MixturePlanner
 from loaderkit.runtime.planners.weighted import WeightedPlanner
 

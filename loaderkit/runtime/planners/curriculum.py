@@ -17,9 +17,9 @@ from loaderkit.order.curriculum import (
     difficulty_order,
     eligible_count,
 )
-from loaderkit.runtime.callables import resolve_callable
-from loaderkit.runtime.lengths import sample_weights
+from loaderkit.runtime.fetch.callables import resolve_callable
 from loaderkit.runtime.planners.base import ListPlanner, PlannerContext, Selected, Shard
+from loaderkit.runtime.planners.lengths import sample_weights
 
 if TYPE_CHECKING:
     from loaderkit.plan.sections.batch import BatchSpec

@@ -10,8 +10,8 @@ import numpy.typing as npt
 from loaderkit.errors import PlanError
 from loaderkit.order.epoch import EpochOrder
 from loaderkit.order.shard import ShardLayout
-from loaderkit.runtime.fetch import BatchRequest
 from loaderkit.runtime.planners.base import Planner, PlannerContext, Selected
+from loaderkit.runtime.records import BatchRequest
 
 __all__ = ["PlainPlanner", "make_plain", "refuse_empty"]
 

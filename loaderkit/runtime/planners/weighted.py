@@ -10,8 +10,8 @@ import numpy.typing as npt
 from loaderkit.errors import PlanError
 from loaderkit.order.batches import EpochBatches
 from loaderkit.order.weighted import weighted_batches
-from loaderkit.runtime.lengths import sample_weights
 from loaderkit.runtime.planners.base import ListPlanner, PlannerContext, Selected, Shard
+from loaderkit.runtime.planners.lengths import sample_weights
 
 if TYPE_CHECKING:
     from loaderkit.plan.sections.batch import BatchSpec

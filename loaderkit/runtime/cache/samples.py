@@ -4,11 +4,13 @@ Two stages (``CacheSpec.stage``):
 
 - ``"fetched"``: what the dataset returns for an index, before the transform. The transform
   (and its per-sample ``rng``) still runs every epoch, so random augmentations stay random.
-  Implemented as :class:`CachedSource`, a :class:`~loaderkit.runtime.sources.Source` in front of
+  Implemented as :class:`CachedSource`, a :class:`~loaderkit.runtime.fetch.sources.Source` in front
+  of
   the dataset's.
 - ``"transformed"``: the transform's output, so neither the dataset nor the transform runs
-  again for that index. Only for a transform that is a pure function of the sample (compile()
-  refuses a transform taking ``rng``); :class:`~loaderkit.runtime.fetch.BatchFetcher` consults it.
+  again for that index. Only for a transform that is a pure function of the sample
+  (compile() refuses a transform taking ``rng``);
+  :class:`~loaderkit.runtime.fetch.fetcher.BatchFetcher` consults it.
 
 Two storages:
 
@@ -22,10 +24,10 @@ Two storages:
   size limit (least-recently-stored samples are evicted past it). The folder records what it
   holds (dataset identity and stage); a folder written for something else is refused. The
   folder is untrusted input: samples are stored as data that cannot run code when read
-  (:mod:`~loaderkit.runtime.cache_format`), each entry carries a checksum of its key and bytes
+  (:mod:`~loaderkit.runtime.cache.format`), each entry carries a checksum of its key and bytes
   (a mismatch is a miss, counted as ``corrupt``, and the sample is loaded and stored again),
   a sample that format cannot keep exactly is not stored, and ``diskcache`` is kept from
-  unpickling or leaving the folder (:mod:`~loaderkit.runtime.cache_disk`). For the
+  unpickling or leaving the folder (:mod:`~loaderkit.runtime.cache.disk`). For the
   ``"transformed"`` stage the transform's code is part of every key, and a folder written by
   other code under the same transform name is emptied (:func:`~.cache_format.code_digest`).
 
@@ -52,8 +54,8 @@ import numpy as np
 import torch
 
 from loaderkit.errors import DataError, PlanError
-from loaderkit.runtime.cache_format import CorruptEntryError, code_digest, decode, encode
-from loaderkit.runtime.sources import Indices, Source
+from loaderkit.runtime.cache.format import CorruptEntryError, code_digest, decode, encode
+from loaderkit.runtime.fetch.sources import Indices, Source
 
 if TYPE_CHECKING:
     from loaderkit.plan.plan import LoaderPlan
@@ -75,7 +77,7 @@ class CacheStats(NamedTuple):
 
     ``hits`` and ``misses`` count samples looked up; ``not_stored`` the misses that were not
     kept, because the cache was full (``max_bytes``) or, on disk, because the sample holds a
-    value the cache cannot store safely (see :mod:`~loaderkit.runtime.cache_format`);
+    value the cache cannot store safely (see :mod:`~loaderkit.runtime.cache.format`);
     ``corrupt`` the disk entries that failed their checksum or could not be read (each also a
     miss: the sample was loaded again and stored anew).
     """
@@ -205,7 +207,7 @@ class MemoryCache:
 class DiskCache:
     """A ``diskcache.Cache`` folder shared by every process (see the module docstring).
 
-    Samples are stored as :mod:`~loaderkit.runtime.cache_format` entries (data, never pickle)
+    Samples are stored as :mod:`~loaderkit.runtime.cache.format` entries (data, never pickle)
     whose checksum covers the entry's key: ``generation:index``, where the generation is a
     digest of what the folder holds (:func:`cache_identity`) and of the transform's code for
     the ``"transformed"`` stage. The ``diskcache.Cache`` is opened lazily in each process that
@@ -234,7 +236,7 @@ class DiskCache:
 
     def _open(self) -> Any:
         if self._cache is None or self._pid != os.getpid():
-            from loaderkit.runtime.cache_disk import open_folder
+            from loaderkit.runtime.cache.disk import open_folder
 
             self._cache = open_folder(self.path, self.max_bytes, private=not self.shared)
             self._pid = os.getpid()
@@ -320,7 +322,7 @@ class DiskCache:
         whose transform code changed (same dataset, stage and transform name), or that was
         written with the other signing (shared or not), is emptied: its samples do not count.
         """
-        from loaderkit.runtime.cache_disk import (
+        from loaderkit.runtime.cache.disk import (
             SUPPORTED,
             KeyFileError,
             check_folder,
@@ -400,7 +402,7 @@ class DiskCache:
 
     def _damaged(self, exc: Exception) -> PlanError:
         """The error for a folder whose SQLite file or layout is not a loaderkit cache's."""
-        from loaderkit.runtime.cache_disk import FolderError
+        from loaderkit.runtime.cache.disk import FolderError
 
         reason = str(exc) if isinstance(exc, FolderError) else f"{type(exc).__name__}: {exc}"
         return PlanError.single(

@@ -49,8 +49,8 @@ import weakref
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
-from loaderkit.runtime.outcomes import NO_BATCH
 from loaderkit.runtime.planners.plain import PlainPlanner
+from loaderkit.runtime.records import NO_BATCH
 
 if TYPE_CHECKING:
     from loaderkit.runtime.loader import Loader
@@ -113,7 +113,7 @@ def _leave(active: ActivePass) -> None:
 class EndOfPass:
     """A pass's batches, keeping its :class:`ActivePass`'s ``end_of_dataloader`` up to date.
 
-    Handed a pass's items (batches, :data:`~loaderkit.runtime.outcomes.NO_BATCH` for a batch
+    Handed a pass's items (batches, :data:`~loaderkit.runtime.records.NO_BATCH` for a batch
     whose every sample the ``skip`` policy dropped, and failed batches), before the loader
     counts them. Each item handed on sets ``end_of_dataloader``: whether no item that is a
     batch follows it. ``last`` is the index of the pass's last item when it is known (then

@@ -8,13 +8,13 @@ changes). So a dataset whose ``__iter__`` does ``self.epoch += 1`` gives epochs 
 0 workers and with persistent workers, and 0, 0, 0 with non-persistent ones, and a resume in
 a new process starts from the dataset as constructed whatever the run before it had reached.
 
-A :class:`~loaderkit.runtime.stream.StreamLoader` promises the same batches for any
+A :class:`~loaderkit.runtime.stream.loader.StreamLoader` promises the same batches for any
 ``num_workers`` and an exact resume, so every pass reads the dataset as it stands in the main
 process when the pass starts (after ``set_epoch(epoch)``): a copy of it in each worker, and
 with ``num_workers=0`` the copy :func:`pass_copy` makes. What ``__iter__`` changes stays in
 that copy, and :class:`Watch` finds it once the producer has read its stream to the end, in
 the process that read it; the loader logs it once (and keeps it in
-:attr:`~loaderkit.runtime.stream.StreamLoader.stream_changed`), naming the attribute and the
+:attr:`~loaderkit.runtime.stream.loader.StreamLoader.stream_changed`), naming the attribute and the
 fix (``set_epoch(epoch)``, which the loader calls before each pass, also before a resumed
 one).
 

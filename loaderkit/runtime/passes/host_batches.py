@@ -2,9 +2,9 @@
 
 A pass's batch requests are fetched in the main process (``num_workers=0``), or by a torch
 ``DataLoader`` whose worker processes fetch the requests a
-:class:`~loaderkit.runtime.requests.RequestSampler` hands out (:func:`worker_loader`, kept by
+:class:`~loaderkit.runtime.passes.requests.RequestSampler` hands out (:func:`worker_loader`, kept by
 the loader while its workers persist). A batch that failed under the ``raise`` policy comes as
-a :class:`~loaderkit.runtime.outcomes.Raised` in its place and the pass goes on; under the
+a :class:`~loaderkit.runtime.records.Raised` in its place and the pass goes on; under the
 ``skip`` policy each batch's skip records are set aside, in order, for the loader to count
 when the batch is delivered.
 """
@@ -20,11 +20,11 @@ from torch.utils.data import DataLoader
 
 from loaderkit._text import sample_list
 from loaderkit.errors import DataError, data_error
-from loaderkit.runtime.crossing import Unarrived, unarrived_message
-from loaderkit.runtime.fetch import Failure, Fetched, WorkerSeeder
-from loaderkit.runtime.outcomes import NO_BATCH, Raised
-from loaderkit.runtime.pool import shutdown_pool, worker_pool
-from loaderkit.runtime.requests import BatchDataset, RequestSampler
+from loaderkit.runtime.fetch.fetcher import WorkerSeeder
+from loaderkit.runtime.passes.requests import BatchDataset, RequestSampler
+from loaderkit.runtime.records import NO_BATCH, Failure, Fetched, Raised
+from loaderkit.runtime.workers.crossing import Unarrived, unarrived_message
+from loaderkit.runtime.workers.pool import shutdown_pool, worker_pool
 
 if TYPE_CHECKING:
     from loaderkit.runtime.loader import Loader

@@ -13,7 +13,7 @@ another user, a damaged disk), so loaderkit opens it through :class:`SafeCache` 
   writing, so no entry is read from or written outside it; only value files named the way
   ``diskcache`` names them are read or removed, and only regular files are read;
 - nothing is unpickled (a pickled row reads as an empty value: a corrupt entry for
-  :mod:`loaderkit.runtime.cache_format`);
+  :mod:`loaderkit.runtime.cache.format`);
 - the SQLite file is opened with loaderkit's own pragmas only (never the file's settings
   table): rollback journal (``journal_mode=DELETE``, no ``-shm`` shared memory) and no memory
   mapping (``mmap_size=0``), so a truncated or damaged index is an SQLite error, never a

@@ -1,8 +1,8 @@
 """How a stream is read: its hooks, the seeded reading, the shuffle buffer, the even gate.
 
-The pieces a :class:`~loaderkit.runtime.stream_producer.Producer` reads its shard with, and
+The pieces a :class:`~loaderkit.runtime.stream.producer.Producer` reads its shard with, and
 the item it sends to the main process (:class:`StreamItem`); see
-:mod:`loaderkit.runtime.stream` for the order they make.
+:mod:`loaderkit.runtime.stream.loader` for the order they make.
 """
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ import numpy as np
 import torch
 
 from loaderkit.errors import DataError, NotBuiltYetError, PlanError
-from loaderkit.runtime.fetch import Skipped
-from loaderkit.runtime.global_rngs import seed_globals
+from loaderkit.runtime.fetch.global_rngs import seed_globals
+from loaderkit.runtime.records import Skipped
 
 if TYPE_CHECKING:
     from loaderkit.plan.plan import LoaderPlan
@@ -164,7 +164,7 @@ class StreamItem(NamedTuple):
     """The producer's number for the batch: its batches of the epoch count from 0."""
     changed: tuple[str, ...] = ()
     """On a producer's end item: how the dataset changed itself while the producer read it
-    (``"epoch: 0 -> 1"``; see :mod:`loaderkit.runtime.stream_changes`)."""
+    (``"epoch: 0 -> 1"``; see :mod:`loaderkit.runtime.stream.changes`)."""
 
 
 def buffer_shuffle(items: Iterable[Any], size: int, rng: np.random.Generator) -> Iterator[Any]:

@@ -2,7 +2,7 @@
 
 A forked worker that reads a Python object writes its reference count, so the page holding
 the object is copied into that worker (torch's copy-on-read growth). loaderkit stores a list
-given to ``with_dataset`` flat by itself (:mod:`loaderkit.runtime.storage`); a ``Dataset``
+given to ``with_dataset`` flat by itself (:mod:`loaderkit.runtime.workers.storage`); a ``Dataset``
 of the user's own class is a black box whose ``__getitem__`` reads what it holds. This module
 looks at what such an object holds, without running any of its code, and reports each large
 Python container a worker would copy: where it is, its length, an estimate of the memory each

@@ -11,110 +11,40 @@ from __future__ import annotations
 import functools
 import traceback
 from collections.abc import Callable, MutableMapping
-from typing import TYPE_CHECKING, Any, NamedTuple, NoReturn
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import numpy.typing as npt
 import torch
 
 from loaderkit._text import sample_list
 from loaderkit.collators.base import BatchContext
 from loaderkit.errors import DataError, data_error, portable_exception, portable_type
 from loaderkit.order.keys import sample_rng, worker_seed
-from loaderkit.runtime.cache import Cache, CachedSource, CacheUnusableError
-from loaderkit.runtime.crossing import type_name, unpicklable, unsendable_message
-from loaderkit.runtime.global_rngs import SampleSeeding, sample_seeding, seed_all
-from loaderkit.runtime.outcomes import resource_error
-from loaderkit.runtime.sources import MixtureSource, Source, make_source
-from loaderkit.runtime.storage import StorageReport, stored
+from loaderkit.runtime.cache.samples import Cache, CachedSource, CacheUnusableError
+from loaderkit.runtime.fetch.global_rngs import SampleSeeding, sample_seeding, seed_all
+from loaderkit.runtime.fetch.sources import MixtureSource, Source, make_source
+from loaderkit.runtime.records import (
+    NOT_SKIPPED,
+    BatchRequest,
+    Failure,
+    Fetched,
+    Skipped,
+    resource_error,
+)
+from loaderkit.runtime.workers.crossing import type_name, unpicklable, unsendable_message
+from loaderkit.runtime.workers.storage import StorageReport, stored
 
 if TYPE_CHECKING:
     from loaderkit.plan.plan import LoaderPlan
     from loaderkit.plan.specs import DatasetSpec
 
 __all__ = [
-    "NOT_SKIPPED",
     "BatchFetcher",
-    "BatchRequest",
-    "Failure",
-    "Fetched",
-    "Skipped",
     "WorkerSeeder",
     "failure_from",
     "plan_fetcher",
     "prepared",
 ]
-
-
-class BatchRequest(NamedTuple):
-    """What the main process asks for: batch ``batch_index`` of ``epoch``, these samples."""
-
-    epoch: int
-    batch_index: int
-    indices: npt.NDArray[np.int64]
-    max_length: int | None = None
-    """The sequence length the collator cuts to (a ``with_max_length`` schedule), if any."""
-
-
-class Skipped(NamedTuple):
-    """A sample the ``skip`` error policy dropped: where, and what went wrong."""
-
-    sample_index: int
-    epoch: int
-    batch_index: int
-    worker_id: int | None
-    exc_type: str
-    message: str
-
-
-class Fetched(NamedTuple):
-    """A batch made under the ``skip`` policy and the samples dropped from it.
-
-    ``batch`` is ``None`` when every sample of the request failed.
-    """
-
-    batch: Any
-    skipped: tuple[Skipped, ...]
-    requested: int
-    """How many samples the request asked for (the good and the skipped)."""
-
-
-class Failure(NamedTuple):
-    """A batch that failed in a worker, sent back as data so nothing about it is lost."""
-
-    message: str
-    sample_index: int | None
-    worker_id: int | None
-    collator: str | None
-    batch_index: int
-    exc_type: str
-    traceback: str
-    original_type: type[BaseException] | None = None
-    """The type of the exception the data raised, if pickle can name it."""
-    cause: BaseException | None = None
-    """That exception itself, if it survives pickling (else only its traceback text)."""
-
-    def reraise(self) -> NoReturn:
-        """Raise the :class:`DataError` this failure stands for, with the worker's traceback.
-
-        It is also an instance of the original exception's type (see
-        :func:`~loaderkit.errors.data_error`), chained to the original when it could be sent.
-        """
-        raise data_error(
-            f"{self.message}\n\nOriginal traceback in worker {self.worker_id}:\n{self.traceback}",
-            self.original_type,
-            sample_index=self.sample_index,
-            worker_id=self.worker_id,
-            collator=self.collator,
-            batch_index=self.batch_index,
-        ) from self.cause
-
-
-NOT_SKIPPED = (
-    "out of a resource, not bad data: the skip policy does not drop it; free memory, file "
-    "descriptors or disk space, or lower num_workers"
-)
-"""Why the ``skip`` policy raised: said in the message of a resource error."""
 
 
 def _worker_id() -> int | None:
@@ -166,7 +96,7 @@ class BatchFetcher:
         self.skip = skip
         self.cache = cache
         """The ``"transformed"`` stage of ``with_cache`` (the ``"fetched"`` stage is a
-        :class:`~loaderkit.runtime.cache.CachedSource`)."""
+        :class:`~loaderkit.runtime.cache.samples.CachedSource`)."""
         self.collate = collate
         self.uses_context = bool(getattr(collate, "uses_context", False))
         self.collator_name = collator_name
@@ -607,7 +537,7 @@ def plan_fetcher(
     A mixture's sources are read as one; the cache (``with_cache``) wraps the source at the
     ``"fetched"`` stage, or is consulted by the fetcher at the ``"transformed"`` stage. A list
     of samples is stored as its ``storage`` says for ``num_workers`` workers (see
-    :mod:`loaderkit.runtime.storage`); :attr:`BatchFetcher.storage` reports it.
+    :mod:`loaderkit.runtime.workers.storage`); :attr:`BatchFetcher.storage` reports it.
     """
     assert plan.bindings is not None
     mixture = plan.mixture

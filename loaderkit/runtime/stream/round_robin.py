@@ -1,6 +1,6 @@
 """A stream's pass in the main process: the producers' items in round-robin order, one pass.
 
-See :mod:`loaderkit.runtime.stream` for the order the producers' batches are delivered in.
+See :mod:`loaderkit.runtime.stream.loader` for the order the producers' batches are delivered in.
 """
 
 from __future__ import annotations
@@ -10,11 +10,11 @@ from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from loaderkit.errors import DataError, WorkerError
-from loaderkit.runtime.outcomes import Raised
-from loaderkit.runtime.stream_read import StreamItem
+from loaderkit.runtime.records import Raised
+from loaderkit.runtime.stream.read import StreamItem
 
 if TYPE_CHECKING:
-    from loaderkit.runtime.stream import StreamLoader
+    from loaderkit.runtime.stream.loader import StreamLoader
 
 __all__ = ["StreamPass", "position_indices", "round_robin", "while_current", "with_last"]
 

@@ -1,6 +1,7 @@
 """HF datasets: batches read straight from the Arrow table.
 
-What :class:`~loaderkit.runtime.sources.HFSource` uses for its ``default_batch``: for one state
+What :class:`~loaderkit.runtime.fetch.sources.HFSource` uses for its ``default_batch``: for one
+state
 of an HF ``datasets.Dataset`` (table, indices mapping, features, format), :class:`HFPlan` says
 which output columns the Arrow path reproduces exactly, and :func:`arrow_batch` reads a batch
 from it (a numpy gather from zero-copy views of number columns, an Arrow ``take`` for the
@@ -20,7 +21,7 @@ import torch
 __all__ = ["HFPlan", "arrow_batch", "hf_list_dtypes"]
 
 Indices = npt.NDArray[np.int64]
-"""Sample indices (or table rows), as :data:`loaderkit.runtime.sources.Indices`."""
+"""Sample indices (or table rows), as :data:`loaderkit.runtime.fetch.sources.Indices`."""
 
 # the format types whose batches are reproduced from Arrow, and the formatter each one uses
 _HF_STYLES: dict[str | None, str] = {

@@ -14,11 +14,12 @@ import numpy.typing as npt
 from torch.utils.data import Dataset, Sampler
 
 from loaderkit.errors import DataError
-from loaderkit.runtime.crossing import Pickled, pickled
-from loaderkit.runtime.fetch import BatchFetcher, BatchRequest, WorkerSeeder, failure_from
+from loaderkit.runtime.fetch.fetcher import BatchFetcher, WorkerSeeder, failure_from
 from loaderkit.runtime.planners import Planner, StepSizedPlanner
-from loaderkit.runtime.pool import ShippedToWorkers
-from loaderkit.runtime.schedules import Schedule
+from loaderkit.runtime.planners.schedules import Schedule
+from loaderkit.runtime.records import BatchRequest
+from loaderkit.runtime.workers.crossing import Pickled, pickled
+from loaderkit.runtime.workers.pool import ShippedToWorkers
 
 __all__ = ["BatchDataset", "RequestSampler", "Requests"]
 
@@ -95,7 +96,7 @@ class BatchDataset(ShippedToWorkers, Dataset[Any]):
     """What torch's workers index: a request in, a whole batch (or a Failure) out, pickled.
 
     A worker that could not unpickle it (``spawn``, ``forkserver``) raises
-    :class:`~loaderkit.runtime.pool.WorkerStartError` at its first request.
+    :class:`~loaderkit.runtime.workers.pool.WorkerStartError` at its first request.
     """
 
     def __init__(self, fetcher: BatchFetcher, seeder: WorkerSeeder) -> None:
@@ -108,7 +109,7 @@ class BatchDataset(ShippedToWorkers, Dataset[Any]):
         A batch that does not pickle becomes the :class:`Failure` of a :class:`DataError`
         naming the sample (or the collator's output) and the part that cannot be sent; one
         that does not unpickle in the main process arrives there as an
-        :class:`~loaderkit.runtime.crossing.Unarrived` naming ``(epoch, batch index)``.
+        :class:`~loaderkit.runtime.workers.crossing.Unarrived` naming ``(epoch, batch index)``.
         """
         self.check_arrived()
         self.seeder(request.epoch)

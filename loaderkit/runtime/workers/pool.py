@@ -12,7 +12,7 @@ guard (:func:`main_module_unguarded`), or the exception that unpickling raised i
 instead of letting the worker die with only a traceback on stderr).
 
 Each worker leads a process group of its own, so the processes a dataset starts in it end
-with it (:mod:`loaderkit.runtime.groups`); shutting a pool down ends what is left of them.
+with it (:mod:`loaderkit.runtime.workers.groups`); shutting a pool down ends what is left of them.
 """
 
 from __future__ import annotations
@@ -43,7 +43,7 @@ from loaderkit._text import sample_list
 from loaderkit.errors import DataError, WorkerError
 from loaderkit.order.keys import derive_key
 from loaderkit.plan.workers import ResolvedWorkers
-from loaderkit.runtime.groups import end_groups, lead_process_group
+from loaderkit.runtime.workers.groups import end_groups, lead_process_group
 
 __all__ = [
     "BROKEN_GRACE",

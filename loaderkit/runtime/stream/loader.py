@@ -33,7 +33,7 @@ So the order depends on ``num_workers`` and the world size (both are in the fing
 Passes: every pass reads the dataset as it stands in the main process when the pass starts,
 after ``dataset.set_epoch(epoch)`` (when it defines one): each worker reads a copy made for the
 pass (workers are started per pass), and the main process (``num_workers=0``) reads one too
-(:mod:`~loaderkit.runtime.stream_changes`), so what a dataset's ``__iter__`` changes in itself
+(:mod:`~loaderkit.runtime.stream.changes`), so what a dataset's ``__iter__`` changes in itself
 reaches no other pass, whatever the workers, and a resume in a new process reads the same.
 Such a change is logged once (:attr:`StreamLoader.stream_changed`).
 
@@ -69,27 +69,24 @@ from loaderkit._text import sample_list
 from loaderkit.checks import CheckReport, batch_checker
 from loaderkit.errors import NotBuiltYetError
 from loaderkit.plan.workers import resolve_workers
-from loaderkit.runtime.callables import plan_collate, resolve_callable
-from loaderkit.runtime.crossing import Unarrived, unarrived_message
-from loaderkit.runtime.device import resolve_device, wants_pinning
 from loaderkit.runtime.explain import explain_stream
-from loaderkit.runtime.fetch import Fetched, Skipped
-from loaderkit.runtime.global_rngs import restore_rngs, user_rngs
+from loaderkit.runtime.fetch.callables import plan_collate, resolve_callable
+from loaderkit.runtime.fetch.global_rngs import restore_rngs, user_rngs
 from loaderkit.runtime.loader import Loader, plan_bindings
-from loaderkit.runtime.pool import shutdown_pool, worker_pool
-from loaderkit.runtime.schedules import batch_sizes, max_lengths
-from loaderkit.runtime.skips import SkipCounts
-from loaderkit.runtime.state import (
+from loaderkit.runtime.passes.device import resolve_device, wants_pinning
+from loaderkit.runtime.passes.skips import SkipCounts
+from loaderkit.runtime.passes.state import (
     STATE_VERSION,
     check_epoch,
     check_stream_state,
     read_pass_ended,
 )
-from loaderkit.runtime.storage import StorageReport, held_report, warn_copies
-from loaderkit.runtime.stream_delivery import stream_batches
-from loaderkit.runtime.stream_pass import StreamPass
-from loaderkit.runtime.stream_producer import Producer
-from loaderkit.runtime.stream_read import (
+from loaderkit.runtime.passes.world import resolve_world
+from loaderkit.runtime.planners.schedules import batch_sizes, max_lengths
+from loaderkit.runtime.records import Fetched, Skipped
+from loaderkit.runtime.stream.delivery import stream_batches
+from loaderkit.runtime.stream.producer import Producer
+from loaderkit.runtime.stream.read import (
     SHARD_HOOK,
     WORKER_SPLIT,
     StreamItem,
@@ -98,7 +95,10 @@ from loaderkit.runtime.stream_read import (
     sharding_of,
     stream_length,
 )
-from loaderkit.runtime.world import resolve_world
+from loaderkit.runtime.stream.round_robin import StreamPass
+from loaderkit.runtime.workers.crossing import Unarrived, unarrived_message
+from loaderkit.runtime.workers.pool import shutdown_pool, worker_pool
+from loaderkit.runtime.workers.storage import StorageReport, held_report, warn_copies
 
 if TYPE_CHECKING:
     from loaderkit.plan.plan import LoaderPlan
@@ -132,7 +132,8 @@ class StreamLoader(Loader):
         self._cache = None  # a stream has no sample cache: cache_stats is None
         self.lengths_cost = self.sampler_cost = ""
         self.skipped: list[Skipped] = []
-        """The last :data:`~loaderkit.runtime.skips.SKIPPED_RECORDS_KEPT` elements the ``skip``
+        """The last :data:`~loaderkit.runtime.passes.skips.SKIPPED_RECORDS_KEPT` elements the
+        ``skip``
         policy dropped, in order (stream position, epoch, batch, worker, exception type,
         message); :attr:`skip_counts` has the exact totals."""
         self._skip_counts = SkipCounts()
@@ -181,7 +182,7 @@ class StreamLoader(Loader):
         self.stream_changed: tuple[str, ...] = ()
         """How the dataset changed itself while a pass read it, the first time it did
         (``("epoch: 0 -> 1",)``; logged once): no pass keeps such a change (see
-        :mod:`~loaderkit.runtime.stream_changes`). ``()``: none seen."""
+        :mod:`~loaderkit.runtime.stream.changes`). ``()``: none seen."""
         self.resume_native, self.resume_replays_because = resume_mode(plan, data, self.sharding)
         """Whether a resume loads each producer's saved source state (O(1)) instead of
         replaying the stream, and if not, why not."""

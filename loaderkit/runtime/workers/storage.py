@@ -10,7 +10,7 @@ and ``docs/workers.md``.
 A dict of columns has its Python list columns stored flat the same way (loaderkit is their
 only reader). A dataset of the user's own class is not stored (its ``__getitem__`` is the
 user's): the large Python containers it holds are reported instead
-(:mod:`loaderkit.runtime.copy_on_read`), in ``explain()`` and in one warning at ``build()``
+(:mod:`loaderkit.runtime.workers.copy_on_read`), in ``explain()`` and in one warning at ``build()``
 (:func:`warn_copies`).
 """
 
@@ -28,7 +28,7 @@ from loaderkit._text import inert
 from loaderkit.datasets.serialized import FlatSamples, NotSerializableError, serialize
 from loaderkit.errors import DataError
 from loaderkit.plan.specs import AUTO_FLAT_MIN_SAMPLES, DatasetSpec
-from loaderkit.runtime.copy_on_read import Held, held_containers
+from loaderkit.runtime.workers.copy_on_read import Held, held_containers
 
 __all__ = ["StorageReport", "held_report", "quiet_copies", "stored", "warn_copies"]
 
@@ -145,7 +145,7 @@ def _stored_columns(
     """A dict of columns with its Python list (or tuple) columns stored as ``storage`` says.
 
     Provably safe to do by itself: loaderkit reads a column only by ``len`` and
-    ``column[i]`` (:class:`~loaderkit.runtime.sources.ColumnsSource`), which a
+    ``column[i]`` (:class:`~loaderkit.runtime.fetch.sources.ColumnsSource`), which a
     :class:`FlatSamples` answers with an equal value. Only exact ``list`` and ``tuple``
     columns (a subclass's indexing may be its own); numpy and tensor columns are gathered and
     copy nothing. ``None`` where no column is a list.
@@ -205,7 +205,8 @@ def held_report(data: Any, spec: DatasetSpec, num_workers: int) -> StorageReport
     """The large Python containers a dataset of the user's class holds, for workers to copy.
 
     ``None`` without workers or where it holds none (see
-    :mod:`loaderkit.runtime.copy_on_read`). Only ``torch_map`` and ``torch_iterable`` datasets
+    :mod:`loaderkit.runtime.workers.copy_on_read`). Only ``torch_map`` and ``torch_iterable``
+    datasets
     are looked into: the other kinds are loaderkit's to read (a list is stored as
     ``storage`` says, columns are gathered).
     """

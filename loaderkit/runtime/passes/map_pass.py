@@ -6,8 +6,8 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 from loaderkit.errors import DataError, WorkerError
-from loaderkit.runtime import gradient_state
-from loaderkit.runtime.outcomes import NO_BATCH, Raised
+from loaderkit.runtime.passes import gradient_state
+from loaderkit.runtime.records import NO_BATCH, Raised
 
 if TYPE_CHECKING:
     from loaderkit.runtime.loader import Loader

@@ -1,9 +1,9 @@
-"""How a :class:`~loaderkit.runtime.stream.StreamLoader` pass delivers its batches.
+"""How a :class:`~loaderkit.runtime.stream.loader.StreamLoader` pass delivers its batches.
 
 The producers' items are taken round-robin (after the first elements of the producers were
 compared, when the loader compares streams), on the device, and each one moves the loader's
 position as it is delivered: a batch that failed comes as a
-:class:`~loaderkit.runtime.outcomes.Raised` in its place, the ``skip`` policy's records are
+:class:`~loaderkit.runtime.records.Raised` in its place, the ``skip`` policy's records are
 counted, the batch finished (``on_device``) and checked (``with_checks``). What
 ``even_batches`` trimmed from a producer is counted and logged when that producer ends.
 """
@@ -16,16 +16,20 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 from loaderkit.errors import DataError, data_error
-from loaderkit.runtime import gradient_state
-from loaderkit.runtime.device import deliver
-from loaderkit.runtime.fetch import Fetched
-from loaderkit.runtime.outcomes import NO_BATCH, Raised
-from loaderkit.runtime.stream_pass import position_indices, round_robin, while_current, with_last
-from loaderkit.runtime.stream_producer import Producer
-from loaderkit.runtime.stream_read import StreamItem, same_streams
+from loaderkit.runtime.passes import gradient_state
+from loaderkit.runtime.passes.device import deliver
+from loaderkit.runtime.records import NO_BATCH, Fetched, Raised
+from loaderkit.runtime.stream.producer import Producer
+from loaderkit.runtime.stream.read import StreamItem, same_streams
+from loaderkit.runtime.stream.round_robin import (
+    position_indices,
+    round_robin,
+    while_current,
+    with_last,
+)
 
 if TYPE_CHECKING:
-    from loaderkit.runtime.stream import StreamLoader
+    from loaderkit.runtime.stream.loader import StreamLoader
 
 __all__ = ["stream_batches"]
 

@@ -4,9 +4,10 @@ Code of the user's that draws from the global RNGs (a dataset's ``__getitem__``,
 such as torchvision's ``RandomResizedCrop``, a collator that masks with ``torch.bernoulli``)
 gives the same batches whatever the number of workers only if the RNGs are in a known state
 each time it runs. :func:`seed_globals` puts them in the state a key names; a stream seeds them
-by element position (:mod:`loaderkit.runtime.stream_read`), a map-style plan with
+by element position (:mod:`loaderkit.runtime.stream.read`), a map-style plan with
 ``with_global_rngs("per_sample")`` (the default) by sample index (:class:`SampleSeeding`), and
-every worker once per epoch (``WorkerSeeder`` in :mod:`loaderkit.runtime.fetch`). In the main
+every worker once per epoch (``WorkerSeeder`` in :mod:`loaderkit.runtime.fetch.fetcher`). In the
+main
 process, :func:`user_rngs` and :func:`restore_rngs` put the user's own states back afterwards.
 
 Seeding costs ~12 us a sample (three generators); most datasets draw from none of them. So

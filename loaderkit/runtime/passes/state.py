@@ -256,7 +256,7 @@ def plan_differences(state: Mapping[str, Any], plan: LoaderPlan) -> list[str]:
 def check_stream_state(
     state: Mapping[str, Any], plan: LoaderPlan, place: tuple[int, int, int], *, strict: bool
 ) -> tuple[list[int], list[Any], bool]:
-    """Check a :class:`~loaderkit.runtime.stream.StreamLoader` state against its loader.
+    """Check a :class:`~loaderkit.runtime.stream.loader.StreamLoader` state against its loader.
 
     ``place`` is the loader's (world size, rank, num_workers), which a stream's shards depend
     on. Returns what a resume needs: the batches each producer delivered, each producer's

@@ -16,7 +16,7 @@ import attrs
 
 from loaderkit.errors import DataError, ResumeError
 from loaderkit.plan.sections.error_policy import SKIPPED_RECORDS_KEPT, ErrorPolicySpec
-from loaderkit.runtime.fetch import Skipped
+from loaderkit.runtime.records import Skipped
 
 __all__ = ["RATE_FROM", "SKIPPED_RECORDS_KEPT", "SkipCounts", "over_budget"]
 

@@ -22,14 +22,12 @@ from loaderkit.errors import (
     portable_type,
 )
 from loaderkit.order.keys import derive_key, sample_rng
-from loaderkit.runtime.crossing import pickled, type_name, unpicklable, unsendable_message
-from loaderkit.runtime.fetch import NOT_SKIPPED as _NOT_SKIPPED
-from loaderkit.runtime.fetch import Skipped, WorkerSeeder
-from loaderkit.runtime.global_rngs import seed_globals
-from loaderkit.runtime.outcomes import resource_error
-from loaderkit.runtime.pool import ShippedToWorkers
-from loaderkit.runtime.stream_changes import Watch, pass_copy
-from loaderkit.runtime.stream_read import (
+from loaderkit.runtime.fetch.fetcher import WorkerSeeder
+from loaderkit.runtime.fetch.global_rngs import seed_globals
+from loaderkit.runtime.records import NOT_SKIPPED as _NOT_SKIPPED
+from loaderkit.runtime.records import Skipped, resource_error
+from loaderkit.runtime.stream.changes import Watch, pass_copy
+from loaderkit.runtime.stream.read import (
     SHARD_HOOK,
     WORKER_SPLIT,
     EvenGate,
@@ -39,6 +37,8 @@ from loaderkit.runtime.stream_read import (
     is_stateful,
     seeded_elements,
 )
+from loaderkit.runtime.workers.crossing import pickled, type_name, unpicklable, unsendable_message
+from loaderkit.runtime.workers.pool import ShippedToWorkers
 
 __all__ = ["Producer"]
 
@@ -52,7 +52,7 @@ class Producer(ShippedToWorkers, IterableDataset[Any]):
 
     Holds no reference to the loader (the torch loader owns this object: a cycle back would
     leave the loader and its workers to the slow cyclic garbage collector). A worker that
-    could not unpickle it raises :class:`~loaderkit.runtime.pool.WorkerStartError` as it
+    could not unpickle it raises :class:`~loaderkit.runtime.workers.pool.WorkerStartError` as it
     starts iterating.
     """
 
