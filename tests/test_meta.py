@@ -143,3 +143,76 @@ def test_the_vision_extra_installs_what_the_vision_guide_imports():
     }
     assert "torchvision" in needed  # the recipe's transforms: the check has something to check
     assert needed <= installed, f"[vision] lacks {sorted(needed - installed)}"
+
+
+MAX_MODULE_LINES = 600
+MAX_FUNCTION_LINES = 80  # without its docstring
+
+
+def _package_files() -> list[Path]:
+    return sorted((ROOT / "loaderkit").rglob("*.py"))
+
+
+def _function_lengths(path: Path) -> list[tuple[str, int]]:
+    import ast
+
+    tree = ast.parse(path.read_text())
+    out = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            body = node.body
+            first = body[0]
+            has_doc = (
+                isinstance(first, ast.Expr)
+                and isinstance(first.value, ast.Constant)
+                and isinstance(first.value.value, str)
+                and len(body) > 1
+            )
+            start = body[1].lineno if has_doc else first.lineno
+            out.append((node.name, (node.end_lineno or start) - start + 1))
+    return out
+
+
+def test_no_module_is_over_600_lines():
+    long = {
+        str(p.relative_to(ROOT)): n
+        for p in _package_files()
+        if (n := len(p.read_text().splitlines())) > MAX_MODULE_LINES
+    }
+    assert not long, f"modules over {MAX_MODULE_LINES} lines (split them by job): {long}"
+
+
+def test_no_function_is_over_80_lines():
+    long = [
+        f"{p.relative_to(ROOT)}:{name} ({n} lines)"
+        for p in _package_files()
+        for name, n in _function_lengths(p)
+        if n > MAX_FUNCTION_LINES
+    ]
+    assert not long, f"functions over {MAX_FUNCTION_LINES} lines without docstring: {long}"
+
+
+def test_the_size_checks_can_fail(tmp_path):
+    source = tmp_path / "m.py"
+    source.write_text('def f():\n    """Doc."""\n' + "    x = 1\n" * 81)
+    assert _function_lengths(source) == [("f", 81)]
+
+
+def _architecture_folders() -> set[str]:
+    text = (ROOT / "docs" / "architecture.md").read_text()
+    return set(re.findall(r"`(loaderkit(?:/[a-z_]+)*)/`", text))
+
+
+def test_the_architecture_map_names_folders_that_exist():
+    named = _architecture_folders()
+    assert len(named) >= 15
+    missing = sorted(f for f in named if not (ROOT / f / "__init__.py").is_file())
+    assert not missing, f"docs/architecture.md names folders that are not packages: {missing}"
+
+
+def test_the_architecture_map_names_every_package_folder():
+    packages = {
+        str(init.parent.relative_to(ROOT)) for init in (ROOT / "loaderkit").rglob("__init__.py")
+    }
+    unnamed = sorted(packages - _architecture_folders())
+    assert not unnamed, f"docs/architecture.md does not name: {unnamed} (add a row)"
