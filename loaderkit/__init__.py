@@ -22,6 +22,10 @@ from loaderkit.errors import (
     ResumeError,
     WorkerError,
 )
+
+# Accelerate's gradient state is told of every pass by a runtime pass hook that this import
+# registers (it never imports Accelerate, and costs nothing until an Accelerator exists)
+from loaderkit.integrations import gradient_state as _gradient_state  # noqa: F401
 from loaderkit.plan import DEFAULT_SEED, SCHEMA_VERSION, SETTINGS, LoaderPlan, Setting
 from loaderkit.registry import trust_modules
 from loaderkit.transforms import register_transform, transforms

@@ -10,7 +10,7 @@ from a checkpoint taken there would skip it. :class:`LookaheadLoader` holds the 
 as it was *before* the batch read ahead, and answers ``state_dict()`` with it while a pass
 runs; everything else is the wrapped loader's. (Accelerate needs no such wrapper: a loader
 that reads ahead for it does so before the batch counts, see
-:mod:`loaderkit.runtime.passes.gradient_state`.)
+:mod:`loaderkit.integrations.gradient_state`.)
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 A loaderkit loader shards itself across processes (``with_distributed()``), so
 ``accelerator.prepare(model, optimizer, loader)`` hands it back unchanged: nothing is sharded
 twice. What Accelerate learns through its own ``DataLoader`` wrappers, a loader tells it
-itself (issue 21; :mod:`loaderkit.runtime.passes.gradient_state`):
+itself (issue 21; :mod:`loaderkit.integrations.gradient_state`):
 
 - Once an ``Accelerator`` exists in the process, every pass of a loader (prepared or not,
   map-style or streamed) is Accelerate's *active dataloader* while it runs:
@@ -48,8 +48,8 @@ from typing import TYPE_CHECKING, Any
 from loaderkit.integrations._lookahead import LoaderView
 
 if TYPE_CHECKING:
+    from loaderkit.integrations.gradient_state import ActivePass
     from loaderkit.runtime.loader import Loader
-    from loaderkit.runtime.passes.gradient_state import ActivePass
 
 __all__ = ["AcceleratedLoader", "SkippedLoader", "base_loader", "skip_first_batches"]
 
@@ -73,7 +73,7 @@ class AcceleratedLoader(LoaderView):
     """A loaderkit loader for Accelerate: kept for existing code, it adds nothing any more.
 
     A bare loader now tells Accelerate's ``GradientState`` where each pass ends by itself
-    (see :mod:`loaderkit.runtime.passes.gradient_state`), so ``AcceleratedLoader(plan.build())``
+    (see :mod:`loaderkit.integrations.gradient_state`), so ``AcceleratedLoader(plan.build())``
     iterates exactly like the loader it wraps, with the same effect on Accelerate: the same
     batches, the same passes, the same ``end_of_dataloader`` and ``remainder``.
     ``set_epoch``, ``state_dict`` / ``load_state_dict``, ``len``, ``close`` and everything
@@ -87,7 +87,7 @@ class AcceleratedLoader(LoaderView):
         super().__init__(loader)
 
     def _active(self) -> ActivePass | None:
-        from loaderkit.runtime.passes.gradient_state import active_pass
+        from loaderkit.integrations.gradient_state import active_pass
 
         return active_pass(base_loader(self.loader))
 

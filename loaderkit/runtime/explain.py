@@ -21,13 +21,22 @@ from loaderkit.runtime.planners import (
 from loaderkit.runtime.stream.read import SHARD_HOOK, WORKER_SPLIT
 
 if TYPE_CHECKING:
+    from loaderkit.plan.plan import LoaderPlan
+    from loaderkit.runtime.fetch.fetcher import BatchFetcher
     from loaderkit.runtime.loader import Loader
+    from loaderkit.runtime.passes.cursor import PassCursor
     from loaderkit.runtime.stream.loader import StreamLoader
 
 __all__ = ["explain_loader", "explain_stream", "explained_epoch"]
 
 
-def explain_loader(loader: Loader, planner: Planner, part: npt.NDArray[Any] | None) -> str:
+def explain_loader(
+    loader: Loader,
+    planner: Planner,
+    part: npt.NDArray[Any] | None,
+    fetcher: BatchFetcher,
+    cursor: PassCursor,
+) -> str:
     """The plan's report plus what was resolved on this machine.
 
     Where rank and world size came from, the device, and for bucketed plans what measuring
@@ -35,27 +44,26 @@ def explain_loader(loader: Loader, planner: Planner, part: npt.NDArray[Any] | No
     combined with weights, a curriculum or a mixture: how many samples that sampler chose
     for the epoch on this rank, and what reading its values cost).
 
-    ``planner`` and ``part`` are the loader's planner and its split part (or ``None``).
+    ``planner``, ``part``, ``fetcher`` and ``cursor`` are the loader's planner, its split
+    part (or ``None``), its fetcher and its pass cursor.
     The epoch reported is the one the loader is at (a pass in progress, or the position
     ``set_epoch`` or ``load_state_dict`` set), or, once its last pass ran to the end, the one
     the next pass reads (:func:`explained_epoch`).
     """
-    epoch, which = explained_epoch(loader)
+    epoch, which = explained_epoch(cursor)
     lines = [
         loader.plan.explain(),
         f"  resolved    rank {loader.rank} of {loader.world_size} "
         f"({loader.distributed_source}); device {loader.device}; pin memory "
         f"{'on' if loader.pin_memory else 'off'}",
     ]
-    for name, line in decode_lines(loader):
+    for name, line in decode_lines(loader.plan, fetcher.source):
         lines.append(f"  images      {name!r}: {line}")
-    lines.extend(
-        f"  storage     {line}" for report in loader._fetcher.storage for line in report.lines()
-    )
-    seeding = loader._fetcher.seeding
+    lines.extend(f"  storage     {line}" for report in fetcher.storage for line in report.lines())
+    seeding = fetcher.seeding
     if seeding is not None and seeding.watch:
         lines.append(f"  global rngs {seen_line(seeding.log)}")
-    lines.extend(collator_lines(loader._fetcher.collate))
+    lines.extend(collator_lines(fetcher.collate))
     if loader.workers.auto is not None:
         lines.append(f"  workers     resolved {loader.workers.reason}")
     if loader.workers_unused is not None:
@@ -112,7 +120,7 @@ def explain_loader(loader: Loader, planner: Planner, part: npt.NDArray[Any] | No
     return inert_lines("\n".join(lines))  # names of the data: untrusted text
 
 
-def explained_epoch(loader: Loader) -> tuple[int, str]:
+def explained_epoch(cursor: PassCursor) -> tuple[int, str]:
     """The epoch ``explain()`` reports, and how it is labelled (``""`` or ``" (next pass)"``).
 
     While a pass is in progress, or after ``set_epoch(e)`` / ``load_state_dict(state)``
@@ -120,9 +128,9 @@ def explained_epoch(loader: Loader) -> tuple[int, str]:
     its end, and so after loading a state taken at that point, the loader is done with that
     epoch: the report is about the epoch the next pass reads (:attr:`Loader.next_pass`).
     """
-    if loader._pass_ended:
-        return loader.next_pass[0], " (next pass)"
-    return loader.epoch, ""
+    if cursor.ended:
+        return cursor.next_pass[0], " (next pass)"
+    return cursor.epoch, ""
 
 
 def collator_lines(collate: object) -> list[str]:
@@ -132,12 +140,10 @@ def collator_lines(collate: object) -> list[str]:
     return [] if line is None else [f"  collator    {line}"]
 
 
-def decode_lines(loader: Loader) -> list[tuple[str, str]]:
+def decode_lines(plan: LoaderPlan, source: object) -> list[tuple[str, str]]:
     """(binding, line) for each source that says how it decodes (``loaderkit_explain``)."""
-    source = loader._fetcher.source
     inner = getattr(source, "inner", None)  # a cache at the "fetched" stage wraps the source
     source = inner if inner is not None else source
-    plan = loader.plan
     bindings = (
         [plan.dataset.binding]
         if plan.mixture is None
@@ -152,40 +158,16 @@ def decode_lines(loader: Loader) -> list[tuple[str, str]]:
     return out
 
 
-def explain_stream(loader: StreamLoader) -> str:
+def explain_stream(loader: StreamLoader, collate: object) -> str:
     """The plan's report plus how the stream is read on this machine.
 
     The sharding used, that the order depends on ``num_workers`` and the world size, the
     shuffle buffer, what a resume costs (and why, when it replays) and, under the ``skip``
-    policy, what a stream can skip.
+    policy, what a stream can skip. ``collate`` is the loader's collator.
     """
     shards = loader.world_size * loader.producers
     name = type(loader.plan.bindings[loader.plan.dataset.binding]).__name__  # type: ignore[index]
-    if loader.sharding == "hf":
-        how = (
-            f"HF split_dataset_by_node(rank={loader.rank}, world_size={loader.world_size}), "
-            f"then HF's own split of this rank's shards over {loader.producers} worker(s)"
-            if loader.world_size > 1
-            else f"HF's own split of its shards over {loader.producers} worker(s)"
-        )
-    elif loader.sharding == "hook":
-        how = (
-            f"{name}.{SHARD_HOOK}({shards}, rank x {loader.producers} + worker) (the "
-            f"dataset's sharding hook)"
-        )
-    elif loader.sharding == "worker":
-        how = (
-            f"by the dataset itself across {loader.producers} worker(s) ({name}."
-            f"{WORKER_SPLIT} = True): each worker's own stream is taken whole, its element "
-            f"j going to rank j mod {loader.world_size}"
-        )
-    else:
-        how = (
-            f"by element: element k goes to shard k mod {shards} (rank x "
-            f"{loader.producers} + worker)"
-        )
-        if loader.compares_streams:
-            how += "; the workers' first elements are compared (each must read it all)"
+    how = _sharding_line(loader, name, shards)
     o = loader.plan.order
     shuffle = (
         f"buffer shuffle of {o.buffer_size:,} samples per (seed, epoch, rank, worker) "
@@ -244,9 +226,35 @@ def explain_stream(loader: StreamLoader) -> str:
                 f"either and the order changes",
                 f"  resume      {resume}; now at epoch {epoch}, {delivered} batch(es) delivered",
                 *(f"  storage     {line}" for r in loader.storage for line in r.lines()),
-                *collator_lines(loader._collate),
+                *collator_lines(collate),
                 *ranks,
                 *errors,
             ]
         )
     )
+
+
+def _sharding_line(loader: StreamLoader, name: str, shards: int) -> str:
+    """How the stream of ``loader`` (a dataset of class ``name``) is split into its shards."""
+    if loader.sharding == "hf":
+        return (
+            f"HF split_dataset_by_node(rank={loader.rank}, world_size={loader.world_size}), "
+            f"then HF's own split of this rank's shards over {loader.producers} worker(s)"
+            if loader.world_size > 1
+            else f"HF's own split of its shards over {loader.producers} worker(s)"
+        )
+    if loader.sharding == "hook":
+        return (
+            f"{name}.{SHARD_HOOK}({shards}, rank x {loader.producers} + worker) (the "
+            f"dataset's sharding hook)"
+        )
+    if loader.sharding == "worker":
+        return (
+            f"by the dataset itself across {loader.producers} worker(s) ({name}."
+            f"{WORKER_SPLIT} = True): each worker's own stream is taken whole, its element "
+            f"j going to rank j mod {loader.world_size}"
+        )
+    how = f"by element: element k goes to shard k mod {shards} (rank x {loader.producers} + worker)"
+    if loader.compares_streams:
+        how += "; the workers' first elements are compared (each must read it all)"
+    return how

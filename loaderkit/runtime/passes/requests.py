@@ -8,20 +8,59 @@ where :class:`BatchDataset` fetches and collates the whole batch.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy.typing as npt
 from torch.utils.data import Dataset, Sampler
 
 from loaderkit.errors import DataError
 from loaderkit.runtime.fetch.fetcher import BatchFetcher, WorkerSeeder, failure_from
-from loaderkit.runtime.planners import Planner, StepSizedPlanner
-from loaderkit.runtime.planners.schedules import Schedule
+from loaderkit.runtime.planners import (
+    Planner,
+    PlannerContext,
+    Selected,
+    StepSizedPlanner,
+    select_planner,
+)
+from loaderkit.runtime.planners.schedules import Schedule, batch_sizes, max_lengths
+from loaderkit.runtime.planners.split import split_part
 from loaderkit.runtime.records import BatchRequest
 from loaderkit.runtime.workers.crossing import Pickled, pickled
 from loaderkit.runtime.workers.pool import ShippedToWorkers
 
-__all__ = ["BatchDataset", "RequestSampler", "Requests"]
+if TYPE_CHECKING:
+    from loaderkit.plan.plan import LoaderPlan
+
+__all__ = ["BatchDataset", "MapOrder", "RequestSampler", "Requests", "map_order"]
+
+
+class MapOrder(NamedTuple):
+    """What a map-style loader's batches are planned from, resolved at ``build()``."""
+
+    part: npt.NDArray[Any] | None
+    """The sample indices of the split's part (positions map through it), or ``None``."""
+    split: str | None
+    """The part of the plan's split read (``None``: the plan has no split)."""
+    batch_sizes: Schedule[int]
+    max_lengths: Schedule[int] | None
+    selected: Selected
+    """The planner, and what reading its per-sample values cost."""
+    requests: Requests
+
+
+def map_order(plan: LoaderPlan, data: object, split: str, world_size: int, rank: int) -> MapOrder:
+    """Plan the batches of ``split`` (the part of the plan's split) on ``rank`` of ``world_size``.
+
+    ``data`` is the bound dataset (``None`` for a mixture, which is never split).
+    """
+    part = split_part(data, plan.dataset, plan.split, plan.order.seed, split)
+    n = plan.dataset.length if part is None else len(part)
+    assert n is not None
+    sizes = batch_sizes(plan)
+    lengths = max_lengths(plan)
+    selected = select_planner(PlannerContext(plan, n, part, world_size, rank, sizes))
+    requests = Requests(selected.planner, part, lengths)
+    return MapOrder(part, None if plan.split is None else split, sizes, lengths, selected, requests)
 
 
 class Requests:
@@ -64,6 +103,13 @@ class Requests:
         while len(starts) <= epoch:
             starts.append(starts[-1] + planner.num_batches(len(starts) - 1))
         return starts[epoch]
+
+    def batch_indices(self, epoch: int, batch_index: int) -> list[int]:
+        """The sample indices of batch ``batch_index`` of ``epoch`` on this rank."""
+        positions = self.planner.indices(epoch, batch_index)
+        part = self.part  # with a split, the planner's positions index the part
+        indices: list[int] = (positions if part is None else part[positions]).tolist()
+        return indices
 
     def __call__(self, epoch: int, start: int) -> Iterator[BatchRequest]:
         """The requests of ``epoch`` from batch ``start``, with their sequence length."""

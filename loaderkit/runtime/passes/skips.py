@@ -9,6 +9,8 @@ pass reads it again, and raises again).
 
 from __future__ import annotations
 
+import collections
+import logging
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -16,9 +18,11 @@ import attrs
 
 from loaderkit.errors import DataError, ResumeError
 from loaderkit.plan.sections.error_policy import SKIPPED_RECORDS_KEPT, ErrorPolicySpec
-from loaderkit.runtime.records import Skipped
+from loaderkit.runtime.records import NO_BATCH, Fetched, Skipped
 
-__all__ = ["RATE_FROM", "SKIPPED_RECORDS_KEPT", "SkipCounts", "over_budget"]
+__all__ = ["RATE_FROM", "SKIPPED_RECORDS_KEPT", "SkipCounts", "SkipLedger", "over_budget"]
+
+_LOG = logging.getLogger("loaderkit")
 
 RATE_FROM = 100
 """The skip policy's max_error_rate is checked once this many samples were read (in scope)."""
@@ -145,3 +149,64 @@ def over_budget(spec: ErrorPolicySpec, counts: SkipCounts, last: Skipped) -> Dat
         worker_id=last.worker_id,
         batch_index=last.batch_index,
     )
+
+
+class SkipLedger:
+    """What a loader's ``skip`` policy dropped: the last records, the exact counts, the budget.
+
+    Both loaders hold one. A batch's records are counted by :meth:`account` as the batch is
+    delivered (a map-style loader sets them aside first, :meth:`set_aside`, as its host
+    batches are fetched ahead, and counts them with :meth:`settle`).
+    """
+
+    def __init__(self, spec: ErrorPolicySpec) -> None:
+        self._spec = spec
+        self.records: list[Skipped] = []
+        """The last :data:`SKIPPED_RECORDS_KEPT` records, in order (``loader.skipped``)."""
+        self.counts = SkipCounts()
+        """The exact totals (``loader.skip_counts``)."""
+        self._unsettled: collections.deque[Fetched] = collections.deque()
+        """The skip records of the host batches fetched but not yet delivered (in order)."""
+
+    def begin_pass(self) -> None:
+        """A new pass: nothing of it was fetched or delivered yet."""
+        self._unsettled = collections.deque()
+
+    def set_aside(self, fetched: Fetched) -> None:
+        """Keep the records of a fetched host batch until it is delivered (:meth:`settle`)."""
+        self._unsettled.append(fetched)
+
+    def settle(self, batch: Any, epoch: int, first: bool) -> Any:
+        """Count the records of ``batch``, the host batch being delivered now (see account)."""
+        if not self._unsettled:  # not the skip policy
+            return batch
+        fetched = self._unsettled.popleft()
+        return self.account(
+            fetched._replace(batch=None if batch is NO_BATCH else batch), epoch, first
+        )
+
+    def account(self, fetched: Fetched, epoch: int, first: bool) -> Any:
+        """Count and record what the skip policy dropped from the batch delivered now.
+
+        ``first``: it is batch 0 of ``epoch``. Returns the batch (``NO_BATCH`` if all of it
+        was dropped); raises once the budget is spent (that batch is then neither delivered
+        nor counted).
+        """
+        records = fetched.skipped
+        for record in records:
+            _LOG.warning("loaderkit skipped %s", record.message)
+        if records:
+            self.records.extend(records)
+            if len(self.records) > SKIPPED_RECORDS_KEPT:
+                del self.records[: len(self.records) - SKIPPED_RECORDS_KEPT]
+        counts = self.counts.add(epoch, first, fetched.requested, records)
+        if records:
+            error = over_budget(self._spec, counts, records[-1])
+            if error is not None:
+                raise error
+        self.counts = counts
+        return NO_BATCH if fetched.batch is None else fetched.batch
+
+    def to_state(self) -> dict[str, Any]:
+        """``state["skips"]`` under the ``skip`` policy (the counts the budget goes on from)."""
+        return {"skips": self.counts.to_state()} if self._spec.policy == "skip" else {}

@@ -3,31 +3,49 @@
 from __future__ import annotations
 
 import copy
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from loaderkit._checks import LIMITS, check_plain_tree
 from loaderkit._text import inert, shown
 from loaderkit.errors import PlanError, ResumeError
 from loaderkit.plan.display import diff_dicts
+from loaderkit.runtime.passes.skips import SkipCounts
 
 if TYPE_CHECKING:
     from loaderkit.plan.plan import LoaderPlan
+    from loaderkit.runtime.passes.cursor import PassCursor
+    from loaderkit.runtime.passes.skips import SkipLedger
 
 __all__ = [
+    "MAP_STATE_KEYS",
     "STATE_VERSION",
     "STREAM_STATE_KEYS",
     "check_epoch",
+    "check_map_state",
     "check_state_bounds",
     "check_state_shape",
     "check_stream",
     "check_stream_state",
+    "load_position",
     "plan_differences",
     "read_pass_ended",
+    "write_state",
 ]
 
 STATE_VERSION = 1
 """The version of the ``state_dict()`` format."""
+
+MAP_STATE_KEYS = (
+    "loaderkit_state",
+    "fingerprint",
+    "epoch",
+    "batches_delivered",
+    "world_size",
+    "rank",
+    "plan",
+)
+"""The keys every ``Loader.state_dict()`` has."""
 
 STREAM_STATE_KEYS = (
     "loaderkit_state",
@@ -332,3 +350,80 @@ def _checked_states(states: object, per_worker: list[int], producers: int) -> li
             f"delivered batch (only for a producer that delivered one); got {shown(states)}"
         )
     return copy.deepcopy(states)  # type: ignore[arg-type]
+
+
+def write_state(
+    plan: LoaderPlan,
+    cursor: PassCursor,
+    ledger: SkipLedger,
+    place: Mapping[str, Any],
+    *,
+    stream: Mapping[str, Any] | None = None,
+    tail: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """A loader's ``state_dict()``: the format both loaders write, a fresh copy every call.
+
+    The version, the plan's fingerprint, the cursor's position (``epoch``,
+    ``batches_delivered``, ``pass_ended``), ``place`` (the world size and rank, and what
+    else the stream continues from), the plan, ``tail`` and the skip counts under the
+    ``skip`` policy. ``stream``: a stream's ``pass_complete``, which marks its state as a
+    stream's (``"stream": True``).
+    """
+    epoch, delivered = cursor.position
+    return {
+        "loaderkit_state": STATE_VERSION,
+        **({} if stream is None else {"stream": True}),
+        "fingerprint": plan.fingerprint,
+        "epoch": epoch,
+        "batches_delivered": delivered,
+        **({} if stream is None else stream),
+        "pass_ended": cursor.ended,
+        **copy.deepcopy(dict(place)),
+        "plan": copy.deepcopy(plan.to_dict()),
+        **({} if tail is None else tail),
+        **ledger.to_state(),
+    }
+
+
+def load_position(state: Mapping[str, Any], cursor: PassCursor, ledger: SkipLedger) -> None:
+    """Move ``cursor`` (and ``ledger``'s counts) to a checked ``state``'s position.
+
+    Raises :class:`ResumeError` for a bad ``pass_ended`` or ``skips``; nothing moves then.
+    """
+    ended = read_pass_ended(state)
+    counts = SkipCounts.from_state(state.get("skips"))
+    ledger.counts = counts
+    cursor.load(state["epoch"], state["batches_delivered"], ended=ended)
+
+
+def check_map_state(
+    state: Mapping[str, Any],
+    plan: LoaderPlan,
+    place: tuple[int, int, str | None, str],
+    num_batches: Callable[[int], int],
+    *,
+    strict: bool,
+) -> None:
+    """Raise :class:`ResumeError` unless ``state`` fits a map-style loader.
+
+    ``place`` is the loader's (world size, rank, split part, global fingerprint);
+    ``num_batches`` its batches of an epoch. ``strict=False`` only checks that the position
+    fits (see ``Loader.load_state_dict``).
+    """
+    world_size, rank, split, global_fingerprint = place
+    check_state_shape(state, MAP_STATE_KEYS, "loader", "Loader")
+    if strict and state.get("split") != split:
+        raise ResumeError(
+            f"the state was saved by a loader of the {state.get('split')!r} part of the "
+            f"split, this loader reads the {split!r} part: another part is another "
+            f"stream; load it into plan.build(split={state.get('split')!r}), or pass "
+            f"strict=False to take the position anyway"
+        )
+    if strict:
+        check_stream(state, plan, world_size, rank, global_fingerprint)
+    epoch, delivered = state["epoch"], state["batches_delivered"]
+    if delivered and delivered > num_batches(epoch):
+        raise ResumeError(
+            f"the state has {delivered} batches of epoch {epoch} delivered but that epoch "
+            f"of this loader has {num_batches(epoch)}"
+        )

@@ -12,14 +12,13 @@ from __future__ import annotations
 
 import collections
 import logging
-from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from loaderkit.errors import DataError, data_error
-from loaderkit.runtime.passes import gradient_state
 from loaderkit.runtime.passes.device import deliver
+from loaderkit.runtime.passes.hooks import PassInfo, hooked
 from loaderkit.runtime.records import NO_BATCH, Fetched, Raised
-from loaderkit.runtime.stream.producer import Producer
 from loaderkit.runtime.stream.read import StreamItem, same_streams
 from loaderkit.runtime.stream.round_robin import (
     position_indices,
@@ -29,28 +28,47 @@ from loaderkit.runtime.stream.round_robin import (
 )
 
 if TYPE_CHECKING:
+    from loaderkit.runtime.passes.cursor import PassCursor, PassStart
+    from loaderkit.runtime.passes.skips import SkipLedger
     from loaderkit.runtime.stream.loader import StreamLoader
+    from loaderkit.runtime.stream.position import ProducerPositions
 
-__all__ = ["stream_batches"]
+__all__ = ["StreamParts", "stream_batches", "uneven_because"]
 
 _LOG = logging.getLogger("loaderkit")
 
 
+class StreamParts(NamedTuple):
+    """What a stream's pass moves as it delivers, handed over by its loader."""
+
+    cursor: PassCursor
+    positions: ProducerPositions
+    ledger: SkipLedger
+    finish: Callable[[Any], Any] | None
+    """The collator's ``on_device`` step, or ``None``."""
+    released: Callable[[], None]
+    """Called when the pass ran to its end while current: its workers' iterator is done."""
+
+
 def stream_batches(
-    loader: StreamLoader, producer: Producer, epoch: int, delivered: int, generation: int
+    loader: StreamLoader,
+    parts: StreamParts,
+    items: Iterator[StreamItem],
+    start: PassStart,
 ) -> Iterator[Any]:
-    """The batches of one pass: ``epoch`` after ``delivered`` batches.
+    """The batches of one pass from ``start``: the producers' ``items``, round-robin.
 
     Failed batches come as :class:`Raised` values: a generator that raised is finished.
     """
     sent: collections.deque[tuple[StreamItem, bool]] = collections.deque()
+    cursor = parts.cursor
 
     def host() -> Iterator[Any]:
-        produced = _ended(loader, loader._items(producer), epoch)
+        produced = _ended(loader, items, start.epoch)
         if loader.compares_streams:
             produced = same_streams(produced, loader.producers)
-        items = round_robin(produced, loader.producers, loader._next_worker)
-        for item, last in with_last(while_current(items, loader._superseded, generation)):
+        ordered = round_robin(produced, loader.producers, parts.positions.next_worker)
+        for item, last in with_last(while_current(ordered, cursor.superseded, start.generation)):
             sent.append((item, last))
             if item.error is not None:
                 error = data_error(
@@ -65,10 +83,10 @@ def stream_batches(
             else:
                 yield NO_BATCH if item.dropped else item.batch
 
-    yield from _delivered_batches(loader, host(), sent, epoch, delivered, generation)
-    if generation == loader._generation:
-        loader._epoch_done = True
-        loader._iterator = None
+    yield from _delivered_batches(loader, parts, host(), sent, start)
+    if cursor.current(start.generation):
+        parts.positions.done = True
+        parts.released()
 
 
 def _ended(loader: StreamLoader, items: Iterator[StreamItem], epoch: int) -> Iterator[StreamItem]:
@@ -116,42 +134,58 @@ def changed_message(loader: StreamLoader, item: StreamItem, epoch: int) -> str:
 
 def _delivered_batches(
     loader: StreamLoader,
+    parts: StreamParts,
     host: Iterator[Any],
     sent: collections.deque[tuple[StreamItem, bool]],
-    epoch: int,
-    delivered: int,
-    generation: int,
+    start: PassStart,
 ) -> Iterator[Any]:
     """Deliver the producers' batches, keeping the position up to date."""
     pin_here = loader.pin_memory and loader.num_workers == 0
-    finish = loader._on_device
+    cursor, finish = parts.cursor, parts.finish
     checks = loader.batch_checks
     skipping = loader.plan.error_policy.policy == "skip"
-    batches = gradient_state.stream_pass(loader, deliver(host, loader.device, pin_host=pin_here))
-    for batch in batches:
+    info = PassInfo(loader, start.epoch, start.start, None, skipping)
+    for batch in hooked(info, deliver(host, loader.device, pin_host=pin_here)):
         item, last = sent.popleft()
-        loader._superseded(generation)
-        index = loader._delivered
+        cursor.superseded(start.generation)
+        index = cursor.delivered
         if isinstance(batch, Raised):
             if item.consumed:  # its place in the shard is used up: count it as delivered
-                loader._count(item, last)
+                _count(parts, item, last)
             yield batch
             continue
         if skipping:  # the records are numbered by the batch they were delivered in
             records = tuple(r._replace(batch_index=index) for r in item.skipped)
             fetched = Fetched(None if item.dropped else batch, records, item.requested)
-            batch = loader._account(fetched)  # raises once the budget is spent
+            batch = parts.ledger.account(fetched, cursor.epoch, index == 0)  # raises when spent
         failed: Raised | None = None
         if batch is not NO_BATCH:
             if finish is not None:
                 batch = finish(batch)
-            if checks is not None and checks.due(index, first=index == delivered):
+            if checks is not None and checks.due(index, first=index == start.start):
                 try:
-                    checks.run(batch, epoch, index, position_indices(item.positions))
+                    checks.run(batch, start.epoch, index, position_indices(item.positions))
                 except DataError as error:
                     failed = Raised(error)
-        loader._count(item, last)
+        _count(parts, item, last)
         if failed is not None:
             yield failed
         elif batch is not NO_BATCH:  # else every element of the batch was skipped
             yield batch
+
+
+def _count(parts: StreamParts, item: StreamItem, last: bool) -> None:
+    """Move the position past ``item``'s batch (delivered, skipped whole, or failed)."""
+    parts.cursor.deliver()
+    parts.positions.count(item, last)
+
+
+def uneven_because(even_batches: bool, sharding: str) -> str:
+    """Why ``even_batches`` is not enforced for a stream sharded so ("" when it is, or moot)."""
+    if not even_batches or sharding not in ("hook", "hf"):
+        return ""
+    return (
+        f"its shards (read {'by the sharding hook' if sharding == 'hook' else 'by HF'}) "
+        f"have lengths no rank knows without reading every other rank's: every rank "
+        f"gets the same number of batches only if the shards do"
+    )

@@ -60,31 +60,30 @@ iterator ends it and cannot be skipped.
 
 from __future__ import annotations
 
-import collections
 import copy
 from collections.abc import Callable, Iterator, Mapping
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 from loaderkit._text import sample_list
 from loaderkit.checks import CheckReport, batch_checker
-from loaderkit.errors import NotBuiltYetError
+from loaderkit.errors import NotBuiltYetError, WorkerError
+from loaderkit.plan.display import loader_html
+from loaderkit.plan.sections.common import default_start_method
 from loaderkit.plan.workers import resolve_workers
 from loaderkit.runtime.explain import explain_stream
 from loaderkit.runtime.fetch.callables import plan_collate, resolve_callable
 from loaderkit.runtime.fetch.global_rngs import restore_rngs, user_rngs
-from loaderkit.runtime.loader import Loader, plan_bindings
+from loaderkit.runtime.loader import NO_DATASET, Loader, plan_bindings
+from loaderkit.runtime.passes.cursor import PassCursor, PassStart
 from loaderkit.runtime.passes.device import resolve_device, wants_pinning
-from loaderkit.runtime.passes.skips import SkipCounts
-from loaderkit.runtime.passes.state import (
-    STATE_VERSION,
-    check_epoch,
-    check_stream_state,
-    read_pass_ended,
-)
+from loaderkit.runtime.passes.epoch_sampler import EpochSampler
+from loaderkit.runtime.passes.skips import SkipCounts, SkipLedger
+from loaderkit.runtime.passes.state import check_stream_state, load_position, write_state
 from loaderkit.runtime.passes.world import resolve_world
 from loaderkit.runtime.planners.schedules import batch_sizes, max_lengths
-from loaderkit.runtime.records import Fetched, Skipped
-from loaderkit.runtime.stream.delivery import stream_batches
+from loaderkit.runtime.records import Skipped
+from loaderkit.runtime.stream.delivery import StreamParts, stream_batches, uneven_because
+from loaderkit.runtime.stream.position import ProducerPositions
 from loaderkit.runtime.stream.producer import Producer
 from loaderkit.runtime.stream.read import (
     SHARD_HOOK,
@@ -97,7 +96,7 @@ from loaderkit.runtime.stream.read import (
 )
 from loaderkit.runtime.stream.round_robin import StreamPass
 from loaderkit.runtime.workers.crossing import Unarrived, unarrived_message
-from loaderkit.runtime.workers.pool import shutdown_pool, worker_pool
+from loaderkit.runtime.workers.pool import broken_pool, shutdown_pool, worker_pool
 from loaderkit.runtime.workers.storage import StorageReport, held_report, warn_copies
 
 if TYPE_CHECKING:
@@ -106,7 +105,7 @@ if TYPE_CHECKING:
 __all__ = ["SHARD_HOOK", "WORKER_SPLIT", "StreamLoader"]
 
 
-class StreamLoader(Loader):
+class StreamLoader:
     """The loader of an iterable source: an iterable of batches that knows its position.
 
     The same surface as :class:`~loaderkit.runtime.loader.Loader` where a stream allows it:
@@ -118,7 +117,25 @@ class StreamLoader(Loader):
     is the exact number of batches per epoch on this rank when the dataset's ``__len__``
     fixes it (see :meth:`__len__`), else raises ``TypeError``. A stream has no sample
     indices (``batch_indices`` raises ``TypeError``).
+
+    It composes what it shares with ``Loader`` (the pass cursor, the skip ledger, the state
+    format) rather than inheriting it; ``isinstance(stream_loader, Loader)`` is true all the
+    same (it is registered as a virtual subclass: code that accepts "a loaderkit loader"
+    checks ``Loader``).
     """
+
+    batch_sampler: None = None
+    """Always ``None`` (see ``Loader.batch_sampler``)."""
+    split: None = None
+    """Always ``None``: a stream is never split."""
+    sampler_planner: None = None
+    """Always ``None``: a stream has no planner."""
+    lengths_cost = sampler_cost = ""
+    cache_stats: None = None
+    """Always ``None``: a stream has no sample cache."""
+    workers_unused: None = None
+    """Always ``None``: a stream's workers shard it (its order depends on them), so they
+    are started as the plan says (see ``Loader.workers_unused``)."""
 
     def __init__(self, plan: LoaderPlan) -> None:
         bindings = plan_bindings(plan)
@@ -127,27 +144,14 @@ class StreamLoader(Loader):
         self.plan = plan
         self.device = resolve_device(plan.device)
         self.world_size, self.rank, self.distributed_source = resolve_world(plan.distributed)
-        self.split = None
-        self.sampler_planner = None
-        self._cache = None  # a stream has no sample cache: cache_stats is None
-        self.lengths_cost = self.sampler_cost = ""
-        self.skipped: list[Skipped] = []
-        """The last :data:`~loaderkit.runtime.passes.skips.SKIPPED_RECORDS_KEPT` elements the
-        ``skip``
-        policy dropped, in order (stream position, epoch, batch, worker, exception type,
-        message); :attr:`skip_counts` has the exact totals."""
-        self._skip_counts = SkipCounts()
-        self._unsettled: collections.deque[Fetched] = collections.deque()  # the Loader's
-        # (a stream's batches are counted in _delivered_batches, as they are delivered)
+        self._skips = SkipLedger(plan.error_policy)
+        """What the ``skip`` policy dropped (:attr:`skipped`, :attr:`skip_counts`)."""
         self.batch_sizes = batch_sizes(plan)
         self._max_lengths = max_lengths(plan)
         self.pin_memory = wants_pinning(plan.workers.pin_memory, self.device)
         self.workers = resolve_workers(plan.workers)  # never "auto": compile() refuses it here
         """The worker settings this loader runs with."""
         self.num_workers = self.workers.num_workers
-        self.workers_unused: str | None = None
-        """Always ``None``: a stream's workers shard it (its order depends on them), so they
-        are started as the plan says (see ``Loader.workers_unused``)."""
         self.producers = max(self.num_workers, 1)
         data = bindings[plan.dataset.binding]
         # how the stream is split into shards ("hf", "hook", "worker" or "element")
@@ -168,13 +172,7 @@ class StreamLoader(Loader):
         self.even_batches = d.enabled and d.even_batches and self.world_size > 1
         """Whether every rank's producer ``w`` stops at the shortest rank's one (trim)."""
         self._peers = self._even_peers(data)
-        self.uneven_because = (
-            f"its shards (read {'by the sharding hook' if self.sharding == 'hook' else 'by HF'}) "
-            f"have lengths no rank knows without reading every other rank's: every rank "
-            f"gets the same number of batches only if the shards do"
-            if self.even_batches and self.sharding in ("hook", "hf")
-            else ""
-        )
+        self.uneven_because = uneven_because(self.even_batches, self.sharding)
         """Why ``even_batches`` is not enforced for this stream ("" when it is, or moot)."""
         self.trimmed_samples = 0
         """The stream elements ``even_batches`` left out on this rank in the current (or
@@ -186,28 +184,18 @@ class StreamLoader(Loader):
         self.resume_native, self.resume_replays_because = resume_mode(plan, data, self.sharding)
         """Whether a resume loads each producer's saved source state (O(1)) instead of
         replaying the stream, and if not, why not."""
-        collate = plan_collate(plan, self.device)
-        self._collate = collate
-        self._on_device: Callable[[Any], Any] | None = getattr(collate, "on_device", None)
+        self._collate = plan_collate(plan, self.device)
+        self._on_device: Callable[[Any], Any] | None = getattr(self._collate, "on_device", None)
         self._transform = (
             None if plan.transform is None else resolve_callable(plan, plan.transform, "transform")
         )
         self.batch_checks = batch_checker(plan)
-        self._epoch = 0
-        self._delivered = 0
-        self._worker_batches = [0] * self.producers
-        self._worker_states: list[dict[str, Any] | None] = [None] * self.producers
-        self._next_worker = 0
-        self._epoch_done = False
-        """Whether the pass at ``_epoch`` delivered its last batch."""
-        self._pass_ended = False
-        """Whether the pass at ``_epoch`` ended (its iterator raised ``StopIteration``)."""
-        self._generation = 0
-        self._moves = 0
-        self._pending: Literal["set", "resume", "next"] = "set"
-        """What the next ``iter()`` starts (see :class:`~loaderkit.runtime.loader.Loader`)."""
+        self._cursor = PassCursor()
+        """The position, the pending pass and the bookkeeping of the passes' iterators."""
+        self._positions = ProducerPositions(self.producers)
+        """Where each producer stands in the current (or last) pass."""
         self._iterator: Any = None
-        self._told_epoch: int | None = None
+        """The torch iterator of the pass's workers, or ``None``."""
 
     def _even_peers(self, data: Any) -> tuple[tuple[int, Any], ...]:
         """``(rank, what it reads)`` of the ranks this rank's batches are gated by.
@@ -221,6 +209,21 @@ class StreamLoader(Loader):
             return ()
         last = self.world_size - 1
         return ((last, data),) if self.rank < last else ()
+
+    def _broken_pool(self, iterator: object, exc: Exception) -> WorkerError | None:
+        """The :class:`WorkerError` for ``exc`` if a worker died or timed out, else ``None``.
+
+        The pool is then shut down and the loader closed (see ``broken_pool``).
+        """
+        return broken_pool(
+            iterator,
+            exc,
+            self.workers.timeout,
+            None,
+            self.batch_indices,
+            self.close,
+            start_method=self.workers.start_method or default_start_method(),
+        )
 
     # -- position ---------------------------------------------------------------------------
 
@@ -242,7 +245,7 @@ class StreamLoader(Loader):
         """
         n = stream_length(self.data, self.plan.dataset.binding, self.sharding, self.producers)
         shards = self.world_size * self.producers
-        size = self.batch_sizes(self._cursor()[0])
+        size = self.batch_sizes(self._cursor.epoch)
         drop_last = self.plan.batch.drop_last
 
         def batches(shard: int) -> int:
@@ -257,13 +260,55 @@ class StreamLoader(Loader):
             total += own
         return total
 
-    def _cursor(self) -> tuple[int, int]:
-        return self._epoch, self._delivered
-
     @property
     def repeated_samples(self) -> int:
         """Always 0: a stream never repeats samples to even out ranks."""
         return 0
+
+    @property
+    def sampler(self) -> EpochSampler:
+        """Where trainers tell the loader its epoch (see ``Loader.sampler``)."""
+        return EpochSampler(self)
+
+    @property
+    def dataset(self) -> Any:
+        """Not available: raises ``AttributeError`` (see ``Loader.dataset``)."""
+        raise AttributeError(NO_DATASET)
+
+    @property
+    def epoch(self) -> int:
+        """The epoch of the current (or last) pass (see ``Loader.epoch``)."""
+        return self._cursor.epoch
+
+    @property
+    def batches_delivered(self) -> int:
+        """Batches of :attr:`epoch` handed to the caller in the current (or last) pass."""
+        return self._cursor.delivered
+
+    @property
+    def next_pass(self) -> tuple[int, int]:
+        """(epoch, first batch) of the pass the next ``iter()`` reads; nothing is started."""
+        return self._cursor.next_pass
+
+    @property
+    def skipped(self) -> list[Skipped]:
+        """The last elements the ``skip`` policy dropped, in order (up to SKIPPED_RECORDS_KEPT).
+
+        The last :data:`~loaderkit.runtime.passes.skips.SKIPPED_RECORDS_KEPT` records (stream
+        position, epoch, batch, worker, exception type, message); :attr:`skip_counts` has the
+        exact totals.
+        """
+        return self._skips.records
+
+    @property
+    def errors(self) -> list[Skipped]:
+        """The errors the policy handled: with ``"skip"``, :attr:`skipped` (else empty)."""
+        return self.skipped
+
+    @property
+    def skip_counts(self) -> SkipCounts:
+        """Exact totals of the ``skip`` policy, per run and for the current epoch."""
+        return self._skips.counts
 
     def set_epoch(self, epoch: int) -> None:
         """Make the next pass epoch ``epoch`` (an int >= 0), from its first batch.
@@ -274,27 +319,8 @@ class StreamLoader(Loader):
         reshuffles its shards) before the epoch's first sample is read, and the buffer shuffle
         is keyed by the epoch.
         """
-        epoch = check_epoch(epoch)
-        if self._pending == "resume" and epoch == self._epoch:
-            return  # keep the loaded (or interrupted) position of this very epoch
-        self._move(epoch, 0, [0] * self.producers, 0, [None] * self.producers)
-        self._pending = "set"
-        self._moves += 1
-
-    def _move(
-        self,
-        epoch: int,
-        delivered: int,
-        per_worker: list[int],
-        next_worker: int,
-        states: list[dict[str, Any] | None],
-    ) -> None:
-        self._epoch, self._delivered = epoch, delivered
-        self._worker_batches, self._next_worker = per_worker, next_worker
-        self._worker_states = states
-        self._epoch_done = False
-        self._pass_ended = False
-        self._generation += 1
+        if self._cursor.set_epoch(epoch):
+            self._positions.reset()
 
     def batch_indices(self, epoch: int, batch_index: int) -> list[int]:
         """Not available: a stream has no sample indices (raises ``TypeError``)."""
@@ -354,7 +380,6 @@ class StreamLoader(Loader):
         hook = getattr(self.data, "set_epoch", None)
         if callable(hook):
             hook(epoch)
-        self._told_epoch = epoch
 
     def _items(self, producer: Producer) -> Iterator[StreamItem]:
         """The producers' items as torch (or the main process) delivers them."""
@@ -404,7 +429,7 @@ class StreamLoader(Loader):
         if end:  # a producer's end (only its text could fail): it ended all the same
             return StreamItem(worker, end=True)
         what = (
-            f"batch {local} of worker {worker} on rank {self.rank} in epoch {self._epoch} "
+            f"batch {local} of worker {worker} on rank {self.rank} in epoch {self._cursor.epoch} "
             f"(stream elements {sample_list(positions)})"
         )
         exc = unarrived.error
@@ -420,18 +445,6 @@ class StreamLoader(Loader):
             local=local,
         )
 
-    def _start_pass(self) -> tuple[int, int]:
-        """Apply the iteration rule (see :class:`~loaderkit.runtime.loader.Loader`)."""
-        if self._pending == "next":
-            self._move(self._epoch + 1, 0, [0] * self.producers, 0, [None] * self.producers)
-        elif self._pending == "set":
-            self._move(self._epoch, 0, [0] * self.producers, 0, [None] * self.producers)
-        self._pending = "next"
-        self._moves += 1
-        self.close()  # a previous pass's workers (and its iterator: superseded)
-        self.trimmed_samples = 0
-        return self._epoch, self._delivered
-
     def __iter__(self) -> Iterator[Any]:
         """A new pass (the rule of :class:`~loaderkit.runtime.loader.Loader`).
 
@@ -442,34 +455,40 @@ class StreamLoader(Loader):
         iterator does; a source whose own iterator raised delivers nothing more (its other
         producers go on). Dropping the iterator mid-pass stops its workers.
         """
-        return StreamPass(self)
+        return StreamPass(self._cursor, self._begin, self.close)
 
-    def _begin(self) -> tuple[Iterator[Any] | None, int, int]:
-        """Start the pass: its batches (``None``: a resumed complete pass), generation, moves."""
-        epoch, delivered = self._start_pass()
-        generation, moves = self._generation, self._moves
-        if self._epoch_done:  # a resumed complete pass: its rest is empty
-            return None, generation, moves
-        self._tell_epoch(epoch)
+    def _begin(self) -> tuple[Iterator[Any] | None, PassStart]:
+        """Start the pass the iteration rule says: its batches, and where it starts.
+
+        The batches are ``None`` for a resumed complete pass (its rest is empty).
+        """
+        if not self._cursor.resuming:
+            self._positions.reset()
+        self.close()  # a previous pass's workers (and its iterator: superseded)
+        start = self._cursor.start()
+        self.trimmed_samples = 0
+        if self._positions.done:  # a resumed complete pass: its rest is empty
+            return None, start
+        self._tell_epoch(start.epoch)
+        positions = self._positions
         producer = self._producer(
-            epoch, tuple(self._worker_batches), tuple(copy.deepcopy(self._worker_states))
+            start.epoch,
+            tuple(positions.worker_batches),
+            tuple(copy.deepcopy(positions.worker_states)),
         )
-        return stream_batches(self, producer, epoch, delivered, generation), generation, moves
+        parts = StreamParts(self._cursor, positions, self._skips, self._on_device, self._release)
+        return stream_batches(self, parts, self._items(producer), start), start
 
-    def _count(self, item: StreamItem, last: bool) -> None:
-        """Move the position past ``item``'s batch (delivered, skipped whole, or failed)."""
-        self._delivered += 1
-        self._worker_batches[item.worker] += 1
-        self._worker_states[item.worker] = item.state
-        self._next_worker = (item.worker + 1) % self.producers
-        self._epoch_done = last
+    def _release(self) -> None:
+        """The pass ran to its end: its workers' iterator is done with."""
+        self._iterator = None
 
     def close(self) -> None:
         """Stop the worker processes now (the next iteration starts new ones).
 
         An iterator in progress is superseded: it raises instead of ending the epoch early.
         """
-        self._generation += 1
+        self._cursor.supersede()
         iterator = self._iterator
         self._iterator = None
         shutdown_pool(iterator)  # within about a second, stuck workers terminated
@@ -492,28 +511,14 @@ class StreamLoader(Loader):
         :attr:`resume_native` (the source state must then be JSON-serializable for the whole
         state to be; an HF dataset's is).
         """
-        epoch, delivered = self._cursor()
-        return {
-            "loaderkit_state": STATE_VERSION,
-            "stream": True,
-            "fingerprint": self.plan.fingerprint,
-            "epoch": epoch,
-            "batches_delivered": delivered,
-            "pass_complete": self._epoch_done,
-            "pass_ended": self._pass_ended,
+        place = {
             "world_size": self.world_size,
             "rank": self.rank,
             "num_workers": self.num_workers,
-            "worker_batches": list(self._worker_batches),
-            "next_worker": self._next_worker,
-            "worker_states": copy.deepcopy(self._worker_states),
-            "plan": copy.deepcopy(self.plan.to_dict()),
-            **(
-                {"skips": self._skip_counts.to_state()}  # the counts the budget goes on from
-                if self.plan.error_policy.policy == "skip"
-                else {}
-            ),
+            **self._positions.to_state(),
         }
+        complete = {"pass_complete": self._positions.done}
+        return write_state(self.plan, self._cursor, self._skips, place, stream=complete)
 
     def load_state_dict(self, state: Mapping[str, Any], *, strict: bool = True) -> None:
         """Make the next pass continue exactly where ``state`` was taken.
@@ -539,25 +544,26 @@ class StreamLoader(Loader):
         per_worker, states, complete = check_stream_state(
             state, self.plan, (self.world_size, self.rank, self.num_workers), strict=strict
         )
-        ended = read_pass_ended(state)
-        self._skip_counts = SkipCounts.from_state(state.get("skips"))
-        self._move(
-            state["epoch"],
-            state["batches_delivered"],
-            list(per_worker),
-            state["next_worker"],
-            states,
-        )
-        self._epoch_done = complete
-        # as the saving loader stood: after its loop ended the next pass is the next epoch
-        self._pass_ended = ended
-        self._pending = "next" if ended else "resume"
-        self._moves += 1
+        load_position(state, self._cursor, self._skips)
+        self._positions.load(list(per_worker), state["next_worker"], states, done=complete)
+
+    def __enter__(self) -> StreamLoader:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __del__(self) -> None:
+        # shut the workers down explicitly (see Loader.__del__)
+        try:
+            self.close()
+        except Exception:  # noqa: BLE001 - nothing to report at garbage collection
+            return
 
     # -- display ----------------------------------------------------------------------------
 
     def __repr__(self) -> str:
-        epoch, delivered = self._cursor()
+        epoch, delivered = self._cursor.position
         return (
             f"StreamLoader(plan={self.plan.fingerprint[:12]}, epoch={epoch}, "
             f"batch={delivered}, rank={self.rank}/{self.world_size}, "
@@ -571,4 +577,10 @@ class StreamLoader(Loader):
         shuffle buffer, what a resume costs (and why, when it replays) and, under the ``skip``
         policy, what a stream can skip.
         """
-        return explain_stream(self)
+        return explain_stream(self, self._collate)
+
+    def _repr_html_(self) -> str:
+        return loader_html(self)
+
+
+Loader.register(StreamLoader)  # isinstance(stream_loader, Loader), as when it inherited

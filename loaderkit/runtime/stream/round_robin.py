@@ -14,7 +14,7 @@ from loaderkit.runtime.records import Raised
 from loaderkit.runtime.stream.read import StreamItem
 
 if TYPE_CHECKING:
-    from loaderkit.runtime.stream.loader import StreamLoader
+    from loaderkit.runtime.passes.cursor import PassCursor, PassStart
 
 __all__ = ["StreamPass", "position_indices", "round_robin", "while_current", "with_last"]
 
@@ -90,10 +90,20 @@ class StreamPass:
     Anything raised from those generators (a dead worker, a spent error budget, a superseded
     pass, a source whose streams differ) ends the pass. The pass starts at its first
     ``next()``; dropping it mid-pass while it is the loader's current one stops its workers.
+
+    ``begin`` starts the loader's pending pass (its batches, ``None`` for a resumed pass with
+    nothing left); ``close`` stops the loader's workers.
     """
 
-    def __init__(self, loader: StreamLoader) -> None:
-        self._loader = loader
+    def __init__(
+        self,
+        cursor: PassCursor,
+        begin: Callable[[], tuple[Iterator[Any] | None, PassStart]],
+        close: Callable[[], None],
+    ) -> None:
+        self._cursor = cursor
+        self._begin = begin
+        self._close = close
         self._batches: Iterator[Any] | None = None
         self._started = False
         self._generation = -1
@@ -103,12 +113,13 @@ class StreamPass:
         return self
 
     def __next__(self) -> Any:
-        loader = self._loader
+        cursor = self._cursor
         if not self._started:
             self._started = True
-            self._batches, self._generation, self._moves = loader._begin()
+            self._batches, start = self._begin()
+            self._generation, self._moves = start.generation, start.moves
             if self._batches is None:  # a resumed pass with nothing left: it ends here
-                loader._ended(self._moves)
+                cursor.end(self._moves)
         batches = self._batches
         if batches is None:
             raise StopIteration
@@ -117,30 +128,30 @@ class StreamPass:
         except StopIteration:
             self._batches = None
             self._went_on()
-            loader._ended(self._moves)  # a state taken now resumes with the next epoch
+            cursor.end(self._moves)  # a state taken now resumes with the next epoch
             raise
         except (DataError, WorkerError):
             self._batches = None
-            loader._interrupted(self._moves)  # the next iter() resumes where it stopped
+            cursor.interrupted(self._moves)  # the next iter() resumes where it stopped
             raise
         except BaseException:
             self._batches = None
             raise
         if isinstance(out, Raised):
-            loader._interrupted(self._moves)  # unless this pass goes on
+            cursor.interrupted(self._moves)  # unless this pass goes on
             raise out.error
         self._went_on()
         return out
 
     def _went_on(self) -> None:
         """After a failed batch, the pass went on: the next ``iter()`` is a new pass again."""
-        self._loader._resumed(self._moves)
+        self._cursor.went_on(self._moves)
 
     def close(self) -> None:
         """End the pass; if it is the loader's current one, stop its workers now."""
         batches, self._batches = self._batches, None
-        if batches is not None and self._loader._generation == self._generation:
-            self._loader.close()
+        if batches is not None and self._cursor.current(self._generation):
+            self._close()
 
     def __del__(self) -> None:
         try:

@@ -8,7 +8,8 @@ when the pass ends. ``accelerator.accumulate(model)`` syncs the gradients on tha
 (the last, partial window of an epoch included) and ``gather_for_metrics`` cuts the samples
 that evened out the ranks from the last gathered batch. ``accelerator.prepare()`` hands a
 loaderkit loader back unchanged (it is sharded already), so a loader's pass does the same
-itself: :func:`map_pass` and :func:`stream_pass` are called once at the start of every pass.
+itself: :func:`pass_hook` is told of every pass as it starts (a runtime pass hook,
+:mod:`loaderkit.runtime.passes.hooks`, registered by ``import loaderkit``).
 
 When (and only when) an ``Accelerator`` has made the ``GradientState`` in this process (it
 is looked up in ``sys.modules``: loaderkit never imports Accelerate), the pass's batches are
@@ -49,20 +50,19 @@ import weakref
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
-from loaderkit.runtime.planners.plain import PlainPlanner
+from loaderkit.runtime.passes.hooks import PassInfo, add_pass_hook
 from loaderkit.runtime.records import NO_BATCH
 
 if TYPE_CHECKING:
-    from loaderkit.runtime.loader import Loader
+    from loaderkit.runtime.planners import Planner
 
 __all__ = [
     "ActivePass",
     "EndOfPass",
     "accelerate_gradient_state",
     "active_pass",
-    "map_pass",
+    "pass_hook",
     "remainder",
-    "stream_pass",
 ]
 
 
@@ -88,7 +88,7 @@ class ActivePass:
 
     __slots__ = ("__weakref__", "end_of_dataloader", "loader", "remainder")
 
-    def __init__(self, loader: Loader, remainder: int) -> None:
+    def __init__(self, loader: object, remainder: int) -> None:
         self.loader = loader
         """The loader whose pass this is."""
         self.end_of_dataloader = False
@@ -191,47 +191,40 @@ class EndOfPass:
             close()
 
 
-def remainder(loader: Loader, epoch: int) -> int:
-    """What Accelerate's ``remainder`` is for ``epoch`` of map-style ``loader`` (-1: unknown).
+def remainder(planner: Planner, epoch: int, *, skipping: bool) -> int:
+    """What Accelerate's ``remainder`` is for ``epoch`` of a map-style pass (-1: unknown).
 
     See the module docstring: Accelerate's own formula for fixed-size batches without the
-    ``skip`` policy, 0 when the epoch repeats no sample, else -1.
+    ``skip`` policy, 0 when the epoch repeats no sample, else -1. ``planner`` is the loader's.
     """
-    planner = loader._planner
-    if isinstance(planner, PlainPlanner) and loader.plan.error_policy.policy != "skip":
+    from loaderkit.runtime.planners.plain import PlainPlanner
+
+    if isinstance(planner, PlainPlanner) and not skipping:
         layout = planner.layout(epoch)
         return 0 if layout.drop_last else layout.n % layout.global_batch
     return 0 if planner.repeated(epoch) == 0 else -1
 
 
-def map_pass(loader: Loader, items: Iterator[Any], epoch: int, start: int) -> Iterator[Any]:
-    """The items of a map-style pass (``epoch`` from batch ``start``), Accelerate told of them.
+def pass_hook(info: PassInfo, items: Iterator[Any]) -> Iterator[Any]:
+    """The items of a pass, Accelerate told of them; ``items`` itself without Accelerate.
 
-    ``items`` itself when Accelerate's gradient state was not made in this process. The last
-    batch is the epoch's last, known from its count, unless the ``skip`` policy may leave
-    the last batches undelivered: then the items are read ahead.
+    Accelerate is told only when its gradient state was made in this process. A map-style
+    pass's last batch is the epoch's last, known from its count, unless the ``skip`` policy
+    may leave the last batches undelivered: then the items are read ahead, as a stream's
+    (no length; a stream repeats no sample, so its remainder is 0).
     """
     state = accelerate_gradient_state()
     if state is None:
         return items
-    skipping = loader.plan.error_policy.policy == "skip"
-    last = None if skipping else loader._planner.num_batches(epoch) - 1
-    active = ActivePass(loader, remainder(loader, epoch))
-    return EndOfPass(items, state, active, first=start, last=last)
+    planner = info.planner
+    if planner is None:
+        return EndOfPass(items, state, ActivePass(info.loader, 0))
+    last = None if info.skipping else planner.num_batches(info.epoch) - 1
+    active = ActivePass(info.loader, remainder(planner, info.epoch, skipping=info.skipping))
+    return EndOfPass(items, state, active, first=info.start, last=last)
 
 
-def stream_pass(loader: Loader, items: Iterator[Any]) -> Iterator[Any]:
-    """The items of a stream's pass, Accelerate told of them (read ahead: no length).
-
-    ``items`` itself when Accelerate's gradient state was not made in this process.
-    """
-    state = accelerate_gradient_state()
-    if state is None:
-        return items
-    return EndOfPass(items, state, ActivePass(loader, 0))  # a stream repeats no sample
-
-
-def active_pass(loader: Loader) -> ActivePass | None:
+def active_pass(loader: object) -> ActivePass | None:
     """The latest pass of ``loader`` registered with Accelerate's gradient state, if any."""
     state = accelerate_gradient_state()
     if state is None:
@@ -240,3 +233,6 @@ def active_pass(loader: Loader) -> ActivePass | None:
         if isinstance(active, ActivePass) and active.loader is loader:
             return active
     return None
+
+
+add_pass_hook(pass_hook)
