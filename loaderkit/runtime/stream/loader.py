@@ -68,9 +68,10 @@ from typing import TYPE_CHECKING, Any, Literal
 from loaderkit._text import sample_list
 from loaderkit.checks import CheckReport, batch_checker
 from loaderkit.errors import NotBuiltYetError
+from loaderkit.plan.callables import resolve_callable
 from loaderkit.plan.workers import resolve_workers
 from loaderkit.runtime.explain import explain_stream
-from loaderkit.runtime.fetch.callables import plan_collate, resolve_callable
+from loaderkit.runtime.fetch.callables import plan_collate
 from loaderkit.runtime.fetch.global_rngs import restore_rngs, user_rngs
 from loaderkit.runtime.loader import Loader, plan_bindings
 from loaderkit.runtime.passes.device import resolve_device, wants_pinning
