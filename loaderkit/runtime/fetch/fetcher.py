@@ -22,7 +22,7 @@ from loaderkit.errors import DataError, data_error, portable_exception, portable
 from loaderkit.order.keys import sample_rng, worker_seed
 from loaderkit.runtime.cache.samples import Cache, CachedSource, CacheUnusableError
 from loaderkit.runtime.fetch.global_rngs import SampleSeeding, sample_seeding, seed_all
-from loaderkit.runtime.fetch.sources import MixtureSource, Source, make_source
+from loaderkit.runtime.fetch.sources import MixtureSource, Source, dataset_source
 from loaderkit.runtime.records import (
     NOT_SKIPPED,
     BatchRequest,
@@ -553,7 +553,7 @@ def plan_fetcher(
         )
         if report is not None:
             reports.append(report)
-        return make_source(data, spec)
+        return dataset_source(data, spec)
 
     source: Source
     if mixture is None:
