@@ -72,7 +72,7 @@ from loaderkit.plan.callables import resolve_callable
 from loaderkit.plan.workers import resolve_workers
 from loaderkit.runtime.explain import explain_stream
 from loaderkit.runtime.fetch.callables import plan_collate
-from loaderkit.runtime.fetch.global_rngs import restore_rngs, user_rngs
+from loaderkit.runtime.fetch.rng_states import restore_rngs, user_rngs
 from loaderkit.runtime.loader import Loader, plan_bindings
 from loaderkit.runtime.passes.device import resolve_device, wants_pinning
 from loaderkit.runtime.passes.skips import SkipCounts
