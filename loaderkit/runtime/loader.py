@@ -53,10 +53,8 @@ from loaderkit.runtime.planners.dataset_length import LengthCheck
 from loaderkit.runtime.planners.schedules import batch_sizes, max_lengths
 from loaderkit.runtime.planners.split import split_part
 from loaderkit.runtime.records import NO_BATCH, Fetched, Skipped
-from loaderkit.runtime.workers.pool import (
-    broken_pool,
-    shutdown_pool,
-)
+from loaderkit.runtime.workers.diagnosis import broken_pool
+from loaderkit.runtime.workers.pool import shutdown_pool
 from loaderkit.runtime.workers.storage import warn_copies
 
 if TYPE_CHECKING:
