@@ -19,9 +19,8 @@ import torch
 from loaderkit._text import sample_list
 from loaderkit.collators.base import BatchContext
 from loaderkit.errors import DataError, data_error, portable_exception, portable_type
-from loaderkit.order.keys import worker_seed
 from loaderkit.runtime.cache.samples import Cache, CachedSource, CacheUnusableError
-from loaderkit.runtime.fetch.global_rngs import SampleSeeding, sample_seeding, seed_all
+from loaderkit.runtime.fetch.global_rngs import SampleSeeding, sample_seeding
 from loaderkit.runtime.fetch.sample_step import (
     SampleStep,
     skipped_or_raised,
@@ -39,7 +38,6 @@ if TYPE_CHECKING:
 
 __all__ = [
     "BatchFetcher",
-    "WorkerSeeder",
     "failure_from",
     "plan_fetcher",
     "prepared",
@@ -497,28 +495,6 @@ def failure_from(error: DataError, request: BatchRequest) -> Failure:
         original_type=portable_type(error.original_type),
         cause=None if original is error else portable_exception(original),
     )
-
-
-class WorkerSeeder:
-    """Seeds a worker's global RNGs (torch, numpy, random) from (seed, epoch, rank, worker).
-
-    Called once per epoch a worker serves, so persistent workers reseed when the epoch changes
-    and every (rank, worker) pair draws different, reproducible numbers.
-    """
-
-    def __init__(self, seed: int, rank: int) -> None:
-        self.seed = seed
-        self.rank = rank
-        self.epoch: int | None = None
-
-    def __call__(self, epoch: int) -> None:
-        """Reseed if this worker has not seen ``epoch`` yet."""
-        if epoch == self.epoch:
-            return
-        self.epoch = epoch
-        info = torch.utils.data.get_worker_info()
-        worker = 0 if info is None else int(info.id)
-        seed_all(worker_seed(self.seed, epoch, self.rank, worker))
 
 
 def prepared(dataset: Any, transform: Callable[..., Any] | None) -> Any:

@@ -6,9 +6,9 @@ gives the same batches whatever the number of workers only if the RNGs are in a 
 each time it runs. :func:`seed_globals` puts them in the state a key names; a stream seeds them
 by element position (:mod:`loaderkit.runtime.stream.read`), a map-style plan with
 ``with_global_rngs("per_sample")`` (the default) by sample index (:class:`SampleSeeding`), and
-every worker once per epoch (``WorkerSeeder`` in :mod:`loaderkit.runtime.fetch.fetcher`). In the
-main
-process, :func:`user_rngs` and :func:`restore_rngs` put the user's own states back afterwards.
+every worker once per epoch (:class:`WorkerSeeder`). In the main process,
+:func:`~loaderkit.runtime.fetch.rng_states.user_rngs` and ``restore_rngs`` put the user's own
+states back afterwards.
 
 Seeding costs ~12 us a sample (three generators); most datasets draw from none of them. So
 :class:`SampleSeeding` seeds only the RNGs the user's code was *seen* drawing from: each batch
@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import numpy as np
 import torch
 
-from loaderkit.order.keys import derive_key
+from loaderkit.order.keys import derive_key, worker_seed
 from loaderkit.runtime.fetch.rng_states import (
     CPYTHON_RANDOM,
     PY_RANDOM,
@@ -46,6 +46,7 @@ if TYPE_CHECKING:
 __all__ = [
     "DrawLog",
     "SampleSeeding",
+    "WorkerSeeder",
     "sample_seeding",
     "seed_all",
     "seed_globals",
@@ -90,6 +91,28 @@ def seed_globals(seed: int, *components: str | int) -> None:
     main process alike, so what a source draws from them does not depend on ``num_workers``.
     """
     seed_all(derive_key(seed, *components))
+
+
+class WorkerSeeder:
+    """Seeds a worker's global RNGs (torch, numpy, random) from (seed, epoch, rank, worker).
+
+    Called once per epoch a worker serves, so persistent workers reseed when the epoch changes
+    and every (rank, worker) pair draws different, reproducible numbers.
+    """
+
+    def __init__(self, seed: int, rank: int) -> None:
+        self.seed = seed
+        self.rank = rank
+        self.epoch: int | None = None
+
+    def __call__(self, epoch: int) -> None:
+        """Reseed if this worker has not seen ``epoch`` yet."""
+        if epoch == self.epoch:
+            return
+        self.epoch = epoch
+        info = torch.utils.data.get_worker_info()
+        worker = 0 if info is None else int(info.id)
+        seed_all(worker_seed(self.seed, epoch, self.rank, worker))
 
 
 _MASK = 2**64 - 1

@@ -20,7 +20,7 @@ from torch.utils.data import DataLoader
 
 from loaderkit._text import sample_list
 from loaderkit.errors import DataError, data_error
-from loaderkit.runtime.fetch.fetcher import WorkerSeeder
+from loaderkit.runtime.fetch.global_rngs import WorkerSeeder
 from loaderkit.runtime.passes.requests import BatchDataset, RequestSampler
 from loaderkit.runtime.records import NO_BATCH, Failure, Fetched, Raised
 from loaderkit.runtime.workers.crossing import Unarrived, unarrived_message

@@ -23,8 +23,7 @@ from loaderkit.errors import (
     portable_type,
 )
 from loaderkit.order.keys import derive_key
-from loaderkit.runtime.fetch.fetcher import WorkerSeeder
-from loaderkit.runtime.fetch.global_rngs import seed_globals
+from loaderkit.runtime.fetch.global_rngs import WorkerSeeder, seed_globals
 from loaderkit.runtime.fetch.sample_step import SampleStep, unsendable_batch, unsendable_sample
 from loaderkit.runtime.records import Skipped
 from loaderkit.runtime.stream.changes import Watch, pass_copy
