@@ -208,8 +208,8 @@ def measure_split(
             source = fetcher.source
             for name in ("sample", "samples", "default_batch"):
                 setattr(source, name, fetch.wrap(getattr(source, name)))
-            if fetcher.transform is not None:
-                fetcher.transform = fetch.wrap(fetcher.transform)
+            if fetcher.step is not None:
+                fetcher.step.transform = fetch.wrap(fetcher.step.transform)
             fetcher.collate = _TimedCollator(fetcher.collate, collate)
             gathered = fetcher.fast
         started = time.perf_counter()

@@ -24,12 +24,13 @@ from torch.utils.data import DataLoader
 
 from loaderkit.checks import CheckReport, batch_checker, check_loader
 from loaderkit.errors import NotBuiltYetError, PlanError
+from loaderkit.plan.callables import resolve_callable
 from loaderkit.plan.display import loader_html
 from loaderkit.plan.fingerprint import compute_elastic_fingerprint
 from loaderkit.plan.workers import ResolvedWorkers, resolve_workers
 from loaderkit.runtime.cache.samples import CacheStats, open_cache
 from loaderkit.runtime.explain import explain_loader
-from loaderkit.runtime.fetch.callables import plan_collate, resolve_callable
+from loaderkit.runtime.fetch.callables import plan_collate
 from loaderkit.runtime.fetch.fetcher import plan_fetcher
 from loaderkit.runtime.passes.cursor import PassCursor, PassStart
 from loaderkit.runtime.passes.device import deliver, resolve_device, wants_pinning

@@ -29,8 +29,8 @@ import pytest
 from lk_testdata import IndexDataset
 
 from loaderkit import DataError, DataLoaderBuilder, LoaderkitError, PlanError
-from loaderkit.runtime.cache.disk import KEY_BYTES, key_path
 from loaderkit.runtime.cache.samples import CODE_KEY, IDENTITY_KEY
+from loaderkit.runtime.cache.trust import KEY_BYTES, key_path
 from loaderkit.testing import assert_batches_equal, collect
 
 pytestmark = pytest.mark.timeout(180)

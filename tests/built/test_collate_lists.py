@@ -21,7 +21,7 @@ from torch.utils.data import default_collate as torch_collate
 from loaderkit import DataError, DataLoaderBuilder
 from loaderkit.collators import collators, default_collate
 from loaderkit.plan.specs import describe_dataset
-from loaderkit.runtime.fetch.sources import make_source
+from loaderkit.runtime.fetch.sources import dataset_source
 from loaderkit.testing import batches_differ
 
 datasets = pytest.importorskip("datasets")
@@ -131,7 +131,7 @@ def _stacked(values: np.ndarray, dtype: str) -> np.ndarray:
 
 def _paths(ds: Any, idx: np.ndarray) -> dict[str, Any]:
     """The batch of ``idx`` by every route a loader can take for an HF dataset."""
-    source = make_source(ds, describe_dataset(ds, "d"))
+    source = dataset_source(ds, describe_dataset(ds, "d"))
     return {
         "arrow": source._arrow_batch(idx),
         "formatted": source._formatted_batch(idx),

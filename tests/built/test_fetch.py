@@ -20,7 +20,7 @@ from torch.utils.data import Dataset, TensorDataset, default_collate
 from loaderkit import DataLoaderBuilder
 from loaderkit.collators import default_collate as lk_default_collate
 from loaderkit.plan.specs import describe_dataset
-from loaderkit.runtime.fetch.sources import make_source
+from loaderkit.runtime.fetch.sources import dataset_source
 from loaderkit.testing import batches_differ
 
 N = 30  # rows of the small sources
@@ -166,7 +166,7 @@ def test_batched_fetch_equals_per_sample_fetch(name, indices):
     if name == "hf python":  # nothing stacks ragged lists: leave that column out
         data = data.remove_columns(["ragged"])
     spec = describe_dataset(data, "d")
-    source = make_source(data, spec)
+    source = dataset_source(data, spec)
     idx = np.asarray(indices, dtype=np.int64)
     samples = source.samples(idx)
     if spec.kind == "hf":
@@ -185,7 +185,7 @@ def test_batched_fetch_equals_per_sample_fetch(name, indices):
 
 def test_samples_of_columns_are_what_indexing_gives():
     x, y = torch.randn(N, 2), torch.arange(N)
-    source = make_source((x, y), describe_dataset((x, y), "d"))
+    source = dataset_source((x, y), describe_dataset((x, y), "d"))
     ((sx, sy),) = source.samples(np.array([4]))
     assert torch.equal(sx, x[4])
     assert torch.equal(sy, y[4])
@@ -193,7 +193,7 @@ def test_samples_of_columns_are_what_indexing_gives():
 
 def test_tensor_datasets_take_the_column_path():
     ds = TensorDataset(torch.randn(N, 3), torch.arange(N))
-    source = make_source(ds, describe_dataset(ds, "d"))
+    source = dataset_source(ds, describe_dataset(ds, "d"))
     idx = np.array([3, 1, 4], dtype=np.int64)
     fast = source.default_batch(idx)
     assert fast is not None
@@ -408,7 +408,7 @@ def _hf_case(name):
 
 
 def _hf_source(ds):
-    source = make_source(ds, describe_dataset(ds, "d"))
+    source = dataset_source(ds, describe_dataset(ds, "d"))
     assert type(source).__name__ == "HFSource"
     return source
 

@@ -20,8 +20,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from loaderkit import DataError, DataLoaderBuilder, LoaderPlan
-from loaderkit.runtime.fetch import global_rngs
-from loaderkit.runtime.fetch.global_rngs import RNGS, RngStates, SampleSeeding
+from loaderkit.runtime.fetch import rng_states
+from loaderkit.runtime.fetch.global_rngs import SampleSeeding
+from loaderkit.runtime.fetch.rng_states import RNGS, RngStates
 from loaderkit.testing import assert_worker_invariant
 
 pytestmark = pytest.mark.timeout(240)
@@ -283,18 +284,18 @@ def readers(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> 
     fallback where a layout check fails)."""
     if request.param == "official":
         monkeypatch.setattr(
-            global_rngs,
+            rng_states,
             "_READERS",
             {
-                "torch": global_rngs._Official(global_rngs._read_torch),
-                "numpy": global_rngs._Official(global_rngs._read_numpy_official),
-                "random": global_rngs._Official(global_rngs._read_random_official),
+                "torch": rng_states._Official(rng_states._read_torch),
+                "numpy": rng_states._Official(rng_states._read_numpy_official),
+                "random": rng_states._Official(rng_states._read_random_official),
             },
         )
-        monkeypatch.setattr(global_rngs, "_READER_TUPLES", {})
+        monkeypatch.setattr(rng_states, "_READER_TUPLES", {})
     else:  # this interpreter's layouts were found and checked
-        assert global_rngs._PY_OFFSET is not None and global_rngs._NP_LAYOUT is not None
-        assert global_rngs._TORCH_LAYOUT is not None
+        assert rng_states._PY_OFFSET is not None and rng_states._NP_LAYOUT is not None
+        assert rng_states._TORCH_LAYOUT is not None
     return str(request.param)
 
 
@@ -333,5 +334,5 @@ def test_a_draw_of_exactly_624_words_is_seen(rng: str, whole_turn: Callable[[], 
     """The Mersenne Twister's position comes back where it was; its words do not."""
     states = RngStates((rng,))  # type: ignore[arg-type]
     whole_turn()
-    assert global_rngs.marks((rng,)) != states.marks()  # type: ignore[arg-type]
+    assert rng_states.marks((rng,)) != states.marks()  # type: ignore[arg-type]
     assert states.moved() == (rng,)

@@ -29,6 +29,19 @@ print(sorted(m for m in ("torch", "datasets") if m in sys.modules))
     assert out.stdout.strip() == "[]"
 
 
+def test_the_planners_and_the_shared_records_never_import_torch():
+    # the planners read plans (batch lists, lengths, schedules); torch is for the fetchers
+    code = (
+        "import sys\n"
+        "import loaderkit.runtime.planners, loaderkit.runtime.records\n"
+        "print(sorted(m for m in ('torch', 'datasets') if m in sys.modules))\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True
+    )
+    assert out.stdout.strip() == "[]"
+
+
 def test_public_names_are_exported_and_documented():
     for name in loaderkit.__all__:
         obj = getattr(loaderkit, name)

@@ -322,10 +322,9 @@ class DiskCache:
         whose transform code changed (same dataset, stage and transform name), or that was
         written with the other signing (shared or not), is emptied: its samples do not count.
         """
-        from loaderkit.runtime.cache.disk import (
-            SUPPORTED,
+        from loaderkit.runtime.cache.disk import SUPPORTED, check_folder
+        from loaderkit.runtime.cache.trust import (
             KeyFileError,
-            check_folder,
             folder_problem,
             key_path,
             signing_key,

@@ -14,7 +14,7 @@ if TYPE_CHECKING:
 
     from loaderkit.plan.plan import LoaderPlan
 
-__all__ = ["convert_sample", "plan_collate", "resolve_callable"]
+__all__ = ["convert_sample", "plan_collate"]
 
 
 def convert_sample(samples: Sequence[Any]) -> Any:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import functools
 import traceback
-from collections.abc import Callable, MutableMapping
+from collections.abc import Callable, Iterator, MutableMapping
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -19,19 +19,17 @@ import torch
 from loaderkit._text import sample_list
 from loaderkit.collators.base import BatchContext
 from loaderkit.errors import DataError, data_error, portable_exception, portable_type
-from loaderkit.order.keys import sample_rng, worker_seed
 from loaderkit.runtime.cache.samples import Cache, CachedSource, CacheUnusableError
-from loaderkit.runtime.fetch.global_rngs import SampleSeeding, sample_seeding, seed_all
-from loaderkit.runtime.fetch.sources import MixtureSource, Source, make_source
-from loaderkit.runtime.records import (
-    NOT_SKIPPED,
-    BatchRequest,
-    Failure,
-    Fetched,
-    Skipped,
-    resource_error,
+from loaderkit.runtime.fetch.global_rngs import SampleSeeding, sample_seeding
+from loaderkit.runtime.fetch.sample_step import (
+    SampleStep,
+    skipped_or_raised,
+    unsendable_batch,
+    unsendable_sample,
 )
-from loaderkit.runtime.workers.crossing import type_name, unpicklable, unsendable_message
+from loaderkit.runtime.fetch.sources import MixtureSource, Source, dataset_source
+from loaderkit.runtime.records import BatchRequest, Failure, Fetched, Skipped
+from loaderkit.runtime.workers.crossing import unsendable_message
 from loaderkit.runtime.workers.storage import StorageReport, stored
 
 if TYPE_CHECKING:
@@ -40,11 +38,13 @@ if TYPE_CHECKING:
 
 __all__ = [
     "BatchFetcher",
-    "WorkerSeeder",
     "failure_from",
     "plan_fetcher",
     "prepared",
 ]
+
+
+_TRANSFORM_FAILED = "failed in the transform"
 
 
 def _worker_id() -> int | None:
@@ -101,13 +101,29 @@ class BatchFetcher:
         self.uses_context = bool(getattr(collate, "uses_context", False))
         self.collator_name = collator_name
         self.fast = default_collator and transform is None and batched
-        self.transform = transform
-        self.transform_rng = transform_rng
+        self.step = (
+            None
+            if transform is None
+            else SampleStep(
+                transform,
+                rng=transform_rng,
+                seed=seed,
+                before=seeding.before_transform
+                if seeding is not None and seeding.transform
+                else None,
+            )
+        )
+        """The transform of each sample (keyed rng, seeding, policies), if there is one."""
         self.seed = seed
         self.epoch_hooks = source.epoch_hooks()
         self.seen_epoch: int | None = None
         self.source_key = source_key
         self._variants: dict[int, Callable[..., Any]] = {}
+
+    @property
+    def transform(self) -> Callable[..., Any] | None:
+        """The user's per-sample transform, if any (held by :attr:`step`)."""
+        return None if self.step is None else self.step.transform
 
     def gathers(self) -> bool:
         """Whether every batch is one vectorized gather running none of the user's code.
@@ -168,7 +184,7 @@ class BatchFetcher:
             if batch is not None:
                 return Fetched(self._finish(request, batch), (), len(request.indices))
         everything = self._all_or_none(request)
-        if everything is not None and self.transform is None:  # nothing failed
+        if everything is not None and self.step is None:  # nothing failed
             batch = self._collate(request, everything)
             return Fetched(self._finish(request, batch), (), len(request.indices))
         kept, samples, skipped = self._load_skipping(request, everything)
@@ -206,25 +222,17 @@ class BatchFetcher:
                     kept.append(index)
                 except CacheUnusableError:  # the cache folder, not the sample: never skipped
                     raise
-                except Exception as exc:
-                    if resource_error(exc):
-                        raise self._sample_error(
-                            request, index, exc, f"could not be loaded ({NOT_SKIPPED})"
-                        ) from exc
-                    skipped.append(self._skipped(request, index, exc, "could not be loaded"))
-        if self.transform is not None:
-            good, out = [], []
-            for index, sample in zip(kept, samples, strict=True):
-                try:
-                    out.append(self._transform_one(request, index, sample))
-                    good.append(index)
-                except Exception as exc:
-                    if resource_error(exc):
-                        raise self._sample_error(
-                            request, index, exc, f"failed in the transform ({NOT_SKIPPED})"
-                        ) from exc
-                    skipped.append(self._skipped(request, index, exc, "failed in the transform"))
-            kept, samples = good, out
+                except Exception as exc:  # noqa: BLE001 - recorded, or raised by skipped_or_raised
+                    failed = functools.partial(self._failed, request, "could not be loaded")
+                    recorded = functools.partial(self._skipped, request, "could not be loaded")
+                    skipped.append(skipped_or_raised(index, exc, failed, recorded))
+        if self.step is not None:
+            failed = functools.partial(self._failed, request, _TRANSFORM_FAILED)
+            recorded = functools.partial(self._skipped, request, _TRANSFORM_FAILED)
+            kept, samples, dropped = self.step.skipping(
+                request.epoch, kept, samples, failed, recorded
+            )
+            skipped += dropped
         return kept, samples, skipped
 
     def unsendable(self, request: BatchRequest, result: Any, exc: BaseException) -> DataError:
@@ -235,29 +243,23 @@ class BatchFetcher:
         pickles, the collator's output is named instead.
         """
         worker = _worker_id()
-        for index in request.indices.tolist():
-            try:
-                sample = self._read_one(request, index)
-                if self.transform is not None:
-                    sample = self._transform_one(request, index, sample)
-            except Exception:  # noqa: BLE001 - read again only to find the culprit
-                continue
-            found = unpicklable(sample)
-            if found is not None:
-                what = (
-                    f"sample {index}{self.source.locate(index)} (batch {request.batch_index} of "
-                    f"epoch {request.epoch})"
-                )
-                return data_error(
-                    unsendable_message(what, "sample", found, exc, worker),
-                    exc,
-                    sample_index=index,
-                    worker_id=worker,
-                    collator=self.collator_name,
-                    batch_index=request.batch_index,
-                )
+        culprit = unsendable_sample(self._read_again(request))
+        if culprit is not None:
+            index, found = culprit
+            what = (
+                f"sample {index}{self.source.locate(index)} (batch {request.batch_index} of "
+                f"epoch {request.epoch})"
+            )
+            return data_error(
+                unsendable_message(what, "sample", found, exc, worker),
+                exc,
+                sample_index=index,
+                worker_id=worker,
+                collator=self.collator_name,
+                batch_index=request.batch_index,
+            )
         batch = result.batch if isinstance(result, Fetched) else result
-        found = unpicklable(batch) or ("", type_name(batch))
+        found = unsendable_batch(batch)
         what = (
             f"batch {request.batch_index} of epoch {request.epoch} (samples "
             f"{sample_list(request.indices)}), as collator {self.collator_name!r} made it,"
@@ -269,6 +271,17 @@ class BatchFetcher:
             collator=self.collator_name,
             batch_index=request.batch_index,
         )
+
+    def _read_again(self, request: BatchRequest) -> Iterator[tuple[int, Any]]:
+        """The samples of ``request`` that read (and transform) again, with their indices."""
+        for index in request.indices.tolist():
+            try:
+                sample = self._read_one(request, index)
+                if self.step is not None:
+                    sample = self.step(request.epoch, index, sample)
+            except Exception:  # noqa: BLE001 - read again only to find the culprit
+                continue
+            yield index, sample
 
     def _cached(self, request: BatchRequest) -> Any:
         """The batch from transformed samples kept in the cache (the ``"transformed"`` stage).
@@ -289,7 +302,7 @@ class BatchFetcher:
                 kept, samples, skipped = self._load_skipping(sub, self._all_or_none(sub))
             else:
                 kept, samples = missing, self._samples(sub)
-                if self.transform is not None:
+                if self.step is not None:
                     samples = self._transformed(sub, samples)
             loaded = list(zip(kept, samples, strict=True))
             found.update(loaded)
@@ -312,7 +325,7 @@ class BatchFetcher:
             return self._with_sources(request, batch)
         return batch
 
-    def _skipped(self, request: BatchRequest, index: int, exc: Exception, what: str) -> Skipped:
+    def _skipped(self, request: BatchRequest, what: str, index: int, exc: Exception) -> Skipped:
         where = self.source.locate(index)
         return Skipped(
             index,
@@ -352,7 +365,7 @@ class BatchFetcher:
             if batch is not None:
                 return batch
         samples = self._samples(request)
-        if self.transform is not None:
+        if self.step is not None:
             samples = self._transformed(request, samples)
         return self._collate(request, samples)
 
@@ -408,6 +421,12 @@ class BatchFetcher:
             batch_index=request.batch_index,
         )
 
+    def _failed(
+        self, request: BatchRequest, what: str, index: int, exc: BaseException, why: str
+    ) -> DataError:
+        """The error of sample ``index``, which ``what`` (``why`` it was not skipped)."""
+        return self._sample_error(request, index, exc, f"{what} ({why})" if why else what)
+
     def _sample_error(
         self, request: BatchRequest, index: int, exc: BaseException, what: str
     ) -> DataError:
@@ -452,25 +471,10 @@ class BatchFetcher:
             raise self._batch_error(request, batch_exc, "could not be loaded") from batch_exc
 
     def _transformed(self, request: BatchRequest, samples: list[Any]) -> list[Any]:
-        transform = self.transform
-        assert transform is not None
-        out = []
-        for index, sample in zip(request.indices.tolist(), samples, strict=True):
-            try:
-                out.append(self._transform_one(request, index, sample))
-            except Exception as exc:
-                raise self._sample_error(request, index, exc, "failed in the transform") from exc
-        return out
-
-    def _transform_one(self, request: BatchRequest, index: int, sample: Any) -> Any:
-        transform = self.transform
-        assert transform is not None
-        if self.seeding is not None and self.seeding.transform:
-            self.seeding.before_transform(request.epoch, index)
-        if self.transform_rng:
-            rng = sample_rng(self.seed, "transform", request.epoch, index)
-            return transform(sample, rng=rng)
-        return transform(sample)
+        """``samples`` transformed (the ``"raise"`` policy: a failure names its sample)."""
+        assert self.step is not None
+        failed = functools.partial(self._failed, request, _TRANSFORM_FAILED)
+        return self.step.all(request.epoch, request.indices.tolist(), samples, failed)
 
 
 def failure_from(error: DataError, request: BatchRequest) -> Failure:
@@ -491,28 +495,6 @@ def failure_from(error: DataError, request: BatchRequest) -> Failure:
         original_type=portable_type(error.original_type),
         cause=None if original is error else portable_exception(original),
     )
-
-
-class WorkerSeeder:
-    """Seeds a worker's global RNGs (torch, numpy, random) from (seed, epoch, rank, worker).
-
-    Called once per epoch a worker serves, so persistent workers reseed when the epoch changes
-    and every (rank, worker) pair draws different, reproducible numbers.
-    """
-
-    def __init__(self, seed: int, rank: int) -> None:
-        self.seed = seed
-        self.rank = rank
-        self.epoch: int | None = None
-
-    def __call__(self, epoch: int) -> None:
-        """Reseed if this worker has not seen ``epoch`` yet."""
-        if epoch == self.epoch:
-            return
-        self.epoch = epoch
-        info = torch.utils.data.get_worker_info()
-        worker = 0 if info is None else int(info.id)
-        seed_all(worker_seed(self.seed, epoch, self.rank, worker))
 
 
 def prepared(dataset: Any, transform: Callable[..., Any] | None) -> Any:
@@ -553,7 +535,7 @@ def plan_fetcher(
         )
         if report is not None:
             reports.append(report)
-        return make_source(data, spec)
+        return dataset_source(data, spec)
 
     source: Source
     if mixture is None:

@@ -27,7 +27,7 @@ from loaderkit.order.mixture import source_of
 from loaderkit.plan.specs import DatasetSpec
 from loaderkit.runtime.fetch.hf_arrow import HFPlan, arrow_batch, hf_list_dtypes
 
-__all__ = ["MixtureSource", "Source", "make_source"]
+__all__ = ["MixtureSource", "Source", "dataset_source"]
 
 Indices = npt.NDArray[np.int64]
 
@@ -236,7 +236,7 @@ class TensorDatasetSource(TensorsSource):
         super().__init__(data.tensors)
 
 
-def make_source(data: Any, spec: DatasetSpec) -> Source:
+def dataset_source(data: Any, spec: DatasetSpec) -> Source:
     """The source for a bound dataset of the kind recorded in ``spec``."""
     if type(data) is TensorDataset:  # subclasses may override __getitem__: leave them alone
         return TensorDatasetSource(data)

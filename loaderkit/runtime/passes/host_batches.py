@@ -20,11 +20,12 @@ from torch.utils.data import DataLoader
 from loaderkit._text import sample_list
 from loaderkit.errors import DataError, data_error
 from loaderkit.plan.sections.common import default_start_method
-from loaderkit.runtime.fetch.fetcher import WorkerSeeder
+from loaderkit.runtime.fetch.global_rngs import WorkerSeeder
 from loaderkit.runtime.passes.requests import BatchDataset, RequestSampler
 from loaderkit.runtime.records import NO_BATCH, Failure, Fetched, Raised
 from loaderkit.runtime.workers.crossing import Unarrived, unarrived_message
-from loaderkit.runtime.workers.pool import broken_pool, shutdown_pool, worker_pool
+from loaderkit.runtime.workers.diagnosis import broken_pool
+from loaderkit.runtime.workers.pool import shutdown_pool, worker_pool
 
 if TYPE_CHECKING:
     from loaderkit.errors import WorkerError

@@ -14,7 +14,8 @@ import numpy.typing as npt
 from torch.utils.data import Dataset, Sampler
 
 from loaderkit.errors import DataError
-from loaderkit.runtime.fetch.fetcher import BatchFetcher, WorkerSeeder, failure_from
+from loaderkit.runtime.fetch.fetcher import BatchFetcher, failure_from
+from loaderkit.runtime.fetch.global_rngs import WorkerSeeder
 from loaderkit.runtime.planners import (
     Planner,
     PlannerContext,

@@ -17,7 +17,7 @@ from loaderkit.order.curriculum import (
     difficulty_order,
     eligible_count,
 )
-from loaderkit.runtime.fetch.callables import resolve_callable
+from loaderkit.plan.callables import resolve_callable
 from loaderkit.runtime.planners.base import ListPlanner, PlannerContext, Selected, Shard
 from loaderkit.runtime.planners.lengths import sample_weights
 

@@ -11,8 +11,8 @@ import numpy.typing as npt
 from loaderkit.errors import PlanError
 from loaderkit.order.batches import EpochBatches
 from loaderkit.order.mixture import mixture_batches, mixture_num_batches, source_of
+from loaderkit.plan.callables import resolve_callable
 from loaderkit.plan.sections.mixture import source_weights
-from loaderkit.runtime.fetch.callables import resolve_callable
 from loaderkit.runtime.planners.base import ListPlanner, PlannerContext, Selected, Shard
 
 if TYPE_CHECKING:

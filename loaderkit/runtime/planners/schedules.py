@@ -13,9 +13,9 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Generic, TypeVar
 
 from loaderkit.errors import PlanError
+from loaderkit.plan.callables import resolve_callable
 from loaderkit.plan.fields import batch_size_value
 from loaderkit.plan.sections.max_length import max_length_value
-from loaderkit.runtime.fetch.callables import resolve_callable
 
 if TYPE_CHECKING:
     from loaderkit.plan.plan import LoaderPlan

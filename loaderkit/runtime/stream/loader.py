@@ -67,12 +67,13 @@ from typing import TYPE_CHECKING, Any
 from loaderkit._text import sample_list
 from loaderkit.checks import CheckReport, batch_checker
 from loaderkit.errors import NotBuiltYetError, WorkerError
+from loaderkit.plan.callables import resolve_callable
 from loaderkit.plan.display import loader_html
 from loaderkit.plan.sections.common import default_start_method
 from loaderkit.plan.workers import resolve_workers
 from loaderkit.runtime.explain import explain_stream
-from loaderkit.runtime.fetch.callables import plan_collate, resolve_callable
-from loaderkit.runtime.fetch.global_rngs import restore_rngs, user_rngs
+from loaderkit.runtime.fetch.callables import plan_collate
+from loaderkit.runtime.fetch.rng_states import restore_rngs, user_rngs
 from loaderkit.runtime.loader import NO_DATASET, Loader, plan_bindings
 from loaderkit.runtime.passes.cursor import PassCursor, PassStart
 from loaderkit.runtime.passes.device import resolve_device, wants_pinning
@@ -96,7 +97,8 @@ from loaderkit.runtime.stream.read import (
 )
 from loaderkit.runtime.stream.round_robin import StreamPass
 from loaderkit.runtime.workers.crossing import Unarrived, unarrived_message
-from loaderkit.runtime.workers.pool import broken_pool, shutdown_pool, worker_pool
+from loaderkit.runtime.workers.diagnosis import broken_pool
+from loaderkit.runtime.workers.pool import shutdown_pool, worker_pool
 from loaderkit.runtime.workers.storage import StorageReport, held_report, warn_copies
 
 if TYPE_CHECKING:

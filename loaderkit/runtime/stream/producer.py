@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import collections
 import copy
+import functools
 import itertools
 import traceback
 from collections.abc import Callable, Generator, Iterable, Iterator, Mapping
@@ -21,11 +22,10 @@ from loaderkit.errors import (
     portable_exception,
     portable_type,
 )
-from loaderkit.order.keys import derive_key, sample_rng
-from loaderkit.runtime.fetch.fetcher import WorkerSeeder
-from loaderkit.runtime.fetch.global_rngs import seed_globals
-from loaderkit.runtime.records import NOT_SKIPPED as _NOT_SKIPPED
-from loaderkit.runtime.records import Skipped, resource_error
+from loaderkit.order.keys import derive_key
+from loaderkit.runtime.fetch.global_rngs import WorkerSeeder, seed_globals
+from loaderkit.runtime.fetch.sample_step import SampleStep, unsendable_batch, unsendable_sample
+from loaderkit.runtime.records import Skipped
 from loaderkit.runtime.stream.changes import Watch, pass_copy
 from loaderkit.runtime.stream.read import (
     SHARD_HOOK,
@@ -37,7 +37,7 @@ from loaderkit.runtime.stream.read import (
     is_stateful,
     seeded_elements,
 )
-from loaderkit.runtime.workers.crossing import pickled, type_name, unpicklable, unsendable_message
+from loaderkit.runtime.workers.crossing import pickled, unsendable_message
 from loaderkit.runtime.workers.pool import ShippedToWorkers
 
 __all__ = ["Producer"]
@@ -102,8 +102,17 @@ class Producer(ShippedToWorkers, IterableDataset[Any]):
         self.collate = collate
         self.uses_context = bool(getattr(collate, "uses_context", False))
         self.collator_name = collator_name
-        self.transform = transform
-        self.transform_rng = transform_rng
+        self.step = (
+            None
+            if transform is None
+            else SampleStep(
+                transform,
+                rng=transform_rng,
+                seed=seed,
+                before=functools.partial(seed_globals, seed, "stream-global-rng-transform"),
+            )
+        )
+        """The transform of each element (keyed rng, seeding, policies), if there is one."""
         self._collated: tuple[list[int], list[Any]] | None = None
         """The positions and samples of the batch being sent (to name one that cannot be)."""
 
@@ -155,18 +164,18 @@ class Producer(ShippedToWorkers, IterableDataset[Any]):
         collated = self._collated
         shards = self.world_size * self.producers
         if collated is not None and collated[0] == list(item.positions):
-            for position, sample in zip(*collated, strict=True):
-                found = unpicklable(sample)
-                if found is not None:
-                    what = f"{self._where(worker, position, position // shards)}"
-                    return data_error(
-                        unsendable_message(what, "sample", found, exc, worker),
-                        exc,
-                        sample_index=position,
-                        worker_id=worker,
-                        collator=self.collator_name,
-                    )
-        found = unpicklable(item.batch) or ("", type_name(item.batch))
+            culprit = unsendable_sample(zip(*collated, strict=True))
+            if culprit is not None:
+                position, found = culprit
+                what = f"{self._where(worker, position, position // shards)}"
+                return data_error(
+                    unsendable_message(what, "sample", found, exc, worker),
+                    exc,
+                    sample_index=position,
+                    worker_id=worker,
+                    collator=self.collator_name,
+                )
+        found = unsendable_batch(item.batch)
         what = (
             f"a batch of worker {worker} on rank {self.rank} in epoch {self.epoch} (stream "
             f"elements {sample_list(item.positions)}), as collator {self.collator_name!r} "
@@ -407,42 +416,21 @@ class Producer(ShippedToWorkers, IterableDataset[Any]):
         self, worker: int, chunk: list[tuple[int, Any]]
     ) -> tuple[list[int], list[Any], list[Skipped]]:
         """The positions kept, their transformed samples, and what the skip policy dropped."""
-        if self.transform is None:  # nothing can fail: the batch as read
-            return [p for p, _ in chunk], [sample for _, sample in chunk], []
+        positions = [p for p, _ in chunk]
+        samples = [sample for _, sample in chunk]
+        if self.step is None:  # nothing can fail: the batch as read
+            return positions, samples, []
+        failed = functools.partial(self._transform_error, worker)
         if not self.skip:
-            return [p for p, _ in chunk], [self._transformed(worker, p, x) for p, x in chunk], []
-        kept: list[int] = []
-        samples: list[Any] = []
-        skipped: list[Skipped] = []
-        for position, sample in chunk:
-            try:
-                samples.append(self._transform_one(position, sample))
-                kept.append(position)
-            except Exception as exc:
-                if resource_error(exc):  # the machine's failure, not the element's: raised
-                    raise self._transform_error(worker, position, exc, _NOT_SKIPPED) from exc
-                skipped.append(self._skipped(worker, position, exc))
-        return kept, samples, skipped
+            return positions, self.step.all(self.epoch, positions, samples, failed), []
+        recorded = functools.partial(self._skipped, worker)
+        return self.step.skipping(self.epoch, positions, samples, failed, recorded)
 
     def _state(self, source: Any, position: int) -> dict[str, Any]:
         return {
             "read": self._read_after(position),
             "source": copy.deepcopy(source.state_dict()),
         }
-
-    def _transform_one(self, position: int, sample: Any) -> Any:
-        transform = self.transform
-        assert transform is not None
-        seed_globals(self.seed, "stream-global-rng-transform", self.epoch, position)
-        if self.transform_rng:
-            return transform(sample, rng=sample_rng(self.seed, "transform", self.epoch, position))
-        return transform(sample)
-
-    def _transformed(self, worker: int, position: int, sample: Any) -> Any:
-        try:
-            return self._transform_one(position, sample)
-        except Exception as exc:
-            raise self._transform_error(worker, position, exc) from exc
 
     def _transform_error(
         self, worker: int, position: int, exc: BaseException, why: str = ""
