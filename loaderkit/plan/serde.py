@@ -26,10 +26,7 @@ from loaderkit._checks import (
     unknown_keys,
 )
 from loaderkit._text import shown
-from loaderkit.datasets import (
-    absolute_path,
-    relative_path,
-)
+from loaderkit.datasets.paths import absolute_path, relative_path
 from loaderkit.errors import PlanError, PlanTypeError, Problem
 from loaderkit.plan.plan import SCHEMA_VERSION, LoaderPlan
 from loaderkit.plan.reader import Reader

@@ -20,7 +20,7 @@ import attrs
 
 from loaderkit._checks import FrozenMap
 from loaderkit._text import LISTED, inert, listed, shown
-from loaderkit.datasets import DatasetSource
+from loaderkit.datasets.provenance import DatasetSource
 from loaderkit.errors import PlanError, PlanTypeError
 
 __all__ = [

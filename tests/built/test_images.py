@@ -578,7 +578,7 @@ def test_decode_image_accepts_bytes_pil_and_hf_values(modes: Path):
     "options", [{}, {"progressive": True}, {"optimize": True, "quality": 30}, {"exif": True}]
 )
 def test_the_jpeg_frame_header_gives_the_size_pil_reads(options: dict):
-    from loaderkit.datasets.images import _jpeg_size
+    from loaderkit.datasets.images.decode_size import jpeg_size
 
     if options.pop("exif", False):
         exif = Image.Exif()
@@ -587,21 +587,21 @@ def test_the_jpeg_frame_header_gives_the_size_pil_reads(options: dict):
     buffer = io.BytesIO()
     Image.fromarray(_pixels(37, 53)).save(buffer, "JPEG", **options)
     data = buffer.getvalue()
-    assert _jpeg_size(data) == Image.open(io.BytesIO(data)).size == (53, 37)
-    assert _jpeg_size(data[:40]) is None  # cut before the frame header
-    assert _jpeg_size(b"\xff\xd8\xff\xda") is None
+    assert jpeg_size(data) == Image.open(io.BytesIO(data)).size == (53, 37)
+    assert jpeg_size(data[:40]) is None  # cut before the frame header
+    assert jpeg_size(b"\xff\xd8\xff\xda") is None
 
 
 @pytest.mark.parametrize("decoder", ["pil", "torchvision"])
 def test_a_decompression_bomb_is_a_data_error_with_either_decoder(tmp_path: Path, decoder: str):
-    from loaderkit.datasets.images import _jpeg_size
+    from loaderkit.datasets.images.decode_size import jpeg_size
 
     buffer = io.BytesIO()
     Image.fromarray(_pixels(16, 16)).save(buffer, "JPEG")
     data = bytearray(buffer.getvalue())
     sof = data.index(b"\xff\xc0")
     data[sof + 5 : sof + 9] = (60000).to_bytes(2, "big") * 2  # claims 60000 x 60000 pixels
-    assert _jpeg_size(bytes(data)) == (60000, 60000)
+    assert jpeg_size(bytes(data)) == (60000, 60000)
     (tmp_path / "c").mkdir()
     (tmp_path / "c" / "bomb.jpg").write_bytes(bytes(data))
     ds = lkd.image_folder(tmp_path, decoder=decoder).loaderkit_prepare(None)

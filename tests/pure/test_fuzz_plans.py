@@ -567,7 +567,7 @@ def test_a_factory_never_sees_a_value_over_the_bounds(monkeypatch: pytest.Monkey
         return [1, 2, 3]
 
     monkeypatch.setattr(lkd.factories, "_entries", dict(lkd.factories._entries))
-    monkeypatch.setattr(lkd, "_PATH_OPTIONS", dict(lkd._PATH_OPTIONS))
+    monkeypatch.setattr(lkd.registry, "_PATH_OPTIONS", dict(lkd.registry._PATH_OPTIONS))
     lkd.register("lk-fuzz-recorder", recorder)
     data = VALID["plain"][0].compile().to_dict()
     data["dataset"] = {

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any, Literal, get_args
 import attrs
 
 from loaderkit._checks import check_bool, check_choice, check_int, check_str
-from loaderkit.datasets import absolute_path, confined
+from loaderkit.datasets.paths import absolute_path, confined
 from loaderkit.errors import PlanError, Problem
 from loaderkit.plan.sections.base import Section, explain_row, fields_table
 from loaderkit.plan.specs import CallableSpec, DatasetSpec

@@ -17,9 +17,9 @@ from loaderkit._checks import (
     thaw_value,
     unknown_keys,
 )
-from loaderkit.datasets import (
+from loaderkit.datasets.provenance import (
     DatasetSource,
-    make_source,
+    freeze_source,
     plain_type_name,
     rebuild,
     relative_to,
@@ -289,7 +289,7 @@ def read_source(reader: Reader, table: object, dataset_path: str) -> DatasetSour
             raise PlanTypeError.single(
                 f"{path}.options", f"must be a table (got {type(options).__name__})"
             )
-        source = make_source(name, options, reader.base_dir, confine=reader.confine)
+        source = freeze_source(name, options, reader.base_dir, confine=reader.confine)
     except UnknownNameError as exc:
         reader.problems.append(Problem(f"{path}.name", str(exc)))
         return None
