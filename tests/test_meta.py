@@ -216,3 +216,21 @@ def test_the_architecture_map_names_every_package_folder():
     }
     unnamed = sorted(packages - _architecture_folders())
     assert not unnamed, f"docs/architecture.md does not name: {unnamed} (add a row)"
+
+
+def test_the_slow_run_page_lists_every_file_with_a_slow_mark():
+    """docs/test-suite.md names, in its table, exactly the test files that mark something slow."""
+    marked = {
+        path.relative_to(ROOT).as_posix()
+        for path in (ROOT / "tests").rglob("test_*.py")
+        if re.search(r"\bpytest\.mark\.slow\b", path.read_text())
+    }
+    page = (ROOT / "docs" / "test-suite.md").read_text()
+    section = page.split("## What only the slow run covers", 1)[1]
+    listed = re.findall(r"^\| `(tests/[\w/]+\.py)` \| \S", section, flags=re.M)
+    assert len(listed) == len(set(listed)), "a file is listed twice"
+    assert sorted(listed) == listed, "list the files in path order"
+    assert set(listed) == marked, (
+        f"missing from the page: {sorted(marked - set(listed))}; "
+        f"listed without a slow mark: {sorted(set(listed) - marked)}"
+    )

@@ -492,8 +492,18 @@ def _spawn(tmp_path: Path, script: str, *args: str, **kw: Any) -> subprocess.Pop
 
 
 @pytest.mark.timeout(240)
-@pytest.mark.parametrize("workers", [0, 2])
-@pytest.mark.parametrize("target", ["cache.db-shm", "cache.db-wal", "cache.db"])
+# each file once and each worker count once by default (every pair: -m slow)
+@pytest.mark.parametrize(
+    ("target", "workers"),
+    [
+        pytest.param("cache.db-shm", 0, marks=pytest.mark.slow),
+        ("cache.db-shm", 2),
+        ("cache.db-wal", 0),
+        pytest.param("cache.db-wal", 2, marks=pytest.mark.slow),
+        ("cache.db", 0),
+        pytest.param("cache.db", 2, marks=pytest.mark.slow),
+    ],
+)
 def test_an_index_truncated_during_a_run_never_kills_the_process(tmp_path, target, workers):
     folder, stop = tmp_path / "cache", tmp_path / "stop"
     proc = _spawn(tmp_path, _RUNNER, str(folder), str(workers), str(stop))
@@ -563,8 +573,16 @@ print("STATS", *loader.cache_stats, flush=True)
 
 
 @pytest.mark.timeout(240)
-@pytest.mark.parametrize("workers", [0, 2])
-@pytest.mark.parametrize("dim", [BIG, 2_000])  # value files; rows of the SQLite file
+# value files; rows of the SQLite file: each once and each worker count once by default
+@pytest.mark.parametrize(
+    ("dim", "workers"),
+    [
+        (BIG, 0),
+        pytest.param(BIG, 2, marks=pytest.mark.slow),
+        pytest.param(2_000, 0, marks=pytest.mark.slow),
+        (2_000, 2),
+    ],
+)
 def test_a_full_disk_stores_nothing_more_and_the_batches_stay_right(tmp_path, dim, workers):
     folder = tmp_path / "cache"
     limit = 30_000  # bytes a file may hold: a 40 KB value file cannot be written

@@ -9,6 +9,7 @@ import subprocess
 import sys
 import textwrap
 import time
+from typing import Any
 
 import pytest
 import torch
@@ -274,9 +275,29 @@ _EXIT_SCRIPT = textwrap.dedent(
 )
 
 
-@pytest.mark.parametrize("how", ["normal", "break", "error"])
-@pytest.mark.parametrize("persistent", [True, False])
-@pytest.mark.parametrize("workers", [0, 2])
+def _exit_cases() -> list[Any]:
+    """Every (workers, persistent, how); a spread of them in the default run.
+
+    Each case is a fresh interpreter: the default run keeps every way of leaving with
+    persistent workers, and non-persistent workers and no workers once each; the whole matrix
+    runs with ``-m slow``.
+    """
+    default = {
+        *((2, True, how) for how in ("normal", "break", "error")),
+        (2, False, "break"),
+        (0, True, "error"),
+    }
+    cases = []
+    for workers in (0, 2):
+        for persistent in (True, False):
+            for how in ("normal", "break", "error"):
+                case = (workers, persistent, how)
+                marks = () if case in default else (pytest.mark.slow,)
+                cases.append(pytest.param(*case, marks=marks))
+    return cases
+
+
+@pytest.mark.parametrize(("workers", "persistent", "how"), _exit_cases())
 def test_no_child_process_outlives_the_loader(tmp_path, workers, persistent, how):
     if workers == 0 and not persistent:
         pytest.skip("persistence only applies to workers")

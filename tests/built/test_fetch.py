@@ -90,11 +90,12 @@ def _hf_expected(ds, samples: list) -> dict:
     expected = _expected_collate(samples)
     fmt = ds.format
     stock = fmt["type"] in (None, "python", "numpy", "torch") and not fmt["format_kwargs"]
+    features = ds.features  # a deep copy each time it is read
     for key in expected:
         # formatted columns are HF's own Python lists only under a stock formatter (a
         # transform's output has no dtype); with output_all_columns the rest always are
         python_by_hf = stock if key in fmt["columns"] else fmt["output_all_columns"]
-        dtype = _feature_dtype(ds.features.get(key))
+        dtype = _feature_dtype(features.get(key))
         array = _number_lists([s[key] for s in samples])
         if python_by_hf and dtype is not None and array is not None and array.ndim >= 2:
             expected[key] = torch.from_numpy(array.astype(dtype))
@@ -407,8 +408,15 @@ def _hf_case(name):
     return _HF_BUILT[name]
 
 
+_HF_SPECS: dict[tuple[int, str], object] = {}  # (id, HF fingerprint) -> the spec (pure data)
+
+
 def _hf_source(ds):
-    source = dataset_source(ds, describe_dataset(ds, "d"))
+    """A fresh source over ``ds``; its spec is described once (it deep-copies the features)."""
+    key = (id(ds), ds._fingerprint)
+    if key not in _HF_SPECS:
+        _HF_SPECS[key] = describe_dataset(ds, "d")
+    source = dataset_source(ds, _HF_SPECS[key])
     assert type(source).__name__ == "HFSource"
     return source
 

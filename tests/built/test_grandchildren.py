@@ -139,8 +139,16 @@ def run_and_end(
                 os.kill(pid, signal.SIGKILL)
 
 
-@pytest.mark.parametrize("kind", ["map", "stream"])
-@pytest.mark.parametrize("ending", ["SIGINT", "SIGTERM", "SIGKILL"])
+# every ending with map-style workers, a stream's once (the rest: -m slow)
+@pytest.mark.parametrize(
+    ("ending", "kind"),
+    [
+        *((ending, "map") for ending in ("SIGINT", "SIGTERM", "SIGKILL")),
+        pytest.param("SIGINT", "stream", marks=pytest.mark.slow),
+        ("SIGTERM", "stream"),
+        pytest.param("SIGKILL", "stream", marks=pytest.mark.slow),
+    ],
+)
 def test_grandchildren_end_when_the_main_process_is_signalled(tmp_path, kind, ending):
     assert run_and_end(tmp_path, kind, ending) == []
 
@@ -154,6 +162,7 @@ def test_a_grandchild_ignoring_sigterm_is_killed(tmp_path, ending):
     assert run_and_end(tmp_path, "map", ending, stubborn=True) == []
 
 
-@pytest.mark.parametrize("ending", ["SIGINT", "SIGKILL"])
+# SIGKILL's way (the workers see the main process gone) is the fork rows' too; 10 s here
+@pytest.mark.parametrize("ending", ["SIGINT", pytest.param("SIGKILL", marks=pytest.mark.slow)])
 def test_grandchildren_of_spawned_workers_end_too(tmp_path, ending):
     assert run_and_end(tmp_path, "map", ending, stubborn=True, start="spawn") == []

@@ -75,7 +75,10 @@ def _run_script(path: Path) -> subprocess.CompletedProcess[str]:
     )
 
 
-@pytest.mark.parametrize("start_method", ["spawn", "forkserver"])
+# both start by importing the main module (one code path); forkserver's server costs ~12 s more
+@pytest.mark.parametrize(
+    "start_method", ["spawn", pytest.param("forkserver", marks=pytest.mark.slow)]
+)
 def test_a_script_without_a_main_guard_is_told_to_add_one(tmp_path: Path, start_method: str):
     script = tmp_path / "train_no_guard.py"
     script.write_text(f"START_METHOD = {start_method!r}\n" + _SCRIPT)
