@@ -21,7 +21,7 @@ from torch.utils.data import default_collate as torch_collate
 from loaderkit import DataError, DataLoaderBuilder
 from loaderkit.collators import collators, default_collate
 from loaderkit.plan.specs import describe_dataset
-from loaderkit.runtime.fetch.sources import dataset_source
+from loaderkit.runtime.sources.access import dataset_source
 from loaderkit.testing import batches_differ
 
 datasets = pytest.importorskip("datasets")

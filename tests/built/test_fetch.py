@@ -20,7 +20,7 @@ from torch.utils.data import Dataset, TensorDataset, default_collate
 from loaderkit import DataLoaderBuilder
 from loaderkit.collators import default_collate as lk_default_collate
 from loaderkit.plan.specs import describe_dataset
-from loaderkit.runtime.fetch.sources import dataset_source
+from loaderkit.runtime.sources.access import dataset_source
 from loaderkit.testing import batches_differ
 
 N = 30  # rows of the small sources

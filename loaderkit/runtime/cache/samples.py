@@ -4,7 +4,7 @@ Two stages (``CacheSpec.stage``):
 
 - ``"fetched"``: what the dataset returns for an index, before the transform. The transform
   (and its per-sample ``rng``) still runs every epoch, so random augmentations stay random.
-  Implemented as :class:`CachedSource`, a :class:`~loaderkit.runtime.fetch.sources.Source` in front
+  Implemented as :class:`CachedSource`, a :class:`~loaderkit.runtime.sources.access.Source` in front
   of
   the dataset's.
 - ``"transformed"``: the transform's output, so neither the dataset nor the transform runs
@@ -55,7 +55,7 @@ import torch
 
 from loaderkit.errors import DataError, PlanError
 from loaderkit.runtime.cache.format import CorruptEntryError, code_digest, decode, encode
-from loaderkit.runtime.fetch.sources import Indices, Source
+from loaderkit.runtime.sources.access import Indices, Source
 
 if TYPE_CHECKING:
     from loaderkit.plan.plan import LoaderPlan

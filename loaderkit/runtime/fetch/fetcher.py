@@ -27,8 +27,8 @@ from loaderkit.runtime.fetch.sample_step import (
     unsendable_batch,
     unsendable_sample,
 )
-from loaderkit.runtime.fetch.sources import MixtureSource, Source, dataset_source
 from loaderkit.runtime.records import BatchRequest, Failure, Fetched, Skipped
+from loaderkit.runtime.sources.access import MixtureSource, Source, dataset_source
 from loaderkit.runtime.workers.crossing import unsendable_message
 from loaderkit.runtime.workers.storage import StorageReport, stored
 

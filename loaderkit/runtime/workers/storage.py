@@ -145,7 +145,7 @@ def _stored_columns(
     """A dict of columns with its Python list (or tuple) columns stored as ``storage`` says.
 
     Provably safe to do by itself: loaderkit reads a column only by ``len`` and
-    ``column[i]`` (:class:`~loaderkit.runtime.fetch.sources.ColumnsSource`), which a
+    ``column[i]`` (:class:`~loaderkit.runtime.sources.access.ColumnsSource`), which a
     :class:`FlatSamples` answers with an equal value. Only exact ``list`` and ``tuple``
     columns (a subclass's indexing may be its own); numpy and tensor columns are gathered and
     copy nothing. ``None`` where no column is a list.

@@ -25,7 +25,7 @@ from torch.utils.data import TensorDataset
 from loaderkit.collators.default import default_collate
 from loaderkit.order.mixture import source_of
 from loaderkit.plan.specs import DatasetSpec
-from loaderkit.runtime.fetch.hf_arrow import HFPlan, arrow_batch, hf_list_dtypes
+from loaderkit.runtime.sources.hf_arrow import HFPlan, arrow_batch, hf_list_dtypes
 
 __all__ = ["MixtureSource", "Source", "dataset_source"]
 

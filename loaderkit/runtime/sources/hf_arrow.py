@@ -1,6 +1,6 @@
 """HF datasets: batches read straight from the Arrow table.
 
-What :class:`~loaderkit.runtime.fetch.sources.HFSource` uses for its ``default_batch``: for one
+What :class:`~loaderkit.runtime.sources.access.HFSource` uses for its ``default_batch``: for one
 state
 of an HF ``datasets.Dataset`` (table, indices mapping, features, format), :class:`HFPlan` says
 which output columns the Arrow path reproduces exactly, and :func:`arrow_batch` reads a batch
@@ -21,7 +21,7 @@ import torch
 __all__ = ["HFPlan", "arrow_batch", "hf_list_dtypes"]
 
 Indices = npt.NDArray[np.int64]
-"""Sample indices (or table rows), as :data:`loaderkit.runtime.fetch.sources.Indices`."""
+"""Sample indices (or table rows), as :data:`loaderkit.runtime.sources.access.Indices`."""
 
 # the format types whose batches are reproduced from Arrow, and the formatter each one uses
 _HF_STYLES: dict[str | None, str] = {
