@@ -5,13 +5,14 @@ from __future__ import annotations
 import functools
 import html
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
 from loaderkit._text import LINE_CHARS, inert, shown
 from loaderkit.errors import PlanError
 from loaderkit.order.shard import ShardLayout
 from loaderkit.order.split import split_sizes
+from loaderkit.plan.diff import diff_dicts, flatten
 from loaderkit.plan.sections import EXPLAIN_ORDER
 from loaderkit.plan.sections.base import ExplainRows
 from loaderkit.plan.sections.batch import BatchSpec
@@ -32,45 +33,6 @@ __all__ = [
     "plan_html",
     "settings_rows",
 ]
-
-
-def flatten(data: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
-    """``{"a": {"b": 1}}`` → ``{"a.b": 1}``; lists stay values."""
-    out: dict[str, Any] = {}
-    for key, value in data.items():
-        path = f"{prefix}.{key}" if prefix else key
-        if isinstance(value, Mapping) and value:
-            out.update(flatten(value, path))
-        else:
-            out[path] = value
-    return out
-
-
-def diff_dicts(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[str]:
-    """``path: old -> new`` for each flattened path that differs (``<unset>`` when absent).
-
-    Paths and values are shown escaped and bounded (``loaderkit._text``): a plan's keys and
-    strings are untrusted text.
-    """
-    a, b = flatten(old), flatten(new)
-    lines = []
-    for path in sorted(set(a) | set(b)):
-        left, right = a.get(path, _UNSET), b.get(path, _UNSET)
-        if left != right or type(left) is not type(right):
-            lines.append(f"{inert(path)}: {_value(left)} -> {_value(right)}")
-    return lines
-
-
-def _value(value: object) -> str:
-    return "<unset>" if value is _UNSET else shown(value, LINE_CHARS // 2)
-
-
-class _Unset:
-    def __repr__(self) -> str:
-        return "<unset>"
-
-
-_UNSET = _Unset()
 
 
 def epoch_shape(plan: LoaderPlan) -> tuple[int | None, int | None, int, int]:

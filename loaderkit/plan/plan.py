@@ -196,7 +196,7 @@ class LoaderPlan:
 
     def diff(self, other: LoaderPlan) -> list[str]:
         """Flattened ``path: old -> new`` lines for every field that differs from ``other``."""
-        from loaderkit.plan.display import diff_dicts
+        from loaderkit.plan.diff import diff_dicts
 
         return diff_dicts(self.to_dict(), other.to_dict())
 

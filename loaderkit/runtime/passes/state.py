@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 from loaderkit._checks import LIMITS, check_plain_tree
 from loaderkit._text import inert, shown
 from loaderkit.errors import PlanError, ResumeError
-from loaderkit.plan.display import diff_dicts
+from loaderkit.plan.diff import diff_dicts
 from loaderkit.runtime.passes.skips import SkipCounts
 
 if TYPE_CHECKING:
