@@ -72,7 +72,7 @@ def _plan_dict(**changes: object) -> dict[str, object]:
         ("loaderkit.plan.workers:os.system", "'os' is a module"),
         ("loaderkit.registry:importlib.import_module", "'importlib' is a module"),
         ("loaderkit.plan.serde:json.loads", "'json' is a module"),
-        ("loaderkit.datasets:os.system", "'os' is a module"),
+        ("loaderkit.datasets.paths:os.system", "'os' is a module"),
         ("os:system", "defined in 'posix'"),
         ("os.path:join", "defined in 'posixpath'"),
         ("loaderkit.registry:_trusted", "'_trusted' is a set"),
