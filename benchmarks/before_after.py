@@ -13,7 +13,7 @@ alternating order, so a machine that gets busier part-way through slows both ali
 Compared are the figures each run normalises by the peer it measured in the same process
 (``*_ratio``: loaderkit / torch), so the machine's speed cancels out: the table shows, per
 row, the median over rounds of (after / before), the direction turned so that >= 1.0 is never
-worse (``resume_*_ratio`` and ``*_ms`` are times, lower is better). ``--min`` (0.97 by
+worse (``resume_*_ratio``, ``build_ratio`` and ``*_ms`` are times, lower is better). ``--min`` (0.97 by
 default, the architecture issue's bar) marks the rows below it. Reports; exit code 0 unless a
 run crashes.
 """
@@ -70,8 +70,8 @@ def run_once(module: str, package_root: Path, quick: bool) -> dict[str, float]:
 
 
 def lower_is_better(key: str) -> bool:
-    """Times (``*_ms`` and the resume rows' ms ratios) are better when lower."""
-    return key.endswith("_ms") or key.startswith("resume_")
+    """Times (``*_ms``, and the resume and build rows' ratios of ms) are better when lower."""
+    return key.endswith("_ms") or key.startswith(("resume_", "build_"))
 
 
 def compared_keys(figures: dict[str, float]) -> list[str]:
