@@ -13,9 +13,9 @@ alternating order, so a machine that gets busier part-way through slows both ali
 Compared are the figures each run normalises by the peer it measured in the same process
 (``*_ratio``: loaderkit / torch), so the machine's speed cancels out: the table shows, per
 row, the median over rounds of (after / before), the direction turned so that >= 1.0 is never
-worse (``resume_*_ratio``, ``build_ratio`` and ``*_ms`` are times, lower is better). ``--min`` (0.97 by
-default, the architecture issue's bar) marks the rows below it. Reports; exit code 0 unless a
-run crashes.
+worse (``resume_*_ratio``, ``build_ratio`` and ``*_ms`` are times, lower is better).
+``--min`` (0.97 by default, the architecture issue's bar) marks the rows below it. Reports;
+exit code 0 unless a run crashes.
 """
 
 from __future__ import annotations
