@@ -6,6 +6,7 @@ from hypothesis import given
 
 from loaderkit.plan.fingerprint import stream_fields
 from loaderkit.plan.plan import PLAN_SECTIONS, LoaderPlan
+from loaderkit.plan.rules import RULE_ORDER
 from loaderkit.plan.sections import BUILDER_CALL_ORDER, EXPLAIN_ORDER, FILE_KEYS, SECTIONS
 from loaderkit.testing import plans
 
@@ -31,6 +32,14 @@ def test_the_explain_order_lists_each_section_with_rows_once():
     with_rows = {s.name for s in SECTIONS if s.explain is not None}
     assert set(ordered) == with_rows | {"order", "batch"}  # written in plan/display.py
     assert not {"order", "batch"} & with_rows
+
+
+def test_the_rule_order_runs_each_declared_rule_group_once():
+    declared = [(s.name, group) for s in SECTIONS for group in s.rules]
+    for name, group in declared:  # a group is its section's name, or "<section>.<group>"
+        assert group == name or group.startswith(f"{name}."), (name, group)
+    assert len(RULE_ORDER) == len(set(RULE_ORDER))
+    assert sorted(RULE_ORDER) == sorted(group for _, group in declared)
 
 
 def test_every_section_has_rows_of_its_kind():

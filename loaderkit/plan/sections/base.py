@@ -161,6 +161,19 @@ def stream_table(section: Section[Any], plan: LoaderPlan) -> dict[str, Any]:
 
 
 @attrs.frozen
+class RuleContext:
+    """What a section's rules read: the whole plan, its live objects, how workers start."""
+
+    sections: Mapping[str, Any]
+    """Every section of the plan by name (see :data:`~loaderkit.plan.sections.SECTIONS`)."""
+    bindings: Mapping[str, object] | None
+    """The live objects by name; ``None`` skips the binding checks."""
+    needs_pickle: str | None
+    """The start method of worker processes that must pickle what they receive (``None``:
+    nothing is pickled: no workers, or ``fork``)."""
+
+
+@attrs.frozen
 class Section(Generic[S]):
     """The declaration of one plan section, read by the generic walkers.
 
@@ -199,10 +212,13 @@ class Section(Generic[S]):
     a ``"stream"`` section, nothing for ``"exec"`` and ``"info"`` ones. A hook is for what
     differs from the table: parts left out (paths, display-only fields), parts hashed only
     when set so that older plans keep their fingerprints."""
-    rules: Callable[[Mapping[str, Any]], list[Problem]] | None = None
-    """The section's own problems, run by :func:`~loaderkit.plan.rules.plan_problems` when the
-    section is set; it receives every section of the plan by name (the rules that belong to
-    no one section are written in :mod:`loaderkit.plan.rules`)."""
+    rules: Mapping[str, Callable[[RuleContext], list[Problem]]] = attrs.field(factory=dict)
+    """The section's own problems, by rule group, run by
+    :func:`~loaderkit.plan.rules.plan_problems` when the section is set, in the order of
+    :data:`~loaderkit.plan.rules.RULE_ORDER` (which names each group: the section's name, or
+    ``"<name>.<group>"`` for a section whose rules run at several points). Each receives the
+    plan's :class:`RuleContext` (the rules that belong to no one section are written in
+    :mod:`loaderkit.plan.rules`)."""
     execution_only: tuple[str, ...] = ()
     """Fields of the table that are never hashed (of a section that is otherwise hashed)."""
     builder_calls: Callable[[S, ReprContext], tuple[str, ...]] | None = None

@@ -18,7 +18,7 @@ from loaderkit._checks import check_bool, check_choice
 from loaderkit.errors import PlanError, Problem
 from loaderkit.plan.fields import batch_size_value, int_schedule
 from loaderkit.plan.reader import value_fn
-from loaderkit.plan.sections.base import FingerprintRow, Section
+from loaderkit.plan.sections.base import FingerprintRow, RuleContext, Section
 from loaderkit.plan.sections.common import callable_problems, function_table
 from loaderkit.plan.specs import CURRICULUM_UNITS, CallableSpec
 
@@ -27,8 +27,10 @@ if TYPE_CHECKING:
     from loaderkit.plan.sections.base import ReprContext
     from loaderkit.plan.sections.bucketing import BucketingSpec
     from loaderkit.plan.sections.curriculum import CurriculumSpec
+    from loaderkit.plan.sections.distributed import DistributedSpec
     from loaderkit.plan.sections.mixture import MixtureSpec
     from loaderkit.plan.sections.sampling_weights import WeightsSpec
+    from loaderkit.plan.specs import DatasetSpec
 
 __all__ = [
     "SECTION",
@@ -227,13 +229,14 @@ def _read_unbatched(reader: Reader, sec: Mapping[str, Any], drop: object) -> Bat
     return spec
 
 
-def unbatched_problems(sections: Mapping[str, Any]) -> list[Problem]:
+def unbatched_problems(ctx: RuleContext) -> list[Problem]:
     """What keeps a plan without batching (``with_batch_size(None)``) from working.
 
     Each sample is converted by torch's ``default_convert`` alone, as with
     ``DataLoader(batch_size=None)``: there is no partial batch to drop, no collator (the
     default one stands for the conversion), and a token budget sizes batches itself.
     """
+    sections = ctx.sections
     batch: BatchSpec = sections["batch"]
     if batch.batched:
         return []
@@ -347,14 +350,60 @@ def batch_calls(b: BatchSpec, ctx: ReprContext) -> tuple[str, ...]:
     return (f".with_batch_size({shown}{drop}{unit})",)
 
 
+def batch_problems(ctx: RuleContext) -> list[Problem]:
+    """A batch size below 1, or ``drop_last`` that would leave no batch per rank."""
+    batch: BatchSpec = ctx.sections["batch"]
+    dataset: DatasetSpec | None = ctx.sections["dataset"]
+    distributed: DistributedSpec = ctx.sections["distributed"]
+    if batch.batch_size < 1:
+        return [
+            Problem(
+                "batch.batch_size",
+                f"must be >= 1 (got {batch.batch_size}); pass a positive number of samples",
+            )
+        ]
+    if batch.drop_last and dataset is not None and dataset.length:
+        world = distributed.world_size if distributed.enabled and distributed.world_size else 1
+        per_rank = dataset.length // world
+        if per_rank < batch.batch_size:
+            return [
+                Problem(
+                    "batch.drop_last",
+                    f"with batch_size {batch.batch_size} and {per_rank} samples per rank, "
+                    f"drop_last=True leaves 0 batches per epoch; lower batch_size or keep the "
+                    f"partial batch: .with_batch_size({batch.batch_size})",
+                )
+            ]
+    return []
+
+
+def _schedule_rules(ctx: RuleContext) -> list[Problem]:
+    batch: BatchSpec = ctx.sections["batch"]
+    if not batch.scheduled:
+        return []
+    s = ctx.sections
+    return batch_schedule_problems(
+        batch,
+        ctx.bindings,
+        s.get("bucketing"),
+        s.get("sampling_weights"),
+        s.get("curriculum"),
+        s.get("mixture"),
+    )
+
+
 SECTION: Section[BatchSpec] = Section(
+    rules={
+        "batch": batch_problems,
+        "batch.schedule": _schedule_rules,
+        "batch.unbatched": unbatched_problems,
+    },
     name="batch",
     builder_calls=batch_calls,
     read=read_batch,
     to_dict=batch_to_dict,
     bindings=BatchSpec.bound_names,
     fingerprint="stream",
-    rules=unbatched_problems,
     rows=(
         FingerprintRow(
             "`batch.batch_size`",

@@ -14,7 +14,7 @@ from loaderkit._checks import LIMITS, check_choice, check_int, did_you_mean
 from loaderkit.errors import PlanError, PlanTypeError, Problem
 from loaderkit.order.padding import NO_PADDING, BatchPadding, PackedRows
 from loaderkit.plan.padding_rule import bucket_padding, registry_padding
-from loaderkit.plan.sections.base import Section, explain_row
+from loaderkit.plan.sections.base import RuleContext, Section, explain_row
 from loaderkit.plan.sections.common import (
     check_count,
     source_problems,
@@ -383,7 +383,20 @@ def bucket_plan(
     return spec.num_buckets or default_num_buckets(n, (size or 64) * world), size
 
 
+def _rules(ctx: RuleContext) -> list[Problem]:
+    """The bucketing's problems, then its token budget's padding."""
+    s = ctx.sections
+    bucketing: BucketingSpec = s["bucketing"]
+    return [
+        *bucketing_problems(
+            bucketing, s["dataset"], s["batch"], ctx.bindings, ctx.needs_pickle, s.get("mixture")
+        ),
+        *budget_padding_problems(bucketing, s["collator"], s.get("max_length")),
+    ]
+
+
 SECTION: Section[BucketingSpec] = Section(
+    rules={"bucketing": _rules},
     name="bucketing",
     explain=explain_row("bucketing", bucketing_line, of="bucketing"),
     builder_calls=bucketing_calls,

@@ -11,7 +11,7 @@ import attrs
 from loaderkit._checks import check_bool, check_choice, check_int, check_str
 from loaderkit.datasets.paths import absolute_path, confined
 from loaderkit.errors import PlanError, Problem
-from loaderkit.plan.sections.base import Section, explain_row, fields_table
+from loaderkit.plan.sections.base import RuleContext, Section, explain_row, fields_table
 from loaderkit.plan.specs import CallableSpec, DatasetSpec
 
 if TYPE_CHECKING:
@@ -210,7 +210,8 @@ def cache_line(plan: LoaderPlan) -> str:
     return f"{where}, {stage}{limit}{shared}"
 
 
-def _rules(sections: Mapping[str, Any]) -> list[Problem]:
+def _rules(ctx: RuleContext) -> list[Problem]:
+    sections = ctx.sections
     return cache_problems(
         sections["cache"], sections["dataset"], sections["transform"], sections["workers"]
     )
@@ -234,7 +235,7 @@ SECTION: Section[CacheSpec] = Section(
     read=read_cache,
     to_dict=cache_to_dict,
     fingerprint="exec",
-    rules=_rules,
+    rules={"cache": _rules},
     why=(
         "`with_cache` keeps samples to load them faster; a transformed cache needs a "
         "transform without `rng` (a pure function)"

@@ -17,7 +17,7 @@ from loaderkit._checks import (
     unknown_keys,
 )
 from loaderkit.errors import PlanError, PlanTypeError, Problem
-from loaderkit.plan.sections.base import Section, explain_row
+from loaderkit.plan.sections.base import RuleContext, Section, explain_row
 
 if TYPE_CHECKING:
     from loaderkit.plan.plan import LoaderPlan
@@ -408,7 +408,8 @@ def checks_line(plan: LoaderPlan) -> str:
     return f"{', '.join(parts)} on {when}; a violation raises DataError"
 
 
-def _rules(sections: Mapping[str, Any]) -> list[Problem]:
+def _rules(ctx: RuleContext) -> list[Problem]:
+    sections = ctx.sections
     return checks_problems(sections["checks"])
 
 
@@ -425,6 +426,6 @@ SECTION: Section[ChecksSpec] = Section(
     read=read_checks,
     to_dict=checks_to_dict,
     fingerprint="exec",
-    rules=_rules,
+    rules={"checks": _rules},
     why="the batch contract of `with_checks` reads batches, never changes them",
 )

@@ -11,8 +11,8 @@ from loaderkit._checks import FrozenMap, check_choice, check_str, freeze_value, 
 from loaderkit._text import inert
 from loaderkit.errors import PlanError, PlanTypeError, Problem
 from loaderkit.plan.fields import callable_label, resolve_function
-from loaderkit.plan.sections.base import FingerprintRow, Section, explain_row
-from loaderkit.plan.sections.common import callable_to_dict
+from loaderkit.plan.sections.base import FingerprintRow, RuleContext, Section, explain_row
+from loaderkit.plan.sections.common import callable_problems, callable_to_dict
 from loaderkit.plan.specs import CallableSpec, DatasetSpec
 from loaderkit.registry import PluginNotImportedError, callable_ref
 
@@ -239,7 +239,13 @@ def collator_line(plan: LoaderPlan) -> str:
     return plan.collator.describe() + (f"  ({inert(reason)})" if reason else "")
 
 
+def _rules(ctx: RuleContext) -> list[Problem]:
+    """The collator's problems as a callable (bound, importable, picklable where needed)."""
+    return callable_problems("collator", ctx.sections["collator"], ctx.bindings, ctx.needs_pickle)
+
+
 SECTION: Section[CallableSpec] = Section(
+    rules={"collator": _rules},
     name="collator",
     explain=explain_row("collator", collator_line),
     builder_calls=collator_calls,

@@ -8,13 +8,15 @@ from typing import TYPE_CHECKING, Any, Literal, get_args
 import attrs
 
 from loaderkit._checks import check_choice, check_number
-from loaderkit.errors import PlanError, PlanTypeError
+from loaderkit.errors import PlanError, PlanTypeError, Problem
 from loaderkit.plan.fields import function_spec, is_function, until_table
 from loaderkit.plan.reader import value_fn
-from loaderkit.plan.sections.base import Section, explain_row
+from loaderkit.plan.sections.base import RuleContext, Section, explain_row
 from loaderkit.plan.sections.common import (
+    callable_problems,
     float_array,
     function_table,
+    source_problems,
     source_to_dict,
     values_source,
 )
@@ -24,6 +26,7 @@ if TYPE_CHECKING:
     from loaderkit.plan.plan import LoaderPlan
     from loaderkit.plan.reader import Reader
     from loaderkit.plan.sections.base import ReprContext
+    from loaderkit.plan.specs import DatasetSpec
 
 __all__ = [
     "SCHEDULES",
@@ -214,7 +217,50 @@ def curriculum_calls(cur: CurriculumSpec, ctx: ReprContext) -> tuple[str, ...]:
     return (f".with_curriculum({', '.join(args)})",)
 
 
+def _rules(ctx: RuleContext) -> list[Problem]:
+    """The curriculum's sources, and what it cannot be combined with."""
+    curriculum: CurriculumSpec = ctx.sections["curriculum"]
+    dataset: DatasetSpec | None = ctx.sections["dataset"]
+    problems = source_problems(
+        "curriculum.difficulty", curriculum.difficulty, dataset, ctx.bindings, ctx.needs_pickle
+    )
+    if curriculum.fn is not None:
+        problems.extend(
+            callable_problems("curriculum.schedule", curriculum.fn, ctx.bindings, ctx.needs_pickle)
+        )
+    if dataset is not None and dataset.iterable:
+        problems.append(
+            Problem(
+                "curriculum",
+                f"needs random access to pick the easiest samples, and {dataset.binding!r} "
+                f"is an iterable dataset; pass a map-style dataset",
+            )
+        )
+    if ctx.sections.get("sampling_weights") is not None:
+        problems.append(
+            Problem(
+                "curriculum",
+                "cannot be combined with with_sampling_weights yet; choose one of them: "
+                ".without('sampling_weights') or .without('curriculum')",
+            )
+        )
+    if ctx.sections.get("bucketing") is not None and curriculum.by == "step":
+        problems.append(
+            Problem(
+                "curriculum.by",
+                "a per-step curriculum cannot be combined with with_bucketing: it draws "
+                "each batch from the eligible samples of its own step, while bucketing "
+                "regroups a whole epoch's samples by length; use with_curriculum(..., "
+                "by='epoch') (the eligible samples of each epoch are bucketed), or drop the "
+                "bucketing with .without('bucketing')",
+                related=("bucketing",),
+            )
+        )
+    return problems
+
+
 SECTION: Section[CurriculumSpec] = Section(
+    rules={"curriculum": _rules},
     name="curriculum",
     explain=explain_row("curriculum", curriculum_line, of="curriculum"),
     builder_calls=curriculum_calls,

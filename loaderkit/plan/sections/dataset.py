@@ -29,7 +29,7 @@ from loaderkit.datasets.provenance import (
 from loaderkit.errors import PlanError, PlanTypeError, Problem
 from loaderkit.plan.callables import resolve_callable
 from loaderkit.plan.fields import RESERVED_BINDINGS, binding_name
-from loaderkit.plan.sections.base import ExplainRows, FingerprintRow, Section
+from loaderkit.plan.sections.base import ExplainRows, FingerprintRow, RuleContext, Section
 from loaderkit.plan.specs import (
     DATASET_KINDS,
     STORAGES,
@@ -445,7 +445,43 @@ def _explain_dataset(plan: LoaderPlan) -> ExplainRows:
     return tuple(rows)
 
 
+def _rules(ctx: RuleContext) -> list[Problem]:
+    """The dataset's own problems: a mixture without its section, an unbound name, no samples.
+
+    (Its length bound, which also holds each mixture source, is a rule of the whole plan.)
+    """
+    dataset: DatasetSpec = ctx.sections["dataset"]
+    problems: list[Problem] = []
+    if dataset.kind == "mixture" and ctx.sections.get("mixture") is None:
+        problems.append(
+            Problem(
+                "dataset",
+                "is a mixture but the plan has no mixture section; build it with "
+                "with_mixture({...})",
+            )
+        )
+    bindings = ctx.bindings
+    if dataset.kind != "mixture" and bindings is not None and dataset.binding not in bindings:
+        problems.append(
+            Problem(
+                "dataset",
+                f"no object bound to {dataset.binding!r}; give the dataset to the builder, "
+                f"or pass bindings={{{dataset.binding!r}: your_dataset}} when loading",
+            )
+        )
+    if dataset.length == 0:
+        problems.append(
+            Problem(
+                "dataset",
+                f"{dataset.binding!r} has 0 samples; every epoch would be "
+                f"empty; pass a non-empty dataset",
+            )
+        )
+    return problems
+
+
 SECTION: Section[DatasetSpec] = Section(
+    rules={"dataset": _rules},
     name="dataset",
     explain=_explain_dataset,
     builder_calls=dataset_calls,

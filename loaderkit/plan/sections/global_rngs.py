@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Any, Literal, cast, get_args
 
 from loaderkit._checks import check_choice
 from loaderkit.errors import Problem
-from loaderkit.plan.sections.base import ExplainRows, Section
+from loaderkit.plan.sections.base import ExplainRows, RuleContext, Section
 
 if TYPE_CHECKING:
     from loaderkit.plan.plan import LoaderPlan
@@ -153,7 +153,8 @@ def _explain(plan: LoaderPlan) -> ExplainRows:
     return (("global rngs", global_rngs_line(plan)),)
 
 
-def _rules(sections: Mapping[str, Any]) -> list[Problem]:
+def _rules(ctx: RuleContext) -> list[Problem]:
+    sections = ctx.sections
     if sections["global_rngs"] == "per_worker" and sections["dataset"].iterable:
         return [
             Problem(
@@ -173,7 +174,7 @@ SECTION: Section[GlobalRngs] = Section(
     read=read_global_rngs,
     to_dict=lambda mode: mode,
     written=_written,
-    rules=_rules,
+    rules={"global_rngs": _rules},
     fingerprint="stream",
     why=(
         '(only `"per_worker"`) what code drawing from the global RNGs gets; the default '

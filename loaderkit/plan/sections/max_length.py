@@ -13,7 +13,7 @@ from loaderkit.collators import collators
 from loaderkit.errors import Problem
 from loaderkit.plan.fields import int_schedule
 from loaderkit.plan.reader import value_fn
-from loaderkit.plan.sections.base import Section, explain_row
+from loaderkit.plan.sections.base import RuleContext, Section, explain_row
 from loaderkit.plan.sections.common import callable_problems, function_table
 from loaderkit.plan.specs import CURRICULUM_UNITS, CallableSpec
 from loaderkit.registry import PluginNotImportedError
@@ -185,7 +185,14 @@ def max_length_calls(m: MaxLengthSpec, ctx: ReprContext) -> tuple[str, ...]:
     return (f".with_max_length({shown}{unit})",)
 
 
+def _rules(ctx: RuleContext) -> list[Problem]:
+    """The length cap's problems: its source, and the collator it cuts for."""
+    s = ctx.sections
+    return max_length_problems(s["max_length"], s["collator"], ctx.bindings)
+
+
 SECTION: Section[MaxLengthSpec] = Section(
+    rules={"max_length": _rules},
     name="max_length",
     explain=explain_row("max length", max_length_line, of="max_length"),
     builder_calls=max_length_calls,

@@ -19,7 +19,7 @@ from loaderkit.plan.fields import (
     binding_name,
 )
 from loaderkit.plan.reader import value_fn
-from loaderkit.plan.sections.base import Section, explain_row
+from loaderkit.plan.sections.base import RuleContext, Section, explain_row
 from loaderkit.plan.sections.common import callable_problems, function_table
 from loaderkit.plan.sections.dataset import (
     dataset_to_dict,
@@ -507,7 +507,22 @@ def mixture_line(plan: LoaderPlan) -> str:
     return line
 
 
+def _rules(ctx: RuleContext) -> list[Problem]:
+    """The mixture's problems: its sources, weights, and what it is combined with."""
+    s = ctx.sections
+    return mixture_problems(
+        s["mixture"],
+        s["dataset"],
+        ctx.bindings,
+        ctx.needs_pickle,
+        s.get("bucketing"),
+        s.get("sampling_weights"),
+        s.get("curriculum"),
+    )
+
+
 SECTION: Section[MixtureSpec] = Section(
+    rules={"mixture": _rules},
     name="mixture",
     builder_calls=mixture_calls,
     calls_set="dataset",

@@ -8,12 +8,14 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from loaderkit._checks import check_bool, check_int
+from loaderkit.errors import Problem
 from loaderkit.plan.fields import MAX_SEED
-from loaderkit.plan.sections.base import FingerprintRow, Section, fields_table
+from loaderkit.plan.sections.base import FingerprintRow, RuleContext, Section, fields_table
 
 if TYPE_CHECKING:
     from loaderkit.plan.reader import Reader
     from loaderkit.plan.sections.base import ReprContext
+    from loaderkit.plan.specs import DatasetSpec
 
 __all__ = [
     "DEFAULT_SEED",
@@ -93,7 +95,35 @@ def order_calls(o: OrderSpec, ctx: ReprContext) -> tuple[str, ...]:
     return tuple(calls)
 
 
+def _rules(ctx: RuleContext) -> list[Problem]:
+    """A shuffle by index of a stream, or a shuffle buffer for a map-style dataset."""
+    order: OrderSpec = ctx.sections["order"]
+    dataset: DatasetSpec | None = ctx.sections["dataset"]
+    problems: list[Problem] = []
+    if order.shuffle and dataset is not None and dataset.iterable and order.buffer_size is None:
+        problems.append(
+            Problem(
+                "order.shuffle",
+                f"cannot shuffle the iterable dataset {dataset.binding!r} by index (got "
+                f"shuffle=True); shuffle it through a buffer with "
+                f"with_shuffle(buffer_size=...), read it in order with .with_shuffle(False), or "
+                f"pass a map-style dataset",
+            )
+        )
+    if order.buffer_size is not None and dataset is not None and not dataset.iterable:
+        problems.append(
+            Problem(
+                "order.buffer_size",
+                f"a shuffle buffer is for iterable (streamed) datasets, and "
+                f"{dataset.binding!r} is a {dataset.kind} dataset shuffled by index; drop "
+                f"buffer_size: .with_shuffle()",
+            )
+        )
+    return problems
+
+
 SECTION: Section[OrderSpec] = Section(
+    rules={"order": _rules},
     name="order",
     builder_calls=order_calls,
     read=read_order,

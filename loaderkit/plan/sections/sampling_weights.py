@@ -9,7 +9,7 @@ import attrs
 
 from loaderkit._checks import check_bool, check_int
 from loaderkit.errors import PlanError, Problem
-from loaderkit.plan.sections.base import Section, explain_row
+from loaderkit.plan.sections.base import RuleContext, Section, explain_row
 from loaderkit.plan.sections.common import (
     float_array,
     source_problems,
@@ -153,7 +153,15 @@ def weights_calls(spec: WeightsSpec, ctx: ReprContext) -> tuple[str, ...]:
     return (f".with_sampling_weights({', '.join(args)})",)
 
 
+def _rules(ctx: RuleContext) -> list[Problem]:
+    """The weights' problems: their source, its length, the number of draws."""
+    return weights_problems(
+        ctx.sections["sampling_weights"], ctx.sections["dataset"], ctx.bindings, ctx.needs_pickle
+    )
+
+
 SECTION: Section[WeightsSpec] = Section(
+    rules={"sampling_weights": _rules},
     name="sampling_weights",
     explain=explain_row("sampling", weights_line, of="sampling_weights"),
     builder_calls=weights_calls,

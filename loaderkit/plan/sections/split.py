@@ -11,7 +11,8 @@ from loaderkit._checks import check_int, check_str, did_you_mean
 from loaderkit.errors import PlanError, Problem
 from loaderkit.order.split import decimal_ratio, split_sizes
 from loaderkit.plan.fields import MAX_SEED
-from loaderkit.plan.sections.base import Section, explain_row, fields_table
+from loaderkit.plan.sections.base import RuleContext, Section, explain_row, fields_table
+from loaderkit.plan.sections.distributed import uneven_reason
 from loaderkit.plan.specs import DatasetSpec
 
 if TYPE_CHECKING:
@@ -207,7 +208,23 @@ def split_calls(s: SplitSpec, ctx: ReprContext) -> tuple[str, ...]:
     return (f".with_split({', '.join(args)})",)
 
 
+def _rules(ctx: RuleContext) -> list[Problem]:
+    """The split's problems (none without a dataset to split)."""
+    s = ctx.sections
+    dataset: DatasetSpec | None = s["dataset"]
+    if dataset is None:
+        return []
+
+    def uneven(part: DatasetSpec) -> str:
+        return uneven_reason(s, part)
+
+    return split_problems(
+        s["split"], dataset, s["batch"], s["distributed"], s.get("mixture"), uneven
+    )
+
+
 SECTION: Section[SplitSpec] = Section(
+    rules={"split": _rules},
     name="split",
     explain=explain_row("split", split_line, of="split"),
     builder_calls=split_calls,

@@ -7,10 +7,10 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from loaderkit._checks import check_str
-from loaderkit.errors import PlanError, PlanTypeError
+from loaderkit.errors import PlanError, PlanTypeError, Problem
 from loaderkit.plan.fields import callable_label, resolve_function
-from loaderkit.plan.sections.base import FingerprintRow, Section, explain_row
-from loaderkit.plan.sections.common import callable_to_dict
+from loaderkit.plan.sections.base import FingerprintRow, RuleContext, Section, explain_row
+from loaderkit.plan.sections.common import callable_problems, callable_to_dict
 from loaderkit.plan.specs import CallableSpec
 from loaderkit.registry import callable_ref
 
@@ -124,7 +124,13 @@ def transform_line(plan: LoaderPlan) -> str:
     return text
 
 
+def _rules(ctx: RuleContext) -> list[Problem]:
+    """The transform's problems as a callable (bound, importable, picklable where needed)."""
+    return callable_problems("transform", ctx.sections["transform"], ctx.bindings, ctx.needs_pickle)
+
+
 SECTION: Section[CallableSpec] = Section(
+    rules={"transform": _rules},
     name="transform",
     explain=explain_row("transform", transform_line),
     builder_calls=transform_calls,

@@ -8,14 +8,21 @@ from typing import TYPE_CHECKING, Any, Literal, get_args
 import attrs
 
 from loaderkit._checks import LIMITS, check_choice, check_int, check_number, check_optional_bool
-from loaderkit.errors import PlanError
-from loaderkit.plan.sections.base import FingerprintRow, Section, explain_row, fields_table
-from loaderkit.plan.workers import num_workers_value, resolve_workers
+from loaderkit.errors import PlanError, Problem
+from loaderkit.plan.sections.base import (
+    FingerprintRow,
+    RuleContext,
+    Section,
+    explain_row,
+    fields_table,
+)
+from loaderkit.plan.workers import num_workers_value, resolve_auto_workers, resolve_workers
 
 if TYPE_CHECKING:
     from loaderkit.plan.plan import LoaderPlan
     from loaderkit.plan.reader import Reader
     from loaderkit.plan.sections.base import ReprContext
+    from loaderkit.plan.specs import DatasetSpec
 
 __all__ = [
     "SECTION",
@@ -167,7 +174,72 @@ def workers_calls(w: WorkersSpec, ctx: ReprContext) -> tuple[str, ...]:
     return (f".with_workers({', '.join(args)})",)
 
 
+def _no_worker_problems(workers: WorkersSpec) -> list[Problem]:
+    """The worker settings given to a plan without workers, and a negative timeout."""
+    problems: list[Problem] = []
+    if workers.num_workers != 0:
+        if workers.timeout is not None and workers.timeout < 0:
+            problems.append(Problem("workers.timeout", f"must be >= 0 (got {workers.timeout:g})"))
+        return problems
+    if workers.prefetch_factor is not None:
+        problems.append(
+            Problem(
+                "workers.prefetch_factor",
+                f"must be unset when num_workers == 0 (got {workers.prefetch_factor}); set "
+                f"num_workers >= 1, or drop it: .with_workers(0)",
+            )
+        )
+    if workers.persistent:
+        problems.append(
+            Problem(
+                "workers.persistent",
+                "must be unset when num_workers == 0 (got True); set num_workers >= 1, or "
+                "drop it: .with_workers(0)",
+            )
+        )
+    if workers.start_method is not None:
+        problems.append(
+            Problem(
+                "workers.start_method",
+                f"must be unset when num_workers == 0 (got {workers.start_method!r}); set "
+                f"num_workers >= 1, or drop it: .with_workers(0)",
+            )
+        )
+    if workers.timeout:
+        problems.append(
+            Problem(
+                "workers.timeout",
+                f"only applies to worker processes, and num_workers == 0 (got "
+                f"{workers.timeout:g}); set num_workers >= 1, or drop it: .with_workers(0)",
+            )
+        )
+    return problems
+
+
+def _rules(ctx: RuleContext) -> list[Problem]:
+    """The settings that need workers, and ``"auto"`` workers for a stream."""
+    workers: WorkersSpec = ctx.sections["workers"]
+    dataset: DatasetSpec | None = ctx.sections["dataset"]
+    problems = _no_worker_problems(workers)
+    if workers.num_workers == "auto" and dataset is not None and dataset.iterable:
+        try:
+            here = str(resolve_auto_workers().num_workers)
+        except PlanError:  # a malformed LOCAL_WORLD_SIZE: build() reports it
+            here = "N"
+        problems.append(
+            Problem(
+                "workers.num_workers",
+                f'"auto" is refused for the iterable dataset {dataset.binding!r}: a stream\'s '
+                f"order depends on num_workers (it is in the fingerprint), so it must not change "
+                f"with the machine that builds; give a number, e.g. with_workers({here}) (what "
+                f'"auto" would choose on this machine)',
+            )
+        )
+    return problems
+
+
 SECTION: Section[WorkersSpec] = Section(
+    rules={"workers": _rules},
     name="workers",
     explain=explain_row("workers", workers_line),
     builder_calls=workers_calls,
