@@ -152,24 +152,7 @@ class Reader:
             )
             return None
         if source == "name":
-            args: tuple[Any, ...] = (value, options) if path == "collator" else (value,)
-            try:
-                result = self.attempt(lambda: kind_fn(*args))
-            except PluginNotImportedError:  # inspecting: a plugin's name is checked to build
-                frozen = self.attempt(lambda: freeze_value(f"{path}.options", dict(options)))
-                if frozen is None:
-                    return None
-                result = (CallableSpec("registry", value, frozen, accepts_rng=accepts_rng),)
-            reason = sec.get("reason", "")
-            if not isinstance(reason, str):
-                self.problems.append(
-                    Problem(f"{path}.reason", f"must be a string (got {type(reason).__name__})")
-                )
-                return None
-            if result is None:
-                return None
-            named: CallableSpec = result[0]
-            return attrs.evolve(named, reason=reason)
+            return self._read_named(sec, path, value, options, accepts_rng, kind_fn)
         recorded = CallableSpec(source, value, accepts_rng=accepts_rng, label=label)
         if source == "ref" and value not in self.given:
             self.wanted.append(value)
@@ -191,6 +174,35 @@ class Reader:
             return None
         live: CallableSpec = result[0]
         return attrs.evolve(recorded, accepts_rng=live.accepts_rng)
+
+    def _read_named(
+        self,
+        sec: Mapping[str, Any],
+        path: str,
+        value: str,
+        options: Mapping[str, Any],
+        accepts_rng: bool,
+        kind_fn: Callable[..., tuple[CallableSpec, object | None]],
+    ) -> CallableSpec | None:
+        """The registry name ``value`` of the callable at ``path``, checked by ``kind_fn``."""
+        args: tuple[Any, ...] = (value, options) if path == "collator" else (value,)
+        try:
+            result = self.attempt(lambda: kind_fn(*args))
+        except PluginNotImportedError:  # inspecting: a plugin's name is checked to build
+            frozen = self.attempt(lambda: freeze_value(f"{path}.options", dict(options)))
+            if frozen is None:
+                return None
+            result = (CallableSpec("registry", value, frozen, accepts_rng=accepts_rng),)
+        reason = sec.get("reason", "")
+        if not isinstance(reason, str):
+            self.problems.append(
+                Problem(f"{path}.reason", f"must be a string (got {type(reason).__name__})")
+            )
+            return None
+        if result is None:
+            return None
+        named: CallableSpec = result[0]
+        return attrs.evolve(named, reason=reason)
 
     def values_source(
         self, table: object, path: str, make: Callable[[object], LengthSource]

@@ -231,6 +231,12 @@ def read_dataset(
         return recorded  # its sources are bound by the [mixture] table
     if source is not None and binding not in reader.given:
         return _rebuilt(reader, path, recorded, source)
+    return _checked_binding(reader, path, recorded)
+
+
+def _checked_binding(reader: Reader, path: str, recorded: DatasetSpec) -> DatasetSpec:
+    """``recorded``, after checking that the object bound to its name is that dataset."""
+    binding, source = recorded.binding, recorded.source
     obj = reader.bind(path, binding)
     if obj is None:
         return recorded
