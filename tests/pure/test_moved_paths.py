@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib
 import pickle
+import re
 
 import pytest
 
@@ -47,3 +48,18 @@ def test_the_documented_old_paths_are_served() -> None:
     assert isinstance(STATE_VERSION, int)
     assert StreamLoader.__module__ == "loaderkit.runtime.stream.loader"
     assert isinstance(SHARD_HOOK, str) and isinstance(WORKER_SPLIT, str)
+
+
+def test_every_name_of_loaderkit_loaders_is_on_the_api_page_and_is_the_runtimes() -> None:
+    from pathlib import Path
+
+    import loaderkit.loaders as loaders
+
+    page = (Path(__file__).resolve().parents[2] / "docs" / "api" / "loader.md").read_text()
+    documented = set(re.findall(r"^::: loaderkit\.loaders\.(\w+)$", page, flags=re.M))
+    assert documented == set(loaders.__all__)
+    for name in loaders.__all__:
+        value = getattr(loaders, name)
+        home = getattr(value, "__module__", None)
+        if isinstance(value, type):  # a class: defined in the runtime, not copied here
+            assert home is not None and home.startswith("loaderkit.runtime."), name
