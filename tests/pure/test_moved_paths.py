@@ -50,7 +50,7 @@ def test_the_documented_old_paths_are_served() -> None:
     assert isinstance(SHARD_HOOK, str) and isinstance(WORKER_SPLIT, str)
 
 
-def test_every_name_of_loaderkit_loaders_is_on_the_api_page_and_is_the_runtimes() -> None:
+def test_every_name_of_loaderkit_loaders_is_on_the_api_page_and_is_re_exported() -> None:
     from pathlib import Path
 
     import loaderkit.loaders as loaders
@@ -61,5 +61,6 @@ def test_every_name_of_loaderkit_loaders_is_on_the_api_page_and_is_the_runtimes(
     for name in loaders.__all__:
         value = getattr(loaders, name)
         home = getattr(value, "__module__", None)
-        if isinstance(value, type):  # a class: defined in the runtime, not copied here
-            assert home is not None and home.startswith("loaderkit.runtime."), name
+        if isinstance(value, type):  # a class: re-exported from where it is defined
+            assert home is not None and home.startswith("loaderkit."), name
+            assert home != "loaderkit.loaders", name
