@@ -19,7 +19,7 @@ import attrs
 import numpy as np
 import torch
 
-from loaderkit._checks import did_you_mean
+from loaderkit._validate import did_you_mean
 from loaderkit.errors import DataError
 from loaderkit.plan.sections.checks import ChecksSpec, ClassCheck, LabelPadCheck
 

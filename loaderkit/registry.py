@@ -28,8 +28,8 @@ from typing import Any, Generic, TypeVar, overload
 
 import attrs
 
-from loaderkit._checks import did_you_mean
 from loaderkit._text import shown
+from loaderkit._validate import did_you_mean
 from loaderkit.errors import LoaderkitError
 
 __all__ = [

@@ -17,7 +17,7 @@ from collections.abc import Callable, Mapping
 from types import MappingProxyType
 from typing import ParamSpec, TypeVar
 
-from loaderkit._checks import did_you_mean
+from loaderkit._validate import did_you_mean
 from loaderkit.errors import PlanTypeError
 
 __all__ = ["KEYWORD_HOMES", "keywords_checked", "misplaced_keyword"]

@@ -16,7 +16,7 @@ import attrs
 import numpy as np
 import numpy.typing as npt
 
-from loaderkit._checks import Bindings, FrozenMap
+from loaderkit._frozen import Bindings, FrozenMap
 from loaderkit.plan.plan import PLAN_SECTIONS, LoaderPlan
 from loaderkit.plan.sections import bound_names
 from loaderkit.plan.sections.preset import PresetSpec

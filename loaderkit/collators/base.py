@@ -42,7 +42,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal, overload
 import numpy as np
 import numpy.typing as npt
 
-from loaderkit._checks import did_you_mean
+from loaderkit._validate import did_you_mean
 from loaderkit.errors import DataError, PlanError, PlanTypeError
 from loaderkit.order.keys import batch_rng, sample_rng
 

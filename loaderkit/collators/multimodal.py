@@ -31,7 +31,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from loaderkit._checks import unknown_keys
+from loaderkit._validate import unknown_keys
 from loaderkit.collators.base import (
     BatchContext,
     Collator,

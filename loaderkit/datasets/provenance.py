@@ -14,7 +14,7 @@ from typing import Any
 
 import attrs
 
-from loaderkit._checks import FrozenMap, freeze_value, thaw_value
+from loaderkit._frozen import FrozenMap, freeze_value, thaw_value
 from loaderkit.datasets.paths import map_paths, path_mapper, relative_path, shown_path
 from loaderkit.datasets.registry import factories, path_options
 from loaderkit.errors import PlanError, PlanTypeError, Problem
@@ -39,7 +39,7 @@ _TAG = "__loaderkit_source__"
 class DatasetSource:
     """Where a dataset comes from: a factory (registry name or ``module:qualname``) + options.
 
-    Plain data: ``options`` is a :class:`~loaderkit._checks.FrozenMap` of plain values (lists
+    Plain data: ``options`` is a :class:`~loaderkit._frozen.FrozenMap` of plain values (lists
     as tuples). Path options hold absolute paths in memory (see :func:`register`).
     """
 

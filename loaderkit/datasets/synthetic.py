@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from loaderkit._checks import LIMITS
+from loaderkit._limits import LIMITS
 from loaderkit.errors import PlanError
 
 __all__ = ["SyntheticTokens", "tokens"]

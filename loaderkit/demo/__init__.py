@@ -27,7 +27,7 @@ from collections.abc import Sequence
 from importlib import resources
 from typing import Any
 
-from loaderkit._checks import check_int
+from loaderkit._validate import check_int
 from loaderkit.errors import PlanTypeError
 
 __all__ = [

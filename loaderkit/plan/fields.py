@@ -13,12 +13,8 @@ import re
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from loaderkit._checks import (
-    LIMITS,
-    check_int,
-    check_number,
-    check_str,
-)
+from loaderkit._limits import LIMITS
+from loaderkit._validate import check_int, check_number, check_str
 from loaderkit.errors import PlanError, PlanTypeError
 from loaderkit.plan.specs import (
     CallableSpec,

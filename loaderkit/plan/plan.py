@@ -9,7 +9,8 @@ from typing import TYPE_CHECKING, Any, Literal, get_args
 
 import attrs
 
-from loaderkit._checks import Bindings, did_you_mean
+from loaderkit._frozen import Bindings
+from loaderkit._validate import did_you_mean
 from loaderkit.errors import PlanError, PlanTypeError
 from loaderkit.plan.sections import SECTIONS
 from loaderkit.plan.sections.batch import BatchSpec

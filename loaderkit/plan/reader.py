@@ -16,8 +16,9 @@ from typing import Any, TypeVar
 
 import attrs
 
-from loaderkit._checks import check_bool, check_str, freeze_value, unknown_keys
+from loaderkit._frozen import freeze_value
 from loaderkit._text import shown
+from loaderkit._validate import check_bool, check_str, unknown_keys
 from loaderkit.errors import PlanError, PlanTypeError, Problem
 from loaderkit.plan.specs import CallableSpec, LengthSource
 from loaderkit.registry import PluginNotImportedError, resolve_ref

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from loaderkit._checks import LIMITS
+from loaderkit._limits import LIMITS
 from loaderkit.errors import Problem
 from loaderkit.plan.sections import section_named
 from loaderkit.plan.sections.base import RuleContext

@@ -18,14 +18,9 @@ from typing import Any
 
 import attrs
 
-from loaderkit._checks import (
-    LIMITS,
-    check_int,
-    check_plain_tree,
-    did_you_mean,
-    unknown_keys,
-)
+from loaderkit._limits import LIMITS
 from loaderkit._text import shown
+from loaderkit._validate import check_int, check_plain_tree, did_you_mean, unknown_keys
 from loaderkit.datasets.paths import absolute_path, relative_path
 from loaderkit.errors import PlanError, PlanTypeError, Problem
 from loaderkit.plan.plan import SCHEMA_VERSION, LoaderPlan
@@ -84,7 +79,7 @@ def plan_from_dict(data: Mapping[str, Any], options: ReadOptions = ReadOptions()
     ``options.base_dir`` (default: the working directory; :func:`load_plan` passes the file's
     folder). With ``base_dir`` given, a path that leaves it is refused unless
     ``allow_external_paths``. The data is first checked against
-    :data:`~loaderkit._checks.LIMITS` as a whole (depth, size, integers, strings), so nothing
+    :data:`~loaderkit._limits.LIMITS` as a whole (depth, size, integers, strings), so nothing
     below reads a value it cannot handle. Inspecting (``require_bindings=False``) imports no
     entry-point plugin: a plugin's collator or transform name is checked when the plan is
     loaded to build.

@@ -6,7 +6,7 @@ sampling weights, curriculum difficulties) and the units of a schedule (:data:`S
 The spec of one section lives in its module under :mod:`loaderkit.plan.sections`.
 
 Every spec is an attrs frozen class holding ints, strings, bools, tuples and
-:class:`~loaderkit._checks.FrozenMap` only. Live objects (a dataset, a lambda) never appear here:
+:class:`~loaderkit._frozen.FrozenMap` only. Live objects (a dataset, a lambda) never appear here:
 a spec names them by *binding* and the plan keeps the objects beside the data.
 """
 
@@ -18,7 +18,7 @@ from typing import Literal, get_args
 
 import attrs
 
-from loaderkit._checks import FrozenMap
+from loaderkit._frozen import FrozenMap
 from loaderkit._text import LISTED, inert, listed, shown
 from loaderkit.datasets.provenance import DatasetSource
 from loaderkit.errors import PlanError, PlanTypeError

@@ -31,7 +31,8 @@ from typing import TYPE_CHECKING, Literal
 
 import attrs
 
-from loaderkit._checks import LIMITS, check_int
+from loaderkit._limits import LIMITS
+from loaderkit._validate import check_int
 from loaderkit.errors import PlanError, PlanTypeError
 
 if TYPE_CHECKING:

@@ -40,7 +40,7 @@ from typing import Any, Literal
 
 import attrs
 
-from loaderkit._checks import check_bool
+from loaderkit._validate import check_bool
 from loaderkit.builder import DataLoaderBuilder
 from loaderkit.plan.sections.bucketing import default_num_buckets
 from loaderkit.plan.specs import DatasetSpec

@@ -17,7 +17,8 @@ from typing import Any, ParamSpec, cast
 
 import attrs
 
-from loaderkit._checks import FrozenMap, did_you_mean, freeze_value
+from loaderkit._frozen import FrozenMap, freeze_value
+from loaderkit._validate import did_you_mean
 from loaderkit.builder import DataLoaderBuilder
 from loaderkit.errors import PlanError, PlanTypeError, Problem
 from loaderkit.plan.plan import Setting

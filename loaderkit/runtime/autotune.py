@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 import attrs
 import torch
 
-from loaderkit._checks import check_int, check_number
+from loaderkit._validate import check_int, check_number
 from loaderkit.errors import PlanError
 from loaderkit.plan.sections.workers import WorkersSpec
 from loaderkit.plan.workers import resolve_auto_workers, resolve_workers

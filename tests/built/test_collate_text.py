@@ -14,7 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from loaderkit import DataError, DataLoaderBuilder, LoaderPlan, PlanError, PlanTypeError
-from loaderkit._checks import FrozenMap
+from loaderkit._frozen import FrozenMap
 from loaderkit.collators import BatchContext, collators
 from loaderkit.collators.base import (
     check_bool_option,

@@ -13,7 +13,8 @@ import pytest
 import loaderkit as lk
 from loaderkit import DataLoaderBuilder, LoaderPlan, PlanError
 from loaderkit import registry as reg
-from loaderkit._checks import LIMITS, check_plain_tree
+from loaderkit._limits import LIMITS
+from loaderkit._validate import check_plain_tree
 from loaderkit.plan.workers import check_fits_machine
 
 DOCS = Path(__file__).resolve().parents[2] / "docs"

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from loaderkit._checks import check_bool, check_choice
+from loaderkit._validate import check_bool, check_choice
 from loaderkit.errors import PlanError, Problem
 from loaderkit.plan.fields import batch_size_value, int_schedule
 from loaderkit.plan.reader import value_fn

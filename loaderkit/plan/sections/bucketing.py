@@ -10,7 +10,8 @@ from typing import TYPE_CHECKING, Any, Literal, get_args
 import attrs
 import numpy as np
 
-from loaderkit._checks import LIMITS, check_choice, check_int, did_you_mean
+from loaderkit._limits import LIMITS
+from loaderkit._validate import check_choice, check_int, did_you_mean
 from loaderkit.errors import PlanError, PlanTypeError, Problem
 from loaderkit.order.padding import NO_PADDING, BatchPadding, PackedRows
 from loaderkit.plan.padding_rule import bucket_padding, registry_padding

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any, Literal, get_args
 
 import attrs
 
-from loaderkit._checks import check_bool, check_choice, check_int, check_str
+from loaderkit._validate import check_bool, check_choice, check_int, check_str
 from loaderkit.datasets.paths import absolute_path, confined
 from loaderkit.errors import PlanError, Problem
 from loaderkit.plan.sections.base import RuleContext, Section, explain_row, fields_table

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from loaderkit._checks import (
+from loaderkit._validate import (
     check_choice,
     check_int,
     check_number,

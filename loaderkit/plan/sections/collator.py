@@ -7,8 +7,9 @@ from typing import TYPE_CHECKING, Any, Literal, get_args
 
 import attrs
 
-from loaderkit._checks import FrozenMap, check_choice, check_str, freeze_value, thaw_value
+from loaderkit._frozen import FrozenMap, freeze_value, thaw_value
 from loaderkit._text import inert
+from loaderkit._validate import check_choice, check_str
 from loaderkit.errors import PlanError, PlanTypeError, Problem
 from loaderkit.plan.fields import callable_label, resolve_function
 from loaderkit.plan.sections.base import FingerprintRow, RuleContext, Section, explain_row

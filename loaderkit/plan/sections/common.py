@@ -8,7 +8,9 @@ import pickle
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from loaderkit._checks import LIMITS, check_str, did_you_mean, thaw_value
+from loaderkit._frozen import thaw_value
+from loaderkit._limits import LIMITS
+from loaderkit._validate import check_str, did_you_mean
 from loaderkit.collators import collators
 from loaderkit.errors import PlanError, PlanTypeError, Problem
 from loaderkit.plan.fields import function_spec, is_function

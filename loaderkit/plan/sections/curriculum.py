@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any, Literal, get_args
 
 import attrs
 
-from loaderkit._checks import check_choice, check_number
+from loaderkit._validate import check_choice, check_number
 from loaderkit.errors import PlanError, PlanTypeError, Problem
 from loaderkit.plan.fields import function_spec, is_function, until_table
 from loaderkit.plan.reader import value_fn

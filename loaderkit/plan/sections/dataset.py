@@ -8,15 +8,9 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from loaderkit._checks import (
-    LIMITS,
-    check_choice,
-    check_int,
-    check_str,
-    did_you_mean,
-    thaw_value,
-    unknown_keys,
-)
+from loaderkit._frozen import thaw_value
+from loaderkit._limits import LIMITS
+from loaderkit._validate import check_choice, check_int, check_str, did_you_mean, unknown_keys
 from loaderkit.datasets.provenance import (
     DatasetSource,
     freeze_source,

@@ -6,7 +6,8 @@ import re
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Literal, get_args
 
-from loaderkit._checks import LIMITS, check_str
+from loaderkit._limits import LIMITS
+from loaderkit._validate import check_str
 from loaderkit.errors import PlanError
 from loaderkit.plan.sections.base import Section, explain_row
 

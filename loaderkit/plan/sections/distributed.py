@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from loaderkit._checks import check_bool, check_int
+from loaderkit._validate import check_bool, check_int
 from loaderkit.errors import PlanError, Problem
 from loaderkit.plan.sections.base import (
     FingerprintRow,

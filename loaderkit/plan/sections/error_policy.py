@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any, Literal, cast, get_args
 
 import attrs
 
-from loaderkit._checks import check_choice, check_int, check_number
+from loaderkit._validate import check_choice, check_int, check_number
 from loaderkit.errors import PlanError
 from loaderkit.plan.sections.base import ExplainRows, Section
 

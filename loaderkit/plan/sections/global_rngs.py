@@ -34,7 +34,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Literal, cast, get_args
 
-from loaderkit._checks import check_choice
+from loaderkit._validate import check_choice
 from loaderkit.errors import Problem
 from loaderkit.plan.sections.base import ExplainRows, RuleContext, Section
 

@@ -8,7 +8,8 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from loaderkit._checks import LIMITS, check_choice, check_int
+from loaderkit._limits import LIMITS
+from loaderkit._validate import check_choice, check_int
 from loaderkit.collators import collators
 from loaderkit.errors import Problem
 from loaderkit.plan.fields import int_schedule

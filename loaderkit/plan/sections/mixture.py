@@ -7,12 +7,7 @@ from typing import TYPE_CHECKING, Any, Literal, get_args
 
 import attrs
 
-from loaderkit._checks import (
-    check_bool,
-    check_choice,
-    check_int,
-    check_str,
-)
+from loaderkit._validate import check_bool, check_choice, check_int, check_str
 from loaderkit.errors import PlanError, PlanTypeError, Problem
 from loaderkit.plan.fields import (
     RESERVED_BINDINGS,

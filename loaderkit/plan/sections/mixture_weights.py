@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 
-from loaderkit._checks import check_number, did_you_mean
+from loaderkit._validate import check_number, did_you_mean
 from loaderkit.errors import PlanError, PlanTypeError
 from loaderkit.plan.fields import function_spec, is_function, until_table
 from loaderkit.plan.specs import CallableSpec

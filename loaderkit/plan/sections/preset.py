@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from loaderkit._checks import FrozenMap, freeze_value, thaw_value
+from loaderkit._frozen import FrozenMap, freeze_value, thaw_value
 from loaderkit._text import inert, shown
 from loaderkit.errors import PlanTypeError, Problem
 from loaderkit.plan.sections.base import Section, explain_row

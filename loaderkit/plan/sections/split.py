@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from loaderkit._checks import check_int, check_str, did_you_mean
+from loaderkit._validate import check_int, check_str, did_you_mean
 from loaderkit.errors import PlanError, Problem
 from loaderkit.order.split import decimal_ratio, split_sizes
 from loaderkit.plan.fields import MAX_SEED

@@ -6,7 +6,7 @@ import inspect
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from loaderkit._checks import check_str
+from loaderkit._validate import check_str
 from loaderkit.errors import PlanError, PlanTypeError, Problem
 from loaderkit.plan.fields import callable_label, resolve_function
 from loaderkit.plan.sections.base import FingerprintRow, RuleContext, Section, explain_row

@@ -7,7 +7,8 @@ from typing import TYPE_CHECKING, Any, Literal, get_args
 
 import attrs
 
-from loaderkit._checks import LIMITS, check_choice, check_int, check_number, check_optional_bool
+from loaderkit._limits import LIMITS
+from loaderkit._validate import check_choice, check_int, check_number, check_optional_bool
 from loaderkit.errors import PlanError, Problem
 from loaderkit.plan.sections.base import (
     FingerprintRow,

@@ -6,8 +6,9 @@ import copy
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from loaderkit._checks import LIMITS, check_plain_tree
+from loaderkit._limits import LIMITS
 from loaderkit._text import inert, shown
+from loaderkit._validate import check_plain_tree
 from loaderkit.errors import PlanError, ResumeError
 from loaderkit.plan.diff import diff_dicts
 from loaderkit.runtime.passes.skips import SkipCounts

@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from loaderkit._checks import did_you_mean
+from loaderkit._validate import did_you_mean
 from loaderkit.errors import PlanError
 from loaderkit.plan.sections.mixture import MixtureSpec
 from loaderkit.plan.specs import DatasetSpec, LengthSource

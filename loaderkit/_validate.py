@@ -10,18 +10,12 @@ from __future__ import annotations
 import difflib
 import math
 from collections.abc import Iterable, Mapping
-from typing import Any, Final
 
-import attrs
-
+from loaderkit._limits import LIMITS
 from loaderkit._text import shown
 from loaderkit.errors import PlanError, PlanTypeError, Problem
 
 __all__ = [
-    "LIMITS",
-    "Bindings",
-    "FrozenMap",
-    "Limits",
     "check_bool",
     "check_choice",
     "check_int",
@@ -30,55 +24,8 @@ __all__ = [
     "check_plain_tree",
     "check_str",
     "did_you_mean",
-    "freeze_value",
-    "thaw_value",
     "unknown_keys",
 ]
-
-
-def _limit(doc: str, default: int) -> Any:
-    return attrs.field(default=default, metadata={"doc": doc})
-
-
-@attrs.frozen
-class Limits:
-    """The bounds on what a plan (a file, a dict, or builder arguments) may set.
-
-    One declaration: the checks read these numbers, ``docs/security.md`` lists them (a test
-    keeps the two equal), and a value over a bound is a ``PlanError`` naming its path and the
-    bound. They keep a hostile or mistaken plan from hanging, exhausting memory or crashing a
-    reader; none of them is near what a real plan needs.
-    """
-
-    file_bytes: int = _limit("size of a plan file, in bytes (the default: see below)", 2**20)
-    depth: int = _limit("nesting of tables and arrays in a plan", 32)
-    values: int = _limit("values (numbers, strings, tables, array items) in a plan", 100_000)
-    string_chars: int = _limit("characters of one string or key", 4096)
-    integer: int = _limit("magnitude of any integer", 2**63 - 1)
-    dataset_length: int = _limit("samples in a dataset (`dataset.length`)", 2**48)
-    batch_size: int = _limit(
-        "samples in a batch, tokens in a budget or a sequence, buckets", 2**31 - 1
-    )
-    num_workers: int = _limit("`workers.num_workers`", 256)
-    prefetch_factor: int = _limit("`workers.prefetch_factor`", 1024)
-    batches_in_flight: int = _limit("`num_workers x prefetch_factor`", 16_384)
-    workers_per_cpu: int = _limit(
-        "worker processes per CPU of the machine that builds the loader (checked by `build()`)",
-        8,
-    )
-    device_index: int = _limit("`N` of a `cuda:N` device", 1023)
-    timeout_seconds: int = _limit("`workers.timeout`, in seconds (one week)", 7 * 24 * 3600)
-
-    def rows(self) -> list[tuple[str, int, str]]:
-        """``(name, bound, what it bounds)`` for each limit, in declaration order."""
-        return [
-            (field.name, getattr(self, field.name), field.metadata["doc"])
-            for field in attrs.fields(type(self))
-        ]
-
-
-LIMITS: Final = Limits()
-"""The bounds in force (see :class:`Limits`)."""
 
 
 def _show(value: object) -> str:
@@ -210,120 +157,6 @@ def _fix(fix: str) -> str:
     return f"; {fix}" if fix else ""
 
 
-class FrozenMap(Mapping[str, Any]):
-    """An immutable, hashable mapping with string keys, kept in sorted key order."""
-
-    __slots__ = ("_hash", "_items")
-
-    def __init__(self, items: Mapping[str, Any] | Iterable[tuple[str, Any]] = ()) -> None:
-        pairs = items.items() if isinstance(items, Mapping) else items
-        self._items: dict[str, Any] = dict(sorted(pairs))
-        self._hash: int | None = None
-
-    def __getitem__(self, key: str) -> Any:
-        return self._items[key]
-
-    def __iter__(self) -> Any:
-        return iter(self._items)
-
-    def __len__(self) -> int:
-        return len(self._items)
-
-    def __hash__(self) -> int:
-        if self._hash is None:
-            self._hash = hash(tuple(self._items.items()))
-        return self._hash
-
-    def __eq__(self, other: object) -> bool:
-        if isinstance(other, FrozenMap):
-            return self._items == other._items
-        if isinstance(other, Mapping):
-            return self._items == dict(other)
-        return NotImplemented
-
-    def __repr__(self) -> str:
-        return f"FrozenMap({self._items!r})"
-
-
-class Bindings(Mapping[str, object]):
-    """Live objects by binding name: read-only, compared by identity, picklable.
-
-    Equality is identity of the bound objects (datasets rarely define a meaningful ``==``);
-    plans and builders leave bindings out of their own equality anyway.
-    """
-
-    __slots__ = ("_items",)
-
-    def __init__(self, items: Mapping[str, object] | None = None) -> None:
-        self._items: dict[str, object] = dict(items or {})
-
-    def __getitem__(self, key: str) -> object:
-        return self._items[key]
-
-    def __iter__(self) -> Any:
-        return iter(self._items)
-
-    def __len__(self) -> int:
-        return len(self._items)
-
-    def __eq__(self, other: object) -> bool:
-        if not isinstance(other, Mapping):
-            return NotImplemented
-        return set(self._items) == set(other) and all(
-            self._items[k] is other[k] for k in self._items
-        )
-
-    __hash__ = None  # type: ignore[assignment]
-
-    def __getstate__(self) -> dict[str, object]:
-        return self._items
-
-    def __setstate__(self, state: dict[str, object]) -> None:
-        self._items = state
-
-    def __repr__(self) -> str:
-        return f"Bindings({', '.join(sorted(self._items))})"
-
-
-_PLAIN = (str, int, float, bool, type(None))
-
-
-def freeze_value(path: str, value: object) -> object:
-    """Turn plain data (JSON-like) into a hashable form: lists become tuples, dicts FrozenMaps.
-
-    Anything else (objects, callables, arrays) is refused: plan options must be plain data so
-    that plans serialize. The fix says to register a factory that builds the object instead.
-    """
-    if isinstance(value, float) and not math.isfinite(value):
-        raise PlanError.single(path, f"must be a finite number (got {value})")
-    if isinstance(value, _PLAIN):
-        return value
-    if isinstance(value, list | tuple):
-        return tuple(freeze_value(f"{path}[{i}]", v) for i, v in enumerate(value))
-    if isinstance(value, Mapping):
-        out = {}
-        for key, item in value.items():
-            if not isinstance(key, str):
-                raise PlanTypeError.single(path, f"mapping keys must be strings (got {_show(key)})")
-            out[key] = freeze_value(f"{path}.{key}", item)
-        return FrozenMap(out)
-    raise PlanTypeError.single(
-        path,
-        f"must be plain data (str, int, float, bool, None, lists and dicts of them) so the "
-        f"plan can be saved (got {type(value).__name__} {_show(value)}); pass a registry name "
-        f"or build the object inside a registered factory",
-    )
-
-
-def thaw_value(value: object) -> object:
-    """The inverse of :func:`freeze_value`: tuples become lists, FrozenMaps dicts."""
-    if isinstance(value, tuple):
-        return [thaw_value(v) for v in value]
-    if isinstance(value, FrozenMap):
-        return {k: thaw_value(v) for k, v in value.items()}
-    return value
-
-
 _PATH_CHARS = 400
 """Characters of a path :func:`check_plain_tree` keeps for a value (longer ones are cut: a
 path of 32 keys of 4,096 characters, made for each of 100,000 values, would take 13 GB)."""
@@ -343,6 +176,27 @@ def _too_many(values: int) -> Problem:
         f"holds more than {values:,} values; a plan file is settings, not data: pass large "
         f"arrays in bindings",
     )
+
+
+def _scalar_problem(at: str, value: int | float | str) -> Problem | None:
+    """The problem of one plain value against :data:`LIMITS`, or ``None``.
+
+    An int too large, a float not finite, a string too long.
+    """
+    limits = LIMITS
+    if isinstance(value, int):
+        if abs(value) > limits.integer:
+            return Problem(at, f"must be <= {limits.integer:,} (got {_show_int(value)})")
+    elif isinstance(value, float):
+        if not math.isfinite(value):
+            return Problem(at, f"must be a finite number (got {value})")
+    elif len(value) > limits.string_chars:
+        return Problem(
+            at,
+            f"is a string of {len(value):,} characters; at most "
+            f"{limits.string_chars:,} are allowed",
+        )
+    return None
 
 
 def check_plain_tree(data: object, path: str = "") -> list[Problem]:
@@ -372,23 +226,10 @@ def check_plain_tree(data: object, path: str = "") -> list[Problem]:
             break
         if isinstance(value, bool) or value is None:
             continue
-        if isinstance(value, int):
-            if abs(value) > limits.integer:
-                problems.append(
-                    Problem(at, f"must be <= {limits.integer:,} (got {_show_int(value)})")
-                )
-        elif isinstance(value, float):
-            if not math.isfinite(value):
-                problems.append(Problem(at, f"must be a finite number (got {value})"))
-        elif isinstance(value, str):
-            if len(value) > limits.string_chars:
-                problems.append(
-                    Problem(
-                        at,
-                        f"is a string of {len(value):,} characters; at most "
-                        f"{limits.string_chars:,} are allowed",
-                    )
-                )
+        if isinstance(value, int | float | str):
+            problem = _scalar_problem(at, value)
+            if problem is not None:
+                problems.append(problem)
         elif isinstance(value, Mapping | list | tuple):
             if depth >= limits.depth:
                 problems.append(
