@@ -233,7 +233,7 @@ class LoaderPlan:
         With a split (``with_split``), ``split`` is the part to read: ``"train"`` (the
         default), ``"val"`` or ``"test"``; the loader's state records it.
         """
-        from loaderkit.runtime.loader import build_loader
+        from loaderkit.runtime.build import build_loader
 
         return build_loader(self, split=split)
 

@@ -16,14 +16,13 @@ loaders write (:mod:`~loaderkit.runtime.passes.state`).
 
 from __future__ import annotations
 
-import abc
 from collections.abc import Callable, Iterator, Mapping
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
 from torch.utils.data import DataLoader
 
 from loaderkit.checks import CheckReport, batch_checker, check_loader
-from loaderkit.errors import NotBuiltYetError, PlanError
+from loaderkit.errors import NotBuiltYetError
 from loaderkit.plan.callables import resolve_callable
 from loaderkit.plan.display import loader_html
 from loaderkit.plan.fingerprint import compute_elastic_fingerprint
@@ -46,6 +45,7 @@ from loaderkit.runtime.passes.state import (
     load_position,
     write_state,
 )
+from loaderkit.runtime.passes.surface import NO_DATASET, LoaderSurface, plan_bindings
 from loaderkit.runtime.passes.world import resolve_world
 from loaderkit.runtime.planners import ListPlanner, Planner
 from loaderkit.runtime.planners.dataset_length import LengthCheck
@@ -59,21 +59,12 @@ __all__ = [
     "STATE_VERSION",
     "CheckReport",
     "Loader",
-    "build_loader",
     "plan_bindings",
     "resolve_world",
 ]
 
-NO_DATASET = (
-    "a loaderkit loader has no .dataset for Accelerate's skip_first_batches() to rebuild "
-    "a DataLoader from (that would lose the plan's order, sharding and collation); use "
-    "loaderkit.integrations.accelerate.skip_first_batches(loader, n), or resume with "
-    "loader.load_state_dict(state)"
-)
-"""What reading ``.dataset`` of a loader raises (``AttributeError``), either loader's."""
 
-
-class Loader(metaclass=abc.ABCMeta):  # noqa: B024 - abstract only to register StreamLoader
+class Loader(LoaderSurface):
     """An iterable of batches that knows its position and can resume from it exactly.
 
     - ``len(loader)``: batches per epoch on this rank.
@@ -97,7 +88,19 @@ class Loader(metaclass=abc.ABCMeta):  # noqa: B024 - abstract only to register S
     - ``state_dict()`` / ``load_state_dict()``: a small JSON-serializable position (the
       current or last pass's epoch, batches *delivered to the caller*, not merely
       prefetched, and whether that pass ended) tied to the plan's fingerprint.
+
+    Every loaderkit loader is a ``Loader`` for ``isinstance`` (a
+    :class:`~loaderkit.runtime.stream.loader.StreamLoader` too: both implement
+    :class:`~loaderkit.runtime.passes.surface.LoaderSurface`, which this class recognises).
     """
+
+    @classmethod
+    def __subclasshook__(cls, other: type) -> bool:
+        """Any :class:`LoaderSurface` is a ``Loader`` (the stream loader composes, not inherits)."""
+        # by the MRO: issubclass(other, LoaderSurface) would ask Loader again (ABC recursion)
+        if cls is Loader and LoaderSurface in other.__mro__:
+            return True
+        return NotImplemented  # type: ignore[no-any-return]  # typeshed: Any
 
     batch_sampler: None = None
     """Always ``None``: the loader plans its batches itself. Named like torch's ``DataLoader``
@@ -443,27 +446,3 @@ class Loader(metaclass=abc.ABCMeta):  # noqa: B024 - abstract only to register S
 
     def _repr_html_(self) -> str:
         return loader_html(self)
-
-
-def plan_bindings(plan: LoaderPlan) -> Mapping[str, object]:
-    """The live objects ``plan`` is built with; :class:`PlanError` for a plan without them."""
-    if plan.bindings is None:
-        raise PlanError.single(
-            "bindings",
-            "this plan was loaded without its live objects (require_bindings=False); load "
-            "it again with bindings={...} to build it",
-        )
-    return plan.bindings
-
-
-def build_loader(plan: LoaderPlan, *, split: str = "train") -> Loader:
-    """Make the :class:`Loader` for ``plan`` (for ``split``, the part of its split).
-
-    An iterable (streamed) dataset gets a :class:`~loaderkit.runtime.stream.loader.StreamLoader`.
-    """
-    if plan.dataset.iterable and plan.bindings is not None:
-        from loaderkit.runtime.stream.loader import StreamLoader  # it builds on this module
-
-        # a virtual subclass of Loader (registered), typed as what plan.build() documents
-        return cast("Loader", StreamLoader(plan))
-    return Loader(plan, split=split)

@@ -1,7 +1,8 @@
 """The two loaders compose what they share (cursor, skip ledger, state format, pass hooks).
 
 ``StreamLoader`` no longer inherits ``Loader``; what users could rely on stays: a stream
-loader is still ``isinstance(..., Loader)`` (a registered virtual subclass) and has every
+loader is still ``isinstance(..., Loader)`` (both implement ``LoaderSurface``, which ``Loader``
+recognises, so neither loader module imports the other) and has every
 public name a ``Loader`` has, and code above the runtime (Accelerate's gradient state) is
 told of every pass of either loader through a pass hook.
 """
@@ -92,3 +93,32 @@ def test_import_loaderkit_registers_accelerates_hook_without_importing_accelerat
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True
     )
     assert out.stdout.split() == ["True", "False", "False"]
+
+
+def test_a_stream_loader_made_directly_is_a_loader_and_neither_module_imports_the_other():
+    code = (
+        "import sys\n"
+        "from loaderkit.runtime.stream.loader import StreamLoader\n"
+        "mods = sys.modules\n"
+        "print('loaderkit.runtime.loader' in mods, 'loaderkit.runtime.build' in mods)\n"
+        "from loaderkit.runtime.loader import Loader\n"
+        "print(issubclass(StreamLoader, Loader), 'loaderkit.runtime.build' in sys.modules)\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True
+    )
+    assert out.stdout.split() == ["False", "False", "True", "False"]
+
+
+def test_the_loader_surface_is_what_either_loader_must_implement():
+    from loaderkit.runtime.passes.surface import LoaderSurface
+
+    class Partial(LoaderSurface):
+        def __iter__(self) -> Iterator[Any]:
+            return iter(())
+
+    with pytest.raises(TypeError, match="abstract"):
+        Partial()  # type: ignore[abstract]
+    assert issubclass(Loader, LoaderSurface) and issubclass(StreamLoader, LoaderSurface)
+    assert issubclass(Partial, Loader)  # what Loader recognises: the surface, not a registry
+    assert not issubclass(int, Loader)

@@ -71,19 +71,19 @@ from loaderkit.plan.callables import resolve_callable
 from loaderkit.plan.display import loader_html
 from loaderkit.plan.sections.common import default_start_method
 from loaderkit.plan.workers import resolve_workers
-from loaderkit.runtime.explain import explain_stream
 from loaderkit.runtime.fetch.callables import plan_collate
 from loaderkit.runtime.fetch.rng_states import restore_rngs, user_rngs
-from loaderkit.runtime.loader import NO_DATASET, Loader, plan_bindings
 from loaderkit.runtime.passes.cursor import PassCursor, PassStart
 from loaderkit.runtime.passes.device import resolve_device, wants_pinning
 from loaderkit.runtime.passes.epoch_sampler import EpochSampler
 from loaderkit.runtime.passes.skips import SkipCounts, SkipLedger
 from loaderkit.runtime.passes.state import check_stream_state, load_position, write_state
+from loaderkit.runtime.passes.surface import NO_DATASET, LoaderSurface, plan_bindings
 from loaderkit.runtime.passes.world import resolve_world
 from loaderkit.runtime.planners.schedules import batch_sizes, max_lengths
 from loaderkit.runtime.records import Skipped
 from loaderkit.runtime.stream.delivery import StreamParts, stream_batches, uneven_because
+from loaderkit.runtime.stream.explain import explain_stream
 from loaderkit.runtime.stream.position import ProducerPositions
 from loaderkit.runtime.stream.producer import Producer
 from loaderkit.runtime.stream.read import (
@@ -107,7 +107,7 @@ if TYPE_CHECKING:
 __all__ = ["SHARD_HOOK", "WORKER_SPLIT", "StreamLoader"]
 
 
-class StreamLoader:
+class StreamLoader(LoaderSurface):
     """The loader of an iterable source: an iterable of batches that knows its position.
 
     The same surface as :class:`~loaderkit.runtime.loader.Loader` where a stream allows it:
@@ -122,8 +122,8 @@ class StreamLoader:
 
     It composes what it shares with ``Loader`` (the pass cursor, the skip ledger, the state
     format) rather than inheriting it; ``isinstance(stream_loader, Loader)`` is true all the
-    same (it is registered as a virtual subclass: code that accepts "a loaderkit loader"
-    checks ``Loader``).
+    same (both implement :class:`~loaderkit.runtime.passes.surface.LoaderSurface`, which
+    ``Loader`` recognises: code that accepts "a loaderkit loader" checks ``Loader``).
     """
 
     batch_sampler: None = None
@@ -583,6 +583,3 @@ class StreamLoader:
 
     def _repr_html_(self) -> str:
         return loader_html(self)
-
-
-Loader.register(StreamLoader)  # isinstance(stream_loader, Loader), as when it inherited
