@@ -1,3 +1,3 @@
-"""Sharded datasets: shard files in a store (local disks, object stores) read as one map-style dataset."""
+"""Sharded datasets: shard files in a store (local disks, object stores) as one dataset."""
 
 __all__: list[str] = []
