@@ -165,16 +165,24 @@ class DataLoaderBuilder(SamplingCalls, ExecutionCalls):
 
     @keywords_checked
     def with_shuffle(
-        self, enabled: bool = True, *, buffer_size: int | None = None
+        self,
+        enabled: bool = True,
+        *,
+        buffer_size: int | None = None,
+        window_shards: int | None = None,
     ) -> DataLoaderBuilder:
         """Return a new builder that shuffles every epoch (or, with ``False``, reads in order).
 
         The order of epoch ``e`` is a keyed permutation of (seed, e): the same seed and epoch
         always give the same order, and each epoch differs. Replaces any earlier setting.
         An iterable (streamed) dataset has no random access: it is shuffled through a buffer
-        of ``buffer_size`` samples (required for it; see docs/streaming.md).
+        of ``buffer_size`` samples (required for it; see docs/streaming.md). A sharded dataset
+        is shuffled shard-aware: its shards shuffled, then samples within windows of
+        ``window_shards`` consecutive shards (default 16; see docs/sampling.md, "Shard-aware
+        shuffle"), so that an epoch reads a few shards at a time, never all of them at random.
         """
-        return self._with(order=order_spec(enabled, self._order().seed, buffer_size))
+        seed = self._order().seed
+        return self._with(order=order_spec(enabled, seed, buffer_size, window_shards))
 
     @keywords_checked
     def with_seed(self, seed: int) -> DataLoaderBuilder:
@@ -184,7 +192,9 @@ class DataLoaderBuilder(SamplingCalls, ExecutionCalls):
         reproducible too. Replaces any earlier seed.
         """
         current = self._order()
-        return self._with(order=order_spec(current.shuffle, seed, current.buffer_size))
+        return self._with(
+            order=order_spec(current.shuffle, seed, current.buffer_size, current.window_shards)
+        )
 
     def with_collator(
         self, collator: str | Callable[..., Any], **options: Any

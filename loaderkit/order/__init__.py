@@ -10,6 +10,9 @@ standard library, never torch.
 - :class:`EpochOrder`, :class:`BatchLayout`, :func:`epoch_batches` and
   :func:`batch_indices` turn an epoch into batches of sample indices.
 - :class:`ShardLayout` splits each global batch between ranks (the elastic layout).
+- :class:`ShardOrder` is a sharded dataset's shard-aware shuffle (shards shuffled, then samples
+  within windows of shards), computed per position; :class:`ShardUses` the shards a range of
+  it reads, in the order they are first needed (what the shard cache prefetches and evicts by).
 - :func:`weighted_sample` / :func:`weighted_batches` draw samples by weight, with or without
   replacement, from counter-based uniforms (:func:`uniform_draws`).
 - :func:`bucketed_batches` makes length-bucketed batches (fixed size or a token budget) as an
@@ -39,15 +42,19 @@ from loaderkit.order.feistel import FeistelPermutation
 from loaderkit.order.keys import batch_rng, derive_key, sample_rng, sample_seed, worker_seed
 from loaderkit.order.mixture import mixture_batches, mixture_num_batches, source_of
 from loaderkit.order.shard import ShardLayout
+from loaderkit.order.shard_order import DEFAULT_WINDOW_SHARDS, ShardOrder, ShardUses
 from loaderkit.order.token_budget import padding_stats
 from loaderkit.order.weighted import uniform_draws, weighted_batches, weighted_sample
 
 __all__ = [
+    "DEFAULT_WINDOW_SHARDS",
     "BatchLayout",
     "EpochBatches",
     "EpochOrder",
     "FeistelPermutation",
     "ShardLayout",
+    "ShardOrder",
+    "ShardUses",
     "batch_indices",
     "batch_rng",
     "bucket_ids",

@@ -17,6 +17,7 @@ from loaderkit.plan.sections import EXPLAIN_ORDER
 from loaderkit.plan.sections.base import ExplainRows
 from loaderkit.plan.sections.batch import BatchSpec
 from loaderkit.plan.sections.mixture import mixture_samples
+from loaderkit.plan.sections.order import shard_window
 
 if TYPE_CHECKING:
     from loaderkit.plan.plan import LoaderPlan
@@ -148,6 +149,14 @@ def _order_rows(plan: LoaderPlan) -> ExplainRows:
         if o.shuffle
         else f"sequential (dataset order), seed {o.seed}"
     )
+    window = shard_window(plan)
+    if window is not None:
+        default = " (the default)" if o.window_shards is None else ""
+        order = (
+            f"shard-aware: shards shuffled, then samples shuffled within windows of "
+            f"{window} shard{'' if window == 1 else 's'}{default} (keyed Feistel "
+            f"permutations), seed {o.seed}"
+        )
     if plan.dataset.iterable:
         order = f"stream order (iterable source), seed {o.seed}"
         if o.shuffle and o.buffer_size is not None:

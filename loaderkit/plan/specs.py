@@ -12,6 +12,7 @@ a spec names them by *binding* and the plan keeps the objects beside the data.
 
 from __future__ import annotations
 
+import inspect
 import sys
 from collections.abc import Mapping, Sequence
 from typing import Literal, get_args
@@ -35,6 +36,8 @@ __all__ = [
     "Storage",
     "column_rows",
     "describe_dataset",
+    "is_sharded",
+    "shard_count",
 ]
 
 DATASET_KINDS = {
@@ -84,6 +87,16 @@ class DatasetSpec:
     storage: Storage = "auto"
     """How a list of samples is held for the workers (:data:`Storage`); not the data itself,
     so two specs differing only here describe the same dataset (:meth:`same_data`)."""
+    shards: int | None = None
+    """The number of shards of a sharded dataset (one implementing
+    :class:`~loaderkit.datasets.shards.layout.ShardLayout`), ``None`` for any other: over a
+    sharded dataset, ``with_shuffle()`` shuffles shards, then samples within a window of
+    them."""
+
+    @property
+    def sharded(self) -> bool:
+        """Whether the dataset is made of shards (its order can be shard-aware)."""
+        return self.shards is not None
 
     def same_data(self, other: DatasetSpec) -> bool:
         """Whether ``other`` describes the same data (its storage aside)."""
@@ -316,6 +329,7 @@ def describe_dataset(obj: object, binding: str) -> DatasetSpec:
             _type_name(obj),
             int(length),
             identity if isinstance(identity, str) else None,
+            shards=shard_count(obj, int(length)),
         )
     if hasattr(obj, "__iter__"):
         raise PlanTypeError.single(
@@ -330,10 +344,60 @@ def describe_dataset(obj: object, binding: str) -> DatasetSpec:
     )
 
 
+def is_sharded(obj: object) -> bool:
+    """Whether ``obj`` is a sharded dataset (a ``ShardLayout``).
+
+    It declares the :class:`~loaderkit.datasets.shards.layout.ShardLayout` attributes
+    (``shard_counts`` and ``shard_infos``), found without evaluating them.
+    """
+    for name in ("shard_counts", "shard_infos"):
+        try:
+            inspect.getattr_static(obj, name)
+        except AttributeError:
+            return False
+    return True
+
+
+def shard_count(obj: object, length: int) -> int | None:
+    """The number of shards of a sharded dataset (``None``: not sharded), its counts checked.
+
+    ``shard_counts`` must be a tuple of ints ``>= 0`` summing to ``len(obj)``: the order maps
+    positions through it, so a wrong one would read the wrong samples.
+    """
+    if not is_sharded(obj):
+        return None
+    try:
+        counts = obj.shard_counts  # type: ignore[attr-defined]
+    except Exception as exc:  # a property that fails: the dataset's own error, named
+        raise PlanError.single(
+            "dataset",
+            f"{type(obj).__name__}.shard_counts failed ({type(exc).__name__}: "
+            f"{shown(str(exc))}); fix the dataset's shard_counts",
+        ) from exc
+    if not isinstance(counts, tuple) or not all(
+        isinstance(c, int) and not isinstance(c, bool) and c >= 0 for c in counts
+    ):
+        raise PlanTypeError.single(
+            "dataset",
+            f"{type(obj).__name__}.shard_counts must be a tuple of ints >= 0 (samples per "
+            f"shard), got {shown(counts)}; return one count per shard, in the shard order",
+        )
+    total = sum(counts)
+    if total != length:
+        raise PlanError.single(
+            "dataset",
+            f"{type(obj).__name__}.shard_counts sum to {total:,} but len() is {length:,}; the "
+            f"shard counts must add up to the dataset's length",
+        )
+    return len(counts)
+
+
 def dataset_summary(spec: DatasetSpec) -> str:
     """One line: kind, type and size, for ``explain()``."""
     kind = DATASET_KINDS.get(spec.kind, spec.kind)
     size = "unknown length (streamed)" if spec.length is None else f"{spec.length:,} samples"
+    if spec.shards is not None:
+        size += f" in {spec.shards:,} shard{'' if spec.shards == 1 else 's'}"
     short = inert(spec.type_name.rsplit(".", 1)[-1])
     names = [inert(c) for c in spec.columns[: LISTED + 1]]
     cols = f", columns {', '.join(listed(names, 'columns', total=len(spec.columns)))}"

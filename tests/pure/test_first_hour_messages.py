@@ -113,7 +113,7 @@ def test_every_keyword_home_is_a_call_the_builder_has():
 
 def test_the_checked_methods_keep_their_signatures():
     signature = inspect.signature(DataLoaderBuilder.with_shuffle)
-    assert list(signature.parameters) == ["self", "enabled", "buffer_size"]
+    assert list(signature.parameters) == ["self", "enabled", "buffer_size", "window_shards"]
     assert DataLoaderBuilder.with_shuffle.__doc__
     assert BASE.with_shuffle(True, buffer_size=None) == BASE.with_shuffle()
 

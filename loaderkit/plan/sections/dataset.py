@@ -111,6 +111,8 @@ def dataset_to_dict(ds: DatasetSpec) -> dict[str, Any]:
         out["source"] = source_table(ds.source)
     if ds.storage != "auto":  # the default is not written: older files read the same
         out["storage"] = ds.storage
+    if ds.shards is not None:  # only a sharded dataset's: older files read the same
+        out["shards"] = ds.shards
     return out
 
 
@@ -138,6 +140,8 @@ def _stream(plan: LoaderPlan) -> dict[str, Any]:
     }
     if ds.source is not None:  # absent otherwise: older fingerprints are unchanged
         data["source"] = ds.source.without_paths()  # where the files are is not what they hold
+    if ds.shards is not None:  # absent otherwise: older fingerprints are unchanged
+        data["shards"] = ds.shards
     return {"dataset": data}
 
 
@@ -161,6 +165,7 @@ def read_dataset(
             "features",
             "source",
             "storage",
+            "shards",
         ),
     )
     if path not in data:
@@ -205,15 +210,12 @@ def read_dataset(
         source = read_source(reader, sec["source"], path)
         if source is None:
             return None
-    recorded = DatasetSpec(
+    spec = DatasetSpec(
         binding, kind, type_name, length, identity, tuple(columns), tuple(features), source
     )
-    if "storage" in sec:
-        try:
-            recorded = storage_spec(recorded, sec["storage"], f"{path}.storage")
-        except PlanError as exc:
-            reader.problems.extend(exc.problems)
-            return None
+    recorded: DatasetSpec | None = reader.attempt(lambda: _with_options(spec, sec, path))
+    if recorded is None:
+        return None
     if kind == "mixture":
         if path != "dataset":
             reader.problems.append(Problem(path, "a mixture cannot be a source of a mixture"))
@@ -226,6 +228,22 @@ def read_dataset(
     if source is not None and binding not in reader.given:
         return _rebuilt(reader, path, recorded, source)
     return _checked_binding(reader, path, recorded)
+
+
+def _with_options(spec: DatasetSpec, sec: Mapping[str, Any], path: str) -> DatasetSpec:
+    """``spec`` with the table's ``storage`` and ``shards``, when written (checked)."""
+    if "storage" in sec:
+        spec = storage_spec(spec, sec["storage"], f"{path}.storage")
+    if "shards" in sec:
+        shards = check_int(
+            f"{path}.shards",
+            sec["shards"],
+            minimum=0,
+            maximum=LIMITS.dataset_length,
+            fix="the number of shards of a sharded dataset, as the plan recorded it",
+        )
+        spec = attrs.evolve(spec, shards=shards)
+    return spec
 
 
 def _checked_binding(reader: Reader, path: str, recorded: DatasetSpec) -> DatasetSpec:
@@ -385,6 +403,8 @@ def describe_recorded(spec: DatasetSpec, against: DatasetSpec | None = None) -> 
         text += f", columns {list(spec.columns)}"
     if spec.features != against.features:
         text += f", features {list(spec.features)}"
+    if spec.shards != against.shards:
+        text += ", not sharded" if spec.shards is None else f", {spec.shards} shards"
     if spec.source != against.source:
         made = "no source" if spec.source is None else f"made by {spec.source.describe()}"
         text += f", {made}"
@@ -502,6 +522,12 @@ SECTION: Section[DatasetSpec] = Section(
             "stream",
             "(only when set) the factory's name and options, path options left out (see "
             "[dataset sources](#dataset-sources))",
+        ),
+        FingerprintRow(
+            "`dataset.shards`",
+            "stream",
+            "(only when set) the number of shards of a sharded dataset: its order reads them "
+            "in windows (see `order.window_shards`)",
         ),
         FingerprintRow(
             "`dataset.storage`",

@@ -59,7 +59,9 @@ def map_order(plan: LoaderPlan, data: object, split: str, world_size: int, rank:
     assert n is not None
     sizes = batch_sizes(plan)
     lengths = max_lengths(plan)
-    selected = select_planner(PlannerContext(plan, n, part, world_size, rank, sizes))
+    counts = getattr(data, "shard_counts", None) if plan.dataset.sharded else None
+    context = PlannerContext(plan, n, part, world_size, rank, sizes, counts)
+    selected = select_planner(context)
     requests = Requests(selected.planner, part, lengths)
     return MapOrder(part, None if plan.split is None else split, sizes, lengths, selected, requests)
 

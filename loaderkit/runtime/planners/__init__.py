@@ -1,9 +1,10 @@
 """Planners: one per sampler, chosen for a plan by one selection table.
 
 Each planner (:mod:`~.plain`, :mod:`~.step_sized`, :mod:`~.bucketing`, :mod:`~.weighted`,
-:mod:`~.curriculum`, :mod:`~.mixture`) is what the :class:`~loaderkit.runtime.loader.Loader`
-asks for one rank's batches, through the :class:`~.base.Planner` protocol. The loader keeps
-the cursor, the iteration, the workers and the state.
+:mod:`~.curriculum`, :mod:`~.mixture`, :mod:`~.shard_window`) is what the
+:class:`~loaderkit.runtime.loader.Loader` asks for one rank's batches, through the
+:class:`~.base.Planner` protocol. The loader keeps the cursor, the iteration, the workers and
+the state.
 
 :data:`PLANNERS` is read top to bottom: the first row whose condition holds for the plan
 makes the planner. Bucketing comes first: combined with weights, a curriculum or a mixture,
@@ -15,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, NamedTuple
 
+from loaderkit.plan.sections import order as order_section
 from loaderkit.runtime.planners.base import (
     ListPlanner,
     Planner,
@@ -26,6 +28,11 @@ from loaderkit.runtime.planners.bucketing import BucketPlanner, make_bucketing
 from loaderkit.runtime.planners.curriculum import CurriculumPlanner, make_curriculum
 from loaderkit.runtime.planners.mixture import MixturePlanner, make_mixture, make_mixture_alone
 from loaderkit.runtime.planners.plain import PlainPlanner, make_plain
+from loaderkit.runtime.planners.shard_window import (
+    ShardStepSizedPlanner,
+    ShardWindowPlanner,
+    make_shard_window,
+)
 from loaderkit.runtime.planners.step_sized import StepSizedPlanner, make_step_sized
 from loaderkit.runtime.planners.weighted import WeightedPlanner, make_weighted
 
@@ -46,6 +53,8 @@ __all__ = [
     "Selected",
     "SequencePlanner",
     "SequenceSource",
+    "ShardStepSizedPlanner",
+    "ShardWindowPlanner",
     "StepSizedPlanner",
     "WeightedPlanner",
     "first_match",
@@ -93,6 +102,11 @@ PLANNERS: tuple[Row, ...] = (
     Row("weights", lambda plan: plan.sampling_weights is not None, make_weighted),
     Row("curriculum", lambda plan: plan.curriculum is not None, make_curriculum),
     Row("mixture", lambda plan: plan.mixture is not None, make_mixture_alone),
+    Row(
+        "shard-window",
+        lambda plan: order_section.shard_window(plan) is not None,
+        make_shard_window,
+    ),
     Row("step-sized", _sized_by_step, make_step_sized),
     Row("plain", lambda plan: True, make_plain),
 )

@@ -94,6 +94,8 @@ class PlannerContext(NamedTuple):
     rank: int
     sizes: Schedule[int]
     """The per-rank batch size as a function of the epoch or step."""
+    shard_counts: tuple[int, ...] | None = None
+    """The samples per shard of a sharded dataset (its ``shard_counts``), else ``None``."""
 
     def in_part(self, values: npt.NDArray[Any]) -> npt.NDArray[Any]:
         """Per-sample values of the whole dataset cut to the split's part, in position order."""

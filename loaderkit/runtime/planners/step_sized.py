@@ -2,14 +2,25 @@
 
 from __future__ import annotations
 
+from typing import Protocol
+
 import numpy as np
+import numpy.typing as npt
 
 from loaderkit.order.batches import EpochBatches
 from loaderkit.order.epoch import EpochOrder
 from loaderkit.runtime.planners.base import EpochListPlanner, PlannerContext, Selected, Shard
 from loaderkit.runtime.planners.plain import refuse_empty
 
-__all__ = ["StepSizedPlanner", "make_step_sized"]
+__all__ = ["PositionOrder", "StepSizedPlanner", "make_step_sized"]
+
+
+class PositionOrder(Protocol):
+    """An epoch's order as the step-sized planner reads it: positions -> sample indices."""
+
+    def at(self, positions: npt.ArrayLike) -> npt.NDArray[np.int64]:
+        """The sample indices at ``positions``."""
+        ...
 
 
 class StepSizedPlanner(EpochListPlanner):
@@ -79,12 +90,16 @@ class StepSizedPlanner(EpochListPlanner):
             starts.append(starts[-1] + self._steps(len(starts) - 1))
         return starts[epoch]
 
+    def epoch_order(self, epoch: int) -> PositionOrder:
+        """The order the positions of ``epoch`` are read through (the plain epoch order)."""
+        return EpochOrder(self.n, self.seed, epoch, self.shuffle)
+
     def batches(self, epoch: int) -> EpochBatches:
         """The batches of ``epoch`` on this rank (the last epoch's are kept)."""
         cached = self._epoch
         if cached is None or cached[0] != epoch:
             plan = self._walk(epoch)
-            order = EpochOrder(self.n, self.seed, epoch, self.shuffle)
+            order = self.epoch_order(epoch)
             sizes = np.asarray([size for _, size in plan], dtype=np.int64)
             offsets = np.zeros(len(plan) + 1, dtype=np.int64)
             np.cumsum(sizes, out=offsets[1:])
