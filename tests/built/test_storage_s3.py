@@ -218,10 +218,13 @@ def test_missing_credentials_say_how_to_set_them(moto_server, bucket, aws_env, m
     )
     with pytest.raises(StorageError, match="AWS_ACCESS_KEY_ID"):
         store.stat(f"s3://{bucket}/data/a.bin")
-    anonymous = store_for(
-        f"s3://{bucket}/data/a.bin", {"endpoint_url": moto_server, "anonymous": True, **FAST}
+    raw_client(moto_server).put_object(
+        Bucket=bucket, Key="public.bin", Body=DATA, ACL="public-read"
     )
-    assert anonymous.read(RangeRequest(f"s3://{bucket}/data/a.bin", 0, 3)) == DATA[:3]
+    anonymous = store_for(
+        f"s3://{bucket}/public.bin", {"endpoint_url": moto_server, "anonymous": True, **FAST}
+    )
+    assert anonymous.read(RangeRequest(f"s3://{bucket}/public.bin", 0, 3)) == DATA[:3]
 
 
 def test_a_store_crosses_to_another_process_by_pickle(moto_server, bucket):
