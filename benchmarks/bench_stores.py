@@ -23,6 +23,7 @@ Run it as ``python benchmarks/bench_stores.py [--quick]``; ``benchmarks/run.py``
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import socket
 import statistics
@@ -59,6 +60,8 @@ def unavailable() -> str | None:
 
 def _server() -> tuple[Any, str]:
     from moto.server import ThreadedMotoServer
+
+    logging.getLogger("werkzeug").setLevel(logging.ERROR)  # one log line per request
 
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
