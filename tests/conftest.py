@@ -10,6 +10,9 @@ from collections.abc import Iterator
 import pytest
 from hypothesis import HealthCheck, settings
 
+# moto_server, fault_proxy, aws_env: a real S3 server on 127.0.0.1 and faults on the wire
+pytest_plugins = ("s3_server",)
+
 # `ci` is bounded for a 2-core machine; `dev` is the everyday local run; `thorough` is what
 # `nox -s slow` uses. CI=true selects `ci` unless HYPOTHESIS_PROFILE says otherwise.
 settings.register_profile(

@@ -16,6 +16,7 @@ import os
 import secrets
 import stat
 from collections.abc import Sequence
+from typing import ClassVar
 from urllib.parse import unquote, urlparse
 
 from loaderkit._text import shown
@@ -55,6 +56,9 @@ class LocalStore:
     """:class:`~loaderkit.storage.base.Store` over local files."""
 
     scheme = "file"
+    SAFE_OPTIONS: ClassVar[frozenset[str]] = frozenset()
+    """A local path takes no ``storage_options``."""
+    SECRET_OPTIONS: ClassVar[frozenset[str]] = frozenset()
 
     def stat(self, url: str) -> ObjectInfo:
         """Size and version of the local file ``url``."""
