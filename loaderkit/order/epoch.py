@@ -28,7 +28,14 @@ import numpy.typing as npt
 from loaderkit.order.feistel import MAX_N, FeistelPermutation
 from loaderkit.order.keys import as_int, derive_key
 
-__all__ = ["CHUNK", "BatchLayout", "EpochOrder", "batch_indices", "epoch_batches"]
+__all__ = [
+    "CHUNK",
+    "BatchLayout",
+    "EpochOrder",
+    "batch_indices",
+    "check_positions",
+    "epoch_batches",
+]
 
 #: Positions per cached chunk of a shuffled epoch.  An implementation detail: it changes the
 #: speed and the memory held (two chunks of int64, 512 KiB), never the order.
@@ -186,7 +193,7 @@ class EpochOrder:
         arr = np.asarray(positions)
         perm = self._perm
         if perm is None:
-            _check_positions(arr, self.n)
+            check_positions(arr, self.n)
             return arr.astype(np.int64)
         if arr.size and np.issubdtype(arr.dtype, np.integer) and arr.dtype != np.bool_:
             low, high = int(arr.min()), int(arr.max())
@@ -209,8 +216,11 @@ class EpochOrder:
         return values
 
 
-def _check_positions(arr: npt.NDArray[Any], n: int) -> None:
-    """Validate an array of positions in ``[0, n)`` (the messages of FeistelPermutation)."""
+def check_positions(arr: npt.NDArray[Any], n: int) -> None:
+    """Validate an array of positions in ``[0, n)`` (the messages of FeistelPermutation).
+
+    Shared by every order over positions (:class:`EpochOrder`, the shard-aware order).
+    """
     if arr.dtype == np.bool_ or not np.issubdtype(arr.dtype, np.integer):
         raise TypeError(
             f"positions must be an array of integers, got dtype {arr.dtype}; "

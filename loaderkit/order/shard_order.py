@@ -40,6 +40,7 @@ from typing import Any, NamedTuple
 import numpy as np
 import numpy.typing as npt
 
+from loaderkit.order.epoch import check_positions
 from loaderkit.order.feistel import MAX_N, FeistelPermutation
 from loaderkit.order.keys import as_int, derive_key
 
@@ -222,18 +223,7 @@ class ShardOrder:
     def _checked(self, positions: npt.ArrayLike) -> npt.NDArray[Any]:
         """``positions`` as an integer array, every value in ``[0, n)``."""
         arr = np.asarray(positions)
-        if arr.dtype == np.bool_ or not np.issubdtype(arr.dtype, np.integer):
-            raise TypeError(
-                f"positions must be an array of integers, got dtype {arr.dtype}; convert "
-                f"with numpy.asarray(..., dtype=numpy.int64)"
-            )
-        if arr.size:
-            low, high = int(arr.min()), int(arr.max())
-            if low < 0 or high >= self.n:
-                raise ValueError(
-                    f"positions must lie in [0, n) = [0, {self.n}), got values in [{low}, "
-                    f"{high}]; pass only positions below n={self.n}"
-                )
+        check_positions(arr, self.n)
         return arr
 
     def _slots(self, flat: _I64) -> _I64:
