@@ -15,7 +15,6 @@ another host.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping
 from typing import Any, ClassVar
 from urllib.parse import urlsplit
@@ -95,26 +94,22 @@ class HttpStore(RemoteStore):
 
     def manager(self) -> Any:
         """The urllib3 pool manager (made on first use, once per process; thread-safe)."""
-        with self._lock:
-            if self._pid != os.getpid():
-                self._fresh()
-            if self._manager is None:
-                try:
-                    import urllib3
-                except ImportError as e:
-                    raise StorageError(
-                        "http(s):// URLs need urllib3: pip install 'loaderkit[http]'"
-                    ) from e
-                self._manager = urllib3.PoolManager(
-                    maxsize=self.options.max_in_flight,
-                    timeout=urllib3.Timeout(
-                        connect=self.options.connect_timeout, read=self.options.read_timeout
-                    ),
-                    retries=urllib3.Retry(
-                        total=None, connect=0, read=0, status=0, other=0, redirect=MAX_REDIRECTS
-                    ),
-                )
-            return self._manager
+        return self._once_per_process("_manager", self._make_manager)
+
+    def _make_manager(self) -> Any:
+        try:
+            import urllib3
+        except ImportError as e:
+            raise StorageError("http(s):// URLs need urllib3: pip install 'loaderkit[http]'") from e
+        return urllib3.PoolManager(
+            maxsize=self.options.max_in_flight,
+            timeout=urllib3.Timeout(
+                connect=self.options.connect_timeout, read=self.options.read_timeout
+            ),
+            retries=urllib3.Retry(
+                total=None, connect=0, read=0, status=0, other=0, redirect=MAX_REDIRECTS
+            ),
+        )
 
     def _request(self, method: str, url: str, headers: dict[str, str]) -> Any:
         import urllib3

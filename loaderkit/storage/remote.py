@@ -28,7 +28,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import FIRST_EXCEPTION, Future, ThreadPoolExecutor, wait
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TypeVar
 
 import attrs
 
@@ -37,6 +37,8 @@ from loaderkit._validate import check_int, check_number, unknown_keys
 from loaderkit.errors import PlanError
 from loaderkit.storage.base import ObjectChangedError, ObjectInfo, RangeRequest, StorageError
 from loaderkit.storage.retry import Retry, RetryPolicy, with_retries
+
+_T = TypeVar("_T")
 
 __all__ = [
     "REMOTE_OPTIONS",
@@ -256,15 +258,27 @@ class RemoteStore:
         self._pool = None
         self._pid = os.getpid()
 
-    def _executor(self) -> ThreadPoolExecutor:
+    def _once_per_process(self, name: str, make: Callable[[], _T]) -> _T:
+        """``self.<name>``, made by ``make`` on first use in this process (thread-safe).
+
+        After a fork the parent's clients, connections and pool are forgotten first.
+        """
         with self._lock:
             if self._pid != os.getpid():
                 self._fresh()
-            if self._pool is None:
-                self._pool = ThreadPoolExecutor(
-                    self.options.max_in_flight, thread_name_prefix=f"loaderkit-{self.scheme}"
-                )
-            return self._pool
+            value: _T | None = getattr(self, name)
+            if value is None:
+                value = make()
+                setattr(self, name, value)
+            return value
+
+    def _executor(self) -> ThreadPoolExecutor:
+        return self._once_per_process(
+            "_pool",
+            lambda: ThreadPoolExecutor(
+                self.options.max_in_flight, thread_name_prefix=f"loaderkit-{self.scheme}"
+            ),
+        )
 
     def _fetch(self, request: RangeRequest, deadline: float) -> bytes:
         """One attempt at ``request`` (``Retry`` for what may pass)."""

@@ -173,12 +173,7 @@ class S3Store(RemoteStore):
 
     def client(self) -> Any:
         """The boto3 S3 client (made on first use, once per process; thread-safe)."""
-        with self._lock:
-            if self._pid != os.getpid():
-                self._fresh()
-            if self._client is None:
-                self._client = self._make_client()
-            return self._client
+        return self._once_per_process("_client", self._make_client)
 
     def _make_client(self) -> Any:
         try:
